@@ -1,0 +1,170 @@
+"""The ``trioqueue`` command line: parsing, the demo, and the terminal helpers it draws with.
+
+``main`` calls ``trio.run`` itself, so these tests are plain ``def`` functions (pytest-trio's
+trio_mode leaves sync tests alone). The demo runs on the real clock: it *is* the behaviour
+under test, sped up twentyfold so it takes well under two seconds.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+import trioqueue
+from trioqueue import _demo
+from trioqueue._terminal import CSI, LiveBlock, clip, format_table, progress_bar
+from trioqueue.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- the demo -----------------------------------------------------------------------------
+
+
+def test_demo_on_memory_backend_ends_as_expected(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every job ends as designed: the flaky one on its retry, the export cancelled mid-run."""
+    code = main(["demo", "--backend", "memory", "--speed", "20", "--no-live"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "export-customer-archive: cancel requested at stored progress" in out
+    assert "export-customer-archive: failed as expected, last_error: cancelled" in out
+    assert "invoice-sync: attempt 1 failed, retry in" in out
+    assert "invoice-sync: succeeded on attempt 2, after a retry, as expected" in out
+    assert "demo OK: every job ended as expected" in out
+
+
+def test_demo_puts_the_library_loggers_back(capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo routes ``trioqueue`` logs to its view only while it runs."""
+    logger = logging.getLogger("trioqueue")
+    level, handlers = logger.level, list(logger.handlers)
+    assert main(["demo", "--jobs", "3", "--speed", "40", "--no-live", "-v"]) == 0
+    assert (logger.level, logger.handlers) == (level, handlers)
+    assert "info trioqueue.pool: worker pool" in capsys.readouterr().out  # -v shows info lines
+
+
+def _info(
+    job_id: int, status: trioqueue.JobStatus, attempts: int, error: str | None
+) -> trioqueue.JobInfo:
+    now = datetime.now(UTC)
+    return trioqueue.JobInfo(
+        id=job_id, queue="demo", payload={}, status=status, attempts=attempts, max_attempts=3,
+        priority=0, progress=None, last_error=error, created_at=now, finished_at=now,
+    )  # fmt: skip
+
+
+def test_demo_verdict_names_every_job_that_ended_wrongly() -> None:
+    """Exit 1 with one line per job that ended other than designed."""
+    specs = {1: _demo.EXPORT, 2: _demo.FLAKY, 3: _demo.REPORTS[0]}
+    jobs = {
+        1: _info(1, "succeeded", 1, None),  # should have been cancelled
+        2: _info(2, "succeeded", 1, None),  # should have needed a retry
+        3: _info(3, "succeeded", 1, None),
+    }
+    lines, code = _demo.summary(_demo.Result(specs, jobs, 1.0, timed_out=False), speed=1.0)
+    assert code == 1
+    assert "demo FAILED: 2 job(s) did not end as expected:" in lines
+    assert any("job 1 export-customer-archive" in line and "cancelled" in line for line in lines)
+    assert any("job 2 invoice-sync" in line and "attempt 1" in line for line in lines)
+
+
+def test_demo_verdict_reports_a_timeout() -> None:
+    specs = {3: _demo.REPORTS[0]}
+    jobs = {3: _info(3, "running", 1, None)}
+    lines, code = _demo.summary(_demo.Result(specs, jobs, 9.0, timed_out=True), speed=1.0)
+    assert code == 1
+    assert "demo FAILED: jobs still unfinished after 9.0s" in lines
+
+
+# -- parsing ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+        ([], "the following arguments are required: COMMAND"),
+        (["demo", "--backend", "postgres"], "invalid choice: 'postgres'"),
+        (["demo", "--speed", "0"], "must be above 0"),
+        (["demo", "--speed", "nan"], "must be above 0"),
+        (["demo", "--jobs", "2"], "must be between 3 and 100"),
+        (["demo", "--jobs", "many"], "not a whole number"),
+    ],
+)
+def test_usage_errors_exit_2_with_a_message(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: trioqueue")
+    assert message in err
+
+
+def test_help_lists_the_demo(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    assert "demo" in capsys.readouterr().out
+
+
+def test_python_dash_m_runs_the_same_command_line() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "trioqueue", "demo", "--help"],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: trioqueue demo")
+
+
+# -- terminal helpers ---------------------------------------------------------------------
+
+
+def test_progress_bar() -> None:
+    assert progress_bar(None, width=4) == "....    -"
+    assert progress_bar(0.5, width=4) == "##..  50%"
+    assert progress_bar(1.0, width=4, unicode=True) == "████ 100%"
+
+
+def test_clip_marks_what_it_cut() -> None:
+    assert clip("abcdef", 6) == "abcdef"
+    assert clip("abcdefg", 6) == "abc..."
+
+
+def test_format_table_aligns_columns() -> None:
+    assert format_table(("A", "BB"), [("xyz", "1"), ("x", "22")]) == [
+        "A    BB",
+        "xyz  1",
+        "x    22",
+    ]
+
+
+def test_live_block_redraws_in_place() -> None:
+    """The second frame moves up over the first, clears every line, and blanks leftovers."""
+    out = io.StringIO()
+    with LiveBlock(out) as block:
+        block.draw(["one", "two"])
+        start = out.tell()
+        block.draw(["three"])
+    second = out.getvalue()[start:]
+    assert second.startswith(f"{CSI}2A\r{CSI}2Kthree\n\r{CSI}2K\n")
+    assert second.endswith(f"{CSI}?25h")  # the cursor is shown again
+
+
+def test_ctrl_c_exits_130_also_inside_exception_groups(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """trio re-raises Ctrl-C from inside a nursery wrapped in an exception group."""
+
+    def interrupted(*args: object) -> int:
+        raise BaseExceptionGroup("from a nursery", [KeyboardInterrupt()])
+
+    monkeypatch.setattr("trioqueue.cli.trio.run", interrupted)
+    assert main(["demo", "--no-live"]) == 130
+    assert "interrupted" in capsys.readouterr().err

@@ -1,0 +1,836 @@
+"""A stateful property test of the guard's sans-IO core (``GuardCore``), float clock.
+
+The machine plays the trio runtime (``trioqueue._guard``) and the database against one
+``GuardCore``: it registers batches, moves the clock, sends the renewals the core offers,
+answers them with random verdicts, lets them fail, time out, hang or hang for good, answers
+abandoned and superseded renewals late, settles jobs, delivers cancel notices and starts a
+shutdown. A small model tracks what the database granted and what the runtime's cancel scopes
+would say; invariants and rule-level checks are named after PROTOCOL.md (I2, I4, I5, I6, I8,
+I10, I11, I12).
+
+The model of the database is deliberately conservative: a row renewed by a renewal is taken
+to be leased until ``sent_at + V`` (the database read its clock *after* the statement was
+sent, so the real lease is at least that), and only answers the core accepted as current
+count. The fence must never outlive that, except by the 0.25 s an in-flight renewal may
+take to settle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Container
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from trioqueue._core.guard import (
+    BatchLease,
+    Effects,
+    GuardCore,
+    JobLease,
+    Renewal,
+    StopReason,
+)
+from trioqueue._core.progress import valid_progress
+from trioqueue._core.timing import GRACE, MIN_RETRY, Timing, retry_delay
+from trioqueue._core.verdict import Verdict
+
+EPS = 1e-6  # float slack for sums of times up to ~1e6
+UNKNOWN = 10**9  # a token or job id the core never issued
+
+TIMINGS = [
+    Timing(visibility_timeout=30.0, heartbeat_interval=10.0),
+    Timing(visibility_timeout=30.0, heartbeat_interval=10.0, max_job_duration=45.0),
+    Timing(visibility_timeout=6.0, heartbeat_interval=2.0, max_job_duration=20.0),
+    Timing(visibility_timeout=1.0, heartbeat_interval=0.3),
+    Timing(visibility_timeout=2.0, heartbeat_interval=1.5, max_job_duration=3.0),
+]
+
+#: How a renewal's driver call behaves.
+CALL_MODES = ["normal"] * 4 + ["stuck", "hard"]
+
+#: Per-job answers; None leaves the job out of the answer (counts as UNCHANGED).
+VERDICTS: list[Verdict | None] = [
+    Verdict.EXTENDED,
+    Verdict.EXTENDED,
+    Verdict.CANCEL_REQUESTED,
+    Verdict.RECLAIMED,
+    Verdict.GONE,
+    Verdict.UNCHANGED,
+    None,
+]
+
+#: How a claimed row's lease relates to the claim (mostly the claim's own lease).
+ROW_KINDS = ["claimed"] * 6 + ["short", "expired"]
+
+#: Anything a handler might pass to ``ctx.report_progress``.
+PROGRESS_VALUES = st.one_of(
+    st.floats(0.0, 1.0),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-2, 2),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=3),
+)
+
+
+def expected_stop(fence: float, duration: float, shutdown: float, now: float) -> StopReason | None:
+    """The reason a live batch must freeze with at ``now``: lease > duration > shutdown."""
+    if fence <= now:
+        return StopReason.LEASE_EXPIRED
+    if duration <= now:
+        return StopReason.DURATION
+    if shutdown <= now:
+        return StopReason.SHUTDOWN
+    return None
+
+
+def freeze(value: object) -> object:
+    """A copy of the core's state for equality checks: dicts and the core's mutable
+    dataclasses are copied field by field; everything else there is immutable."""
+    if isinstance(value, dict):
+        return {key: freeze(item) for key, item in value.items()}
+    if isinstance(value, BatchLease | JobLease):
+        return (type(value), *(freeze(getattr(value, f.name)) for f in fields(value)))
+    return value
+
+
+def copy_batch(batch: BatchLease) -> BatchLease:
+    return replace(batch, jobs={j: replace(job) for j, job in batch.jobs.items()})
+
+
+@dataclass
+class ModelJob:
+    batch_id: int
+    claim_seq: int
+    granted: float  # the row's lease for our attempt, as the database granted it (local time)
+    done: bool = False  # the runtime called job_done
+    progress: float | None = None  # latest valid value reported
+    stopped: int = 0  # appearances in Effects.stops
+    cancelled: int = 0  # appearances in Effects.cancels
+
+
+@dataclass
+class ModelBatch:
+    job_ids: list[int]
+    registered_at: float
+    scope: float  # the runtime's cancel-scope deadline, updated only as Effects say
+    lease: float  # last seen lease deadline
+    stop: StopReason | None = None  # first non-None stop seen
+    notice: bool = False  # a cancel notice came in that no renewal sent since carried
+
+
+@dataclass
+class Call:
+    """One renewal statement and the driver call running it.
+
+    ``stuck``: the driver call ignores its timeout and comes back only after the guard could
+    have abandoned it. ``hard``: it never comes back at all (a wedged backend).
+    """
+
+    renewal: Renewal
+    stuck: bool
+    hard: bool
+    state: str = "current"  # "current", "abandoned" or "settled"
+
+    def may_return(self, now: float) -> bool:
+        return not self.hard and (not self.stuck or now >= self.renewal.abandon_at)
+
+
+class GuardMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.core: GuardCore | None = None
+        self.timing = TIMINGS[0]
+        self.now = 0.0
+        self.skew = 0.0  # database wall clock minus local clock
+        self.jobs: dict[int, ModelJob] = {}
+        self.batches: dict[int, ModelBatch] = {}
+        self.calls: dict[int, Call] = {}
+        self.abandoned: int | None = None  # the token the model believes is abandoned
+        self.next_batch_id = 1
+        self.next_job_id = 1
+        self.may_shut_down = False
+
+    # -- helpers ------------------------------------------------------------------------
+
+    @property
+    def g(self) -> GuardCore:
+        assert self.core is not None
+        return self.core
+
+    def current_call(self) -> Call | None:
+        if self.core is None or self.core.current is None:
+            return None
+        return self.calls[self.core.current.token]
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything the core holds, copied (faster than ``copy.deepcopy``)."""
+        return freeze(vars(self.g))  # type: ignore[no-any-return]
+
+    def batch_copies(self, batch_ids: Container[int]) -> dict[int, tuple[float, BatchLease]]:
+        """Each registered batch's fence (as of now) and a copy of its state."""
+        core = self.g
+        return {
+            b: (core.fence_time(core.batch(b)), copy_batch(core.batch(b)))
+            for b in self.batches
+            if b in batch_ids
+        }
+
+    def draw_verdicts(self, data: st.DataObject, renewal: Renewal) -> dict[int, Verdict]:
+        if data.draw(st.booleans(), label="all extended"):
+            return {item.job_id: Verdict.EXTENDED for item in renewal.items}
+        verdicts: dict[int, Verdict] = {}
+        for item in renewal.items:
+            verdict = data.draw(st.sampled_from(VERDICTS), label=f"verdict {item.job_id}")
+            if verdict is not None:
+                verdicts[item.job_id] = verdict
+        if data.draw(st.booleans(), label="stray verdict"):
+            verdicts[UNKNOWN] = Verdict.EXTENDED  # a job the renewal did not carry
+        return verdicts
+
+    def absorb(self, effects: Effects) -> None:
+        """Carry out Effects as the runtime does, checking I5, I8 and I12 on the way."""
+        core = self.g
+        for batch_id, job_id, reason in effects.stops:
+            job = self.jobs[job_id]
+            assert job.batch_id == batch_id
+            job.stopped += 1
+            assert job.stopped == 1, f"I8: job {job_id} stopped twice"
+            assert reason in (StopReason.RECLAIMED, StopReason.GONE)
+            assert core.batch(batch_id).stop is None, "I8: job stop recorded on a stopped batch"
+        for batch_id, job_id in effects.cancels:
+            job = self.jobs[job_id]
+            assert job.batch_id == batch_id
+            job.cancelled += 1
+            assert job.cancelled == 1, f"I12: job {job_id} got two cancel directives"
+        for batch_id in effects.moved:
+            if batch_id in self.batches:
+                self.batches[batch_id].scope = core.scope_deadline(batch_id)
+        if effects.abandoned is not None:
+            assert self.abandoned is None, "I5: abandoned a renewal while another is abandoned"
+            call = self.calls[effects.abandoned]
+            assert call.state == "current"
+            assert core.abandoned is call.renewal
+            assert core.current is None
+            assert self.now >= call.renewal.abandon_at, "I5: abandoned before give-up + grace"
+            call.state = "abandoned"
+            self.abandoned = effects.abandoned
+
+    def check_retry_frozen(
+        self, before: dict[int, tuple[float, BatchLease]], *, in_flight_fence: bool
+    ) -> None:
+        """After a failed or abandoned renewal: stop frozen by the ordering, or a retry."""
+        core, now = self.g, self.now
+        h = self.timing.heartbeat_interval
+        for b, (fence, old) in before.items():
+            batch = core.batch(b)
+            if old.stop is not None:
+                assert batch == old
+                continue
+            assert batch.lease_deadline == old.lease_deadline
+            assert batch.jobs == old.jobs
+            reason = expected_stop(fence, old.duration_deadline, core.shutdown_at, now)
+            if reason is None or not in_flight_fence:
+                # Once the renewal no longer counts as in flight, the fence is the lease.
+                reason = expected_stop(
+                    old.lease_deadline, old.duration_deadline, core.shutdown_at, now
+                )
+            assert batch.stop is reason
+            if reason is None:
+                expected = now + retry_delay(h, old.lease_deadline - now)
+                if self.batches[b].notice:  # I12: a notice that came in meanwhile is kept
+                    expected = now
+                assert abs(batch.next_due - expected) <= EPS
+
+    # -- setup --------------------------------------------------------------------------
+
+    @initialize(
+        timing=st.sampled_from(TIMINGS),
+        start=st.sampled_from([0.0, 1000.5, 123456.0]),
+        skew=st.sampled_from([0.0, -3.5, 1e6]),
+        may_shut_down=st.booleans(),
+        first_batches=st.integers(1, 3),
+        data=st.data(),
+    )
+    def setup(
+        self,
+        timing: Timing,
+        start: float,
+        skew: float,
+        may_shut_down: bool,
+        first_batches: int,
+        data: st.DataObject,
+    ) -> None:
+        self.core = GuardCore(timing)
+        self.timing = timing
+        self.now = start
+        self.skew = skew
+        self.may_shut_down = may_shut_down
+        # A few claimed batches to start with, whatever rules a run leaves enabled.
+        for _ in range(first_batches):
+            self.claim(data.draw(st.integers(1, 4)), data.draw(st.floats(0.0, 0.5)), data)
+
+    # -- registration and jobs ----------------------------------------------------------
+
+    @precondition(
+        lambda self: (
+            self.core is not None and len(self.batches) < 6 and self.core.shutdown_at == math.inf
+        )  # a pool shutting down claims nothing
+    )
+    @rule(n=st.integers(1, 4), lag=st.floats(0.0, 0.5), data=st.data())
+    def register(self, n: int, lag: float, data: st.DataObject) -> None:
+        """Register a claimed batch (I7: refused when a row already expired; I10)."""
+        self.claim(n, lag, data)
+        self.guard_may_run(data)
+
+    def claim(self, n: int, lag: float, data: st.DataObject) -> None:
+        core, now, v = self.g, self.now, self.timing.visibility_timeout
+        claim_sent = now - lag
+        wall_now = now + self.skew
+        db_delay = data.draw(st.floats(0.0, 1.0), label="claim ran after") * lag
+        rows = []
+        for _ in range(n):
+            # Mostly the claim's own lease (database clock at execution + V); sometimes a
+            # shorter one, or one that already expired.
+            kind = data.draw(st.sampled_from(ROW_KINDS), label="row lease")
+            if kind == "claimed":
+                rows.append(claim_sent + db_delay + self.skew + v)
+            elif kind == "short":
+                rows.append(wall_now + data.draw(st.floats(0.01, 1.0)) * v)
+            else:
+                rows.append(wall_now - data.draw(st.floats(0.0, 1.0)))
+        local_rows = [now + (row - wall_now) for row in rows]
+        fence = min([claim_sent + v, *local_rows])
+        batch_id = self.next_batch_id
+        self.next_batch_id += 1
+        job_ids = list(range(self.next_job_id, self.next_job_id + n))
+        self.next_job_id += n
+        seqs = [data.draw(st.integers(1, 5), label="claim_seq") for _ in job_ids]
+        accepted = core.register(
+            batch_id,
+            list(zip(job_ids, seqs, strict=True)),
+            claim_sent=claim_sent,
+            now=now,
+            wall_now=wall_now,
+            row_deadlines=rows,
+        )
+        assert accepted == (fence > now), "I7: expired batches are refused, live ones accepted"
+        if not accepted:
+            assert batch_id not in core.batch_ids()
+            return
+        assert abs(core.batch(batch_id).lease_deadline - fence) <= EPS
+        for job_id, seq, granted in zip(job_ids, seqs, local_rows, strict=True):
+            self.jobs[job_id] = ModelJob(batch_id, seq, granted)
+        self.batches[batch_id] = ModelBatch(
+            job_ids=job_ids,
+            registered_at=now,
+            scope=core.scope_deadline(batch_id),
+            lease=core.batch(batch_id).lease_deadline,
+        )
+        if core.current is None:
+            assert core.next_wake() <= now, "I10: the first beat is immediate"
+
+    def finish_batch(self, batch_id: int) -> None:
+        self.g.unregister(batch_id)
+        del self.batches[batch_id]
+        assert batch_id not in self.g.batch_ids()
+
+    @precondition(
+        lambda self: any(
+            not job.done and job.batch_id in self.batches for job in self.jobs.values()
+        )
+    )
+    @rule(data=st.data())
+    def job_done(self, data: st.DataObject) -> None:
+        """A job's outcome is settled (any reason): it is renewed no more. After the last
+        job of a batch, the batch may leave the guard."""
+        open_jobs = sorted(
+            j for j, job in self.jobs.items() if not job.done and job.batch_id in self.batches
+        )
+        job_id = data.draw(st.sampled_from(open_jobs))
+        job = self.jobs[job_id]
+        self.g.job_done(job.batch_id, job_id)
+        job.done = True
+        assert not self.g.job(job.batch_id, job_id).pending
+        batch_jobs = self.batches[job.batch_id].job_ids
+        if all(self.jobs[j].done for j in batch_jobs) and data.draw(
+            st.booleans(), label="unregister"
+        ):
+            self.finish_batch(job.batch_id)
+
+    @precondition(
+        lambda self: (
+            self.core is not None and any(self.core.batch(b).stop is not None for b in self.batches)
+        )
+    )
+    @rule(data=st.data())
+    def stopped_batch_winds_up(self, data: st.DataObject) -> None:
+        """The runtime settles every job of a stopped batch, then unregisters it."""
+        stopped = sorted(b for b in self.batches if self.g.batch(b).stop is not None)
+        batch_id = data.draw(st.sampled_from(stopped))
+        for job_id in self.batches[batch_id].job_ids:
+            self.g.job_done(batch_id, job_id)
+            self.jobs[job_id].done = True
+        self.finish_batch(batch_id)
+
+    @precondition(lambda self: any(job.batch_id in self.batches for job in self.jobs.values()))
+    @rule(data=st.data(), value=PROGRESS_VALUES)
+    def report_progress(self, data: st.DataObject, value: object) -> None:
+        """I11: what ``ctx.report_progress`` does; only finite values in [0, 1] are kept."""
+        live = sorted(j for j, job in self.jobs.items() if job.batch_id in self.batches)
+        job_id = data.draw(st.sampled_from(live))
+        job = self.jobs[job_id]
+        lease = self.g.job(job.batch_id, job_id)
+        progress = valid_progress(value)
+        if progress is not None:
+            lease.progress = progress
+            job.progress = progress
+        assert lease.progress == job.progress
+
+    # -- time ---------------------------------------------------------------------------
+
+    @precondition(lambda self: self.core is not None)
+    @rule(data=st.data())
+    def advance(self, data: st.DataObject) -> None:
+        """Let time pass: a tiny step, up to a heartbeat, up to 1.5 leases, or to (just
+        around) a time the core cares about. (Hypothesis tries one-argument rules first and
+        by name: this is the rule its simplest runs repeat.)"""
+        kind = data.draw(st.sampled_from(["heartbeat", "little", "lease", "edge"]))
+        h, v = self.timing.heartbeat_interval, self.timing.visibility_timeout
+        if kind == "little":
+            self.now += data.draw(
+                st.one_of(st.sampled_from([0.0, 1e-9, 0.01, MIN_RETRY]), st.floats(0.0, 0.3))
+            )
+        elif kind == "heartbeat":
+            self.now += data.draw(st.floats(0.0, 1.0)) * h
+        elif kind == "lease":
+            self.now += data.draw(st.floats(0.0, 1.5)) * v
+        else:
+            core = self.g
+            edges = [core.next_wake()]
+            if core.current is not None:
+                edges += [core.current.give_up_at, core.current.abandon_at]
+            for b in self.batches:
+                batch = core.batch(b)
+                edges += [core.fence_time(batch), batch.duration_deadline, batch.next_due]
+            jitter = data.draw(st.sampled_from([0.0, -1e-6, 1e-6]))
+            edges = sorted(e + jitter for e in edges if math.isfinite(e) and e + jitter > self.now)
+            if edges:
+                self.now = data.draw(st.sampled_from(edges))
+        self.guard_may_run(data)
+
+    # -- the guard task and the renewal slot --------------------------------------------
+
+    @precondition(lambda self: self.core is not None)
+    @rule(data=st.data())
+    def guard_wakes(self, data: st.DataObject) -> None:
+        """What the guard task does each time it wakes (optionally after sleeping until
+        ``next_wake``): ``poll``, then send the renewal the core offers, if any."""
+        wake = self.g.next_wake()
+        if math.isfinite(wake) and wake > self.now and data.draw(st.booleans(), label="sleep"):
+            self.now = wake
+        self.guard_runs(data)
+
+    def guard_runs(self, data: st.DataObject) -> None:
+        self.poll()
+        if self.g.current is None:
+            self.start_renewal(data.draw(st.sampled_from(CALL_MODES), label="call mode"))
+
+    def guard_may_run(self, data: st.DataObject) -> None:
+        """The runtime pokes the guard after registrations and answers, and it wakes by
+        itself as time passes; mostly it gets to run before anything else happens."""
+        if data.draw(st.sampled_from([True, True, False]), label="guard runs"):
+            self.guard_runs(data)
+
+    def poll(self) -> None:
+        """I5: the current renewal is abandoned exactly when past give-up + grace, and only
+        while no other renewal is abandoned."""
+        core, now = self.g, self.now
+        current, abandoned = core.current, core.abandoned
+        due = current is not None and abandoned is None and now >= current.abandon_at
+        before_state = self.snapshot()
+        before = self.batch_copies(current.batch_ids if current is not None else ())
+        effects = core.poll(now)
+        if not due:
+            assert effects == Effects()
+            assert self.snapshot() == before_state
+            return
+        assert current is not None
+        assert effects.abandoned == current.token
+        assert effects.moved == set(current.batch_ids)
+        assert effects.stops == effects.cancels == []
+        self.check_retry_frozen(before, in_flight_fence=False)
+        self.absorb(effects)
+
+    def start_renewal(self, mode: str) -> None:
+        """I10: a free slot and a due batch give one statement carrying every due batch."""
+        core, now = self.g, self.now
+        stops_before = {b: core.batch(b).stop for b in self.batches}
+        renewal = core.next_renewal(now)
+        for b, stop in stops_before.items():
+            batch = core.batch(b)
+            if stop is None:  # frozen now only if a deadline passed, in the fixed order
+                assert batch.stop is expected_stop(
+                    batch.lease_deadline, batch.duration_deadline, core.shutdown_at, now
+                )
+        due = {
+            b
+            for b in self.batches
+            if core.batch(b).stop is None
+            and core.batch(b).next_due <= now
+            and any(job.pending for job in core.batch(b).jobs.values())
+        }
+        if renewal is None:
+            assert not due, "I10: a due batch was left without a renewal"
+            return
+        assert core.current is renewal
+        assert renewal.token not in self.calls
+        assert renewal.token > max(self.calls, default=0)
+        assert renewal.sent_at == now
+        assert due <= renewal.batch_ids
+        carried = [core.batch(b) for b in renewal.batch_ids]
+        for batch in carried:
+            assert batch.stop is None
+            assert batch.next_due <= now
+        job_ids = [item.job_id for item in renewal.items]
+        assert len(job_ids) == len(set(job_ids)), "I10: a job carried twice"
+        pending = {j.job_id for batch in carried for j in batch.jobs.values() if j.pending}
+        assert set(job_ids) == pending
+        for item in renewal.items:
+            job = self.jobs[item.job_id]
+            assert not job.done
+            assert job.stopped == 0
+            assert item.claim_seq == job.claim_seq
+            assert item.progress == job.progress, "I11: the latest valid progress goes out"
+        v = self.timing.visibility_timeout
+        timeout = renewal.give_up_at - renewal.sent_at
+        assert MIN_RETRY - EPS <= timeout <= max(MIN_RETRY, v) + EPS
+        earliest = min(batch.lease_deadline for batch in carried)
+        assert renewal.give_up_at <= max(now + MIN_RETRY, earliest) + EPS
+        for b in renewal.batch_ids:
+            self.batches[b].notice = False  # this renewal fetches the cancel directive
+        self.calls[renewal.token] = Call(renewal, stuck=mode == "stuck", hard=mode == "hard")
+        self.absorb(Effects(moved=set(renewal.batch_ids)))  # what the runtime does on send
+
+    @precondition(
+        lambda self: (call := self.current_call()) is not None and call.may_return(self.now)
+    )
+    @rule(data=st.data(), how=st.sampled_from(["answer", "answer", "error", "timeout"]))
+    def current_renewal_returns(self, data: st.DataObject, how: str) -> None:
+        """The current renewal's driver call comes back: an answer (after a drawn latency,
+        maybe past its give-up time), an error, or its timeout (at give-up)."""
+        call = self.current_call()
+        assert call is not None
+        renewal = call.renewal
+        if how == "timeout":
+            self.now = max(self.now, renewal.give_up_at)
+        else:
+            latency = data.draw(st.floats(0.0, 1.2), label="latency") * (
+                renewal.give_up_at - renewal.sent_at
+            )
+            self.now = max(self.now, renewal.sent_at + latency)
+        if how == "answer":
+            self.answer_current(call, self.draw_verdicts(data, renewal))
+        else:
+            self.fail_current(call)
+        self.guard_may_run(data)
+
+    def answer_current(self, call: Call, verdicts: dict[int, Verdict]) -> None:
+        core, now, renewal = self.g, self.now, call.renewal
+        before = self.batch_copies(renewal.batch_ids)
+        effects = core.answered(renewal.token, now, verdicts)
+        call.state = "settled"
+        assert core.current is None
+        assert effects.moved == set(renewal.batch_ids)
+        assert effects.abandoned is None
+        # The database renewed these rows no earlier than the statement was sent.
+        v, h = self.timing.visibility_timeout, self.timing.heartbeat_interval
+        for item in renewal.items:
+            verdict = verdicts.get(item.job_id)
+            if verdict is not None and verdict.renews:
+                job = self.jobs[item.job_id]
+                job.granted = max(job.granted, renewal.sent_at + v)
+        stops: list[tuple[int, int, StopReason]] = []
+        cancels: list[tuple[int, int]] = []
+        for b, (fence, old) in before.items():
+            batch = core.batch(b)
+            if old.stop is not None:
+                assert batch == old, "I8: an answer revived or changed a stopped batch"
+                continue
+            # Expiry is judged while the renewal still counts as in flight (I2).
+            reason = expected_stop(fence, old.duration_deadline, core.shutdown_at, now)
+            assert batch.stop is reason
+            if reason is not None:
+                assert batch.lease_deadline == old.lease_deadline
+                assert batch.jobs == old.jobs
+                continue
+            renewed_all, gone_first = True, False
+            for job_id, old_job in old.jobs.items():
+                job = batch.jobs[job_id]
+                if not old_job.pending:
+                    assert job == old_job
+                    continue
+                verdict = verdicts.get(job_id, Verdict.UNCHANGED)
+                if verdict is Verdict.GONE and not old_job.gone_seen:
+                    assert job.pending
+                    assert job.gone_seen, "GONE needs a second sighting"
+                    renewed_all, gone_first = False, True
+                elif verdict in (Verdict.GONE, Verdict.RECLAIMED):
+                    why = StopReason.GONE if verdict is Verdict.GONE else StopReason.RECLAIMED
+                    stops.append((b, job_id, why))
+                    assert not job.pending
+                    assert job.stop is why
+                else:
+                    assert job.pending
+                    assert not job.gone_seen
+                    if verdict is Verdict.CANCEL_REQUESTED and old_job.stop is None:
+                        cancels.append((b, job_id))
+                    if verdict is Verdict.CANCEL_REQUESTED:
+                        assert job.stop is StopReason.CANCELLED
+                    renewed_all = renewed_all and verdict.renews
+            if renewed_all:
+                assert batch.lease_deadline == max(old.lease_deadline, renewal.sent_at + v)
+                assert now < batch.next_due <= renewal.sent_at + h + EPS or (
+                    batch.next_due == renewal.sent_at + h <= now
+                )
+            else:
+                assert batch.lease_deadline == old.lease_deadline, "only EXTENDED renews"
+                expected = now + retry_delay(h, old.lease_deadline - now)
+                if gone_first:  # the confirming renewal follows within 0.25 s
+                    expected = min(expected, now + MIN_RETRY)
+                assert abs(batch.next_due - expected) <= EPS
+            if self.batches[b].notice:
+                # I12: a cancel notice that came in while this renewal was out is not lost.
+                assert batch.next_due <= now
+            else:
+                assert batch.next_due > now or batch.next_due == renewal.sent_at + h
+        assert sorted(effects.stops, key=lambda s: s[:2]) == sorted(stops, key=lambda s: s[:2])
+        assert sorted(effects.cancels) == sorted(cancels)
+        self.absorb(effects)
+
+    def fail_current(self, call: Call) -> None:
+        core, renewal = self.g, call.renewal
+        before = self.batch_copies(renewal.batch_ids)
+        effects = core.failed(renewal.token, self.now)
+        call.state = "settled"
+        assert core.current is None
+        assert effects == Effects(moved=set(renewal.batch_ids))
+        self.check_retry_frozen(before, in_flight_fence=True)
+        self.absorb(effects)
+
+    @precondition(
+        lambda self: (
+            self.core is not None
+            and self.core.abandoned is not None
+            and self.calls[self.core.abandoned.token].may_return(self.now)
+        )
+    )
+    @rule(data=st.data())
+    def abandoned_call_exits_late(self, data: st.DataObject) -> None:
+        """I6: the abandoned call's late answer changes no lease, deadline, verdict or slot.
+
+        Its connection comes back, so the current renewal, if already past its own abandon
+        time, is abandoned in its place (documented): then only batch and job state is
+        compared, and the batches that renewal carried may be rescheduled or frozen by time.
+        """
+        core, now = self.g, self.now
+        abandoned = core.abandoned
+        assert abandoned is not None
+        call = self.calls[abandoned.token]
+        current = core.current
+        before_state = self.snapshot()
+        before = self.batch_copies(set(self.batches))
+        if data.draw(st.booleans(), label="answers"):
+            effects = core.answered(abandoned.token, now, self.draw_verdicts(data, abandoned))
+        else:
+            effects = core.failed(abandoned.token, now)
+        call.state = "settled"
+        self.abandoned = None
+        if current is None or now < current.abandon_at:
+            assert effects == Effects()
+            after_state = self.snapshot()
+            assert after_state.pop("abandoned") is None
+            before_state.pop("abandoned")
+            assert after_state == before_state, "I6: a late answer changed the guard"
+            return
+        assert effects.abandoned == current.token
+        assert effects.moved == set(current.batch_ids)
+        assert effects.stops == effects.cancels == []
+        self.check_retry_frozen(
+            {b: before[b] for b in before if b in current.batch_ids}, in_flight_fence=False
+        )
+        for b, (_, old) in before.items():
+            if b not in current.batch_ids:
+                assert core.batch(b) == old
+        self.absorb(effects)
+
+    @precondition(lambda self: self.core is not None)
+    @rule(data=st.data())
+    def stale_token_answer(self, data: st.DataObject) -> None:
+        """I6: an answer for a renewal already settled (or never issued) is ignored."""
+        settled = sorted(t for t, c in self.calls.items() if c.state == "settled")
+        token = data.draw(st.sampled_from([*settled, UNKNOWN]))
+        renewal = self.calls[token].renewal if token in self.calls else None
+        before = self.snapshot()
+        if data.draw(st.booleans(), label="answers"):
+            verdicts = (
+                self.draw_verdicts(data, renewal)
+                if renewal is not None
+                else dict.fromkeys(self.jobs, Verdict.EXTENDED)
+            )
+            effects = self.g.answered(token, self.now, verdicts)
+        else:
+            effects = self.g.failed(token, self.now)
+        assert effects == Effects()
+        assert self.snapshot() == before, "I6: a stale answer changed the guard"
+
+    # -- notices and shutdown -----------------------------------------------------------
+
+    @precondition(lambda self: self.core is not None)
+    @rule(data=st.data())
+    def cancel_notice(self, data: st.DataObject) -> None:
+        """I12: a cancel notice makes the job's batch due at once."""
+        job_id = data.draw(st.sampled_from([*sorted(self.jobs), UNKNOWN]))
+        known = job_id in self.jobs and self.jobs[job_id].batch_id in self.batches
+        assert self.g.request_renewal(job_id, self.now) == known
+        if known:
+            self.batches[self.jobs[job_id].batch_id].notice = True
+            batch = self.g.batch(self.jobs[job_id].batch_id)
+            assert batch.next_due <= self.now
+            if (
+                self.g.current is None
+                and batch.stop is None
+                and any(job.pending for job in batch.jobs.values())
+            ):
+                assert self.g.next_wake() <= self.now
+
+    @precondition(
+        lambda self: (
+            self.core is not None and self.may_shut_down and self.core.shutdown_at == math.inf
+        )
+    )
+    @rule(grace=st.floats(0.0, 2.0))
+    def begin_shutdown(self, grace: float) -> None:
+        core, now = self.g, self.now
+        grace *= self.timing.visibility_timeout
+        effects = core.begin_shutdown(now, grace)
+        assert core.shutdown_at == now + grace
+        assert effects == Effects(moved=set(self.batches))
+        self.absorb(effects)
+        later = core.begin_shutdown(now, grace + 1.0)  # a second, longer one extends nothing
+        assert core.shutdown_at == now + grace
+        self.absorb(later)
+
+    @precondition(lambda self: self.core is not None and bool(self.batches))
+    @rule(data=st.data())
+    def observe_batch_stop(self, data: st.DataObject) -> None:
+        """I8: the runtime asks why a batch stopped: frozen at first sight, fixed order."""
+        core, now = self.g, self.now
+        batch_id = data.draw(st.sampled_from(sorted(self.batches)))
+        batch = core.batch(batch_id)
+        frozen = batch.stop
+        fence = core.fence_time(batch)
+        stop = core.batch_stop(batch_id, now)
+        if frozen is not None:
+            assert stop is frozen
+        else:
+            assert stop is expected_stop(fence, batch.duration_deadline, core.shutdown_at, now)
+
+    # -- invariants ---------------------------------------------------------------------
+
+    @precondition(lambda self: self.core is not None)
+    @invariant()
+    def I2_fence_never_outlives_the_granted_lease(self) -> None:
+        """I2: the fence ends by the database's lease of every running job (+0.25 s while a
+        renewal carrying the batch is in flight)."""
+        core = self.g
+        for b in self.batches:
+            batch = core.batch(b)
+            pending = [job.job_id for job in batch.jobs.values() if job.pending]
+            if not pending:
+                continue
+            granted = min(self.jobs[j].granted for j in pending)
+            in_flight = core.current is not None and b in core.current.batch_ids
+            slack = GRACE if in_flight else 0.0
+            fence = core.fence_time(batch)
+            assert fence <= granted + slack + EPS, (b, fence, granted, in_flight)
+
+    @precondition(lambda self: self.core is not None)
+    @invariant()
+    def I2_lease_deadline_never_moves_backwards(self) -> None:
+        for b, model in self.batches.items():
+            lease = self.g.batch(b).lease_deadline
+            assert lease >= model.lease
+            model.lease = lease
+
+    @precondition(lambda self: self.core is not None)
+    @invariant()
+    def I2_runtime_scope_deadlines_follow_effects(self) -> None:
+        """I2: a runtime that moves scopes only as Effects.moved says never holds a stale one."""
+        for b, model in self.batches.items():
+            assert model.scope == self.g.scope_deadline(b), b
+
+    @precondition(lambda self: self.core is not None)
+    @invariant()
+    def I4_scope_ends_by_registration_plus_duration(self) -> None:
+        core, d = self.g, self.timing.max_job_duration
+        for b, model in self.batches.items():
+            deadline = core.scope_deadline(b)
+            assert deadline <= core.shutdown_at
+            if d is not None:
+                assert deadline <= model.registered_at + d + EPS
+
+    @precondition(lambda self: self.core is not None)
+    @invariant()
+    def I5_at_most_two_connections(self) -> None:
+        """I5: at most one abandoned renewal, so at most two connections held by renewals."""
+        core = self.g
+        assert core.connections_held() <= 2
+        states = [call.state for call in self.calls.values()]
+        assert states.count("current") == (core.current is not None)
+        assert states.count("abandoned") == (core.abandoned is not None)
+        assert (core.abandoned.token if core.abandoned else None) == self.abandoned
+        if core.current is not None:
+            assert self.calls[core.current.token].state == "current"
+            # The guard must wake to abandon it, unless another renewal already is.
+            expected = math.inf if core.abandoned is not None else core.current.abandon_at
+            assert core.next_wake() == expected
+
+    @precondition(lambda self: self.core is not None)
+    @invariant()
+    def I8_stop_reason_never_changes(self) -> None:
+        for b, model in self.batches.items():
+            stop = self.g.batch(b).stop
+            if model.stop is not None:
+                assert stop is model.stop, (b, model.stop, stop)
+            model.stop = stop
+
+    @precondition(lambda self: self.core is not None)
+    @invariant()
+    def I8_stopped_batch_scope_stays_expired(self) -> None:
+        """I8: once the core says a batch stopped, its scope deadline has passed for good,
+        so the handler gets exactly one cancellation and never a second life."""
+        for b, model in self.batches.items():
+            if self.g.batch(b).stop is not None:
+                assert model.scope <= self.now
+
+    @precondition(lambda self: self.core is not None)
+    @invariant()
+    def I8_each_job_stopped_and_cancelled_at_most_once(self) -> None:
+        for job in self.jobs.values():
+            assert job.stopped <= 1
+            assert job.cancelled <= 1
+
+
+GuardMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=50, deadline=None)
+TestGuard = GuardMachine.TestCase

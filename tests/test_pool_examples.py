@@ -1,0 +1,436 @@
+"""Whole worker pools on the memory backend, driven by trio's MockClock.
+
+Each test names the PROTOCOL.md invariant it pins. Times are exact: the autojump clock makes
+the fake time advance only when every task is blocked, so a claim at t=0 happens at t=0.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+import trioqueue
+from tests._pool_harness import Recorder, config
+from trioqueue.testing import delay, error, hang
+
+
+async def _enqueue(
+    backend: trioqueue.MemoryBackend, *payloads: object, **options: object
+) -> list[int]:
+    return [await backend.enqueue("q", p, **options) for p in payloads]  # type: ignore[arg-type]
+
+
+async def test_I3_every_renewal_refused_stops_handler_within_lease(autojump_clock: object) -> None:
+    """V=2, H=1, every renewal refused: a 10 s handler stops in [2, 2.25] s after its claim."""
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        backend.inject("renew", error())
+        [job_id] = await _enqueue(backend, {"sleep": 10})
+        cfg = config(rec, visibility_timeout=2, heartbeat_interval=1)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        unavailable = await rec.wait_for("unavailable", job_id)
+        nursery.cancel_scope.cancel()
+    claimed = rec.of("claimed", job_id)[0].at
+    stopped = rec.of("stopped", job_id)[0].at
+    assert 2.0 <= stopped - claimed <= 2.25
+    assert "lease expired" in unavailable.detail
+    assert rec.of("retry") == [] and rec.of("failed") == []  # not retried by the worker
+    assert backend.statistics()["calls"].get("fail", 0) == 0
+    assert backend.statistics()["calls"].get("ack", 0) == 0
+
+
+async def test_I5_stuck_renewal_is_abandoned_and_a_later_batch_renews_elsewhere(
+    autojump_clock: object,
+) -> None:
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        backend.inject("renew", hang(interruptible=False, times=1))  # the first renewal wedges
+        [first] = await _enqueue(backend, {"sleep": 100})
+        cfg = config(rec, concurrency=2, visibility_timeout=10, heartbeat_interval=2)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        await trio.sleep(1)
+        [second] = await _enqueue(backend, {"sleep": 100})
+        await trio.sleep(20)
+        # The first batch lost its lease at its fence (t=10); the second was renewed on
+        # another connection once the stuck call was abandoned (t=10.25) and runs on.
+        assert rec.of("stopped", first)[0].at == pytest.approx(10.0)
+        assert rec.of("stopped", second) == []
+        assert backend.statistics()["calls"]["renew"] >= 3
+        nursery.cancel_scope.cancel()
+        backend.inject("renew", None)  # release the wedged call so the pool can exit
+
+
+async def test_I5_no_third_renewal_while_two_are_stuck(autojump_clock: object) -> None:
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        backend.inject("renew", hang(interruptible=False))  # every renewal wedges
+        [first] = await _enqueue(backend, {"sleep": 1000})
+        cfg = config(rec, concurrency=2, visibility_timeout=10, heartbeat_interval=2)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        await trio.sleep(1)
+        [second] = await _enqueue(backend, {"sleep": 1000})
+        peak_renewals = 0
+        for _ in range(120):  # two minutes, checked every second
+            await trio.sleep(1)
+            stats = backend.statistics()
+            peak_renewals = max(peak_renewals, stats["calls"]["renew"])
+        assert peak_renewals == 2  # the abandoned one and the one that may not be abandoned
+        # Both batches were fenced at their own leases meanwhile.
+        assert rec.of("stopped", first) and rec.of("stopped", second)
+        backend.inject("renew", None)  # the wedge lifts: renewals flow again
+        await trio.sleep(1)
+        nursery.cancel_scope.cancel()
+
+
+async def test_I6_abandoned_renewal_answering_extended_changes_nothing(
+    autojump_clock: object,
+) -> None:
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        # The first renewal takes effect, but its "extended" answer arrives 20 s late.
+        backend.inject("renew", hang(seconds=20, interruptible=False, after=True, times=1))
+        [job_id] = await _enqueue(backend, {"sleep": 100}, max_attempts=1)
+        cfg = config(rec, visibility_timeout=5, heartbeat_interval=2)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        await rec.wait_for("unavailable", job_id)
+        before = list(rec.events)
+        await trio.sleep(30)  # the late answer arrives at t=20
+        assert rec.events == before
+        nursery.cancel_scope.cancel()
+    assert rec.of("stopped", job_id)[0].at == pytest.approx(5.0)
+    assert rec.kinds(job_id) == ["claimed", "started", "stopped", "unavailable"]
+
+
+async def test_I7_claim_answer_after_lease_expiry_never_runs_handler(
+    autojump_clock: object,
+) -> None:
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        backend.inject("claim", delay(11, after=True, times=1))  # V=10: the answer is late
+        [job_id] = await _enqueue(backend, {"sleep": 1}, max_attempts=1)
+        await nursery.start(trioqueue.run_worker_pool, backend, config(rec))
+        await rec.wait_for("unavailable", job_id)
+        nursery.cancel_scope.cancel()
+    assert rec.kinds(job_id) == ["claimed", "unavailable"]
+    assert "expired" in rec.of("unavailable", job_id)[0].detail
+
+
+async def test_I4_blocked_claim_hook_stops_at_max_job_duration(autojump_clock: object) -> None:
+    rec = Recorder()
+    hook_stopped: list[float] = []
+
+    async def blocking_claim_hook(job: trioqueue.Job) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            hook_stopped.append(trio.current_time())
+
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        [job_id] = await _enqueue(backend, {"sleep": 0}, max_attempts=1)
+        cfg = config(rec, max_job_duration=1, on_job_claimed=blocking_claim_hook)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        failed = await rec.wait_for("failed", job_id)
+        info = await backend.get_job(job_id)
+        nursery.cancel_scope.cancel()
+    assert hook_stopped == [pytest.approx(1.0)]
+    assert rec.of("started", job_id) == []  # the handler never ran
+    assert info.status == "failed"
+    assert info.last_error == "claim hooks and handler ran past max_job_duration of 1s"
+    assert failed.detail == info.last_error
+
+
+async def test_I4_duration_is_retryable(autojump_clock: object) -> None:
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        [job_id] = await _enqueue(backend, {"sleep": 5}, max_attempts=2)
+        cfg = config(rec, max_job_duration=1, backoff=lambda attempt: 3.0)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        await rec.wait_for("failed", job_id)
+        nursery.cancel_scope.cancel()
+    assert [e.detail for e in rec.of("retry", job_id)] == [3.0]
+    starts = [e.at for e in rec.of("started", job_id)]
+    stops = [e.at for e in rec.of("stopped", job_id)]
+    assert [b - a for a, b in zip(starts, stops, strict=True)] == [1.0, 1.0]
+
+
+async def test_I10_fifty_long_batches_cost_one_renewal_per_beat(autojump_clock: object) -> None:
+    rec = Recorder()
+    async with trioqueue.open_memory(connections=60) as backend, trio.open_nursery() as nursery:
+        await _enqueue(backend, *[{"sleep": 1000}] * 50)
+        cfg = config(rec, concurrency=50, visibility_timeout=10, heartbeat_interval=2)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        await rec.wait_for("started", count=50)
+        await trio.sleep(5)  # past every batch's first beat
+        before = backend.statistics()["calls"]["renew"]
+        await trio.sleep(20)  # ten beats
+        after = backend.statistics()["calls"]["renew"]
+        assert rec.of("stopped") == []  # nobody lost a lease meanwhile
+        nursery.cancel_scope.cancel()
+    assert after - before == 10
+
+
+async def test_I10_first_beat_is_immediate(autojump_clock: object) -> None:
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        await _enqueue(backend, {"sleep": 100})
+        await nursery.start(trioqueue.run_worker_pool, backend, config(rec))
+        await rec.wait_for("started")
+        await trio.sleep(0.001)
+        assert backend.statistics()["calls"]["renew"] == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_I11_progress_rides_on_the_heartbeat(autojump_clock: object) -> None:
+    seen: list[float | None] = []
+
+    async def handler(payload: object, ctx: trioqueue.JobContext) -> None:
+        for value in (0.25, float("nan"), 2.0, -1, 0.5):
+            ctx.report_progress(value)
+        await trio.sleep(3)  # a beat at t=2 carries the latest valid value
+        info = await backend.get_job(ctx.job_id)
+        seen.append(info.progress)
+        ctx.report_progress(0.9)
+
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        [job_id] = await _enqueue(backend, {})
+        cfg = config(Recorder(), handler=handler)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        while (await backend.get_job(job_id)).status != "succeeded":
+            await trio.sleep(1)
+        final = await backend.get_job(job_id)
+        nursery.cancel_scope.cancel()
+    assert seen == [0.5]
+    assert final.progress == 0.9  # the ack carries the last value
+
+
+async def test_I11_no_progress_until_a_valid_value(autojump_clock: object) -> None:
+    async def handler(payload: object, ctx: trioqueue.JobContext) -> None:
+        ctx.report_progress(float("inf"))
+        await trio.sleep(5)
+
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        [job_id] = await _enqueue(backend, {})
+        await nursery.start(trioqueue.run_worker_pool, backend, config(Recorder(), handler=handler))
+        await trio.sleep(3)
+        assert (await backend.get_job(job_id)).progress is None
+        nursery.cancel_scope.cancel()
+
+
+async def test_I12_cancel_reaches_running_handler_at_once(autojump_clock: object) -> None:
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        [job_id] = await _enqueue(backend, {"sleep": 100})
+        await nursery.start(trioqueue.run_worker_pool, backend, config(rec))
+        await rec.wait_for("started", job_id)
+        await trio.sleep(0.5)
+        cancelled_at = trio.current_time()
+        assert await backend.cancel(job_id) is True
+        failed = await rec.wait_for("failed", job_id)
+        info = await backend.get_job(job_id)
+        nursery.cancel_scope.cancel()
+    assert rec.of("stopped", job_id)[0].at == cancelled_at  # the notice renews at once
+    assert info.status == "failed" and info.last_error is not None
+    assert info.last_error.startswith("cancelled")
+    assert failed.detail == info.last_error
+    assert rec.of("retry", job_id) == [] and len(rec.of("started", job_id)) == 1
+
+
+async def test_I12_cancel_without_notice_arrives_with_next_heartbeat(
+    autojump_clock: object,
+) -> None:
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        [job_id] = await _enqueue(backend, {"sleep": 100})
+        await nursery.start(trioqueue.run_worker_pool, backend, config(rec, heartbeat_interval=2))
+        await rec.wait_for("started", job_id)
+        backend.drop_notices = True  # as if NOTIFY were lost
+        await trio.sleep(0.5)
+        cancelled_at = trio.current_time()
+        await backend.cancel(job_id)
+        await rec.wait_for("failed", job_id)
+        nursery.cancel_scope.cancel()
+    assert 0 < rec.of("stopped", job_id)[0].at - cancelled_at <= 2
+
+
+async def test_I12_cancel_before_start_fails_at_once() -> None:
+    async with trioqueue.open_memory() as backend:
+        [job_id] = await _enqueue(backend, {"sleep": 1})
+        assert await backend.cancel(job_id) is True
+        info = await backend.get_job(job_id)
+        assert info.status == "failed" and (info.last_error or "").startswith("cancelled")
+        assert await backend.cancel(job_id) is False
+
+
+async def test_I8_handler_swallowing_cancel_gets_one_outcome(autojump_clock: object) -> None:
+    rec = Recorder()
+    cancels_seen: list[float] = []
+
+    async def stubborn(payload: object, ctx: trioqueue.JobContext) -> None:
+        try:
+            await trio.sleep(100)
+        except trio.Cancelled:
+            cancels_seen.append(trio.current_time())
+        # Swallowed: trio cancels it again at its next checkpoint while the scope is cancelled.
+        with pytest.raises(trio.Cancelled):
+            await trio.sleep(1)
+        cancels_seen.append(trio.current_time())
+
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        # Lease (V=4, renewals refused) and duration (D=4) deadlines fall together.
+        backend.inject("renew", error())
+        [job_id] = await _enqueue(backend, {}, max_attempts=1)
+        cfg = config(rec, handler=stubborn, visibility_timeout=4, heartbeat_interval=1,
+                     max_job_duration=4)  # fmt: skip
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        await rec.wait_for("unavailable", job_id)
+        await trio.sleep(10)
+        nursery.cancel_scope.cancel()
+    assert cancels_seen == [4.0, 4.0]
+    outcomes = [e for e in rec.events if e.kind in ("succeeded", "failed", "retry", "unavailable")]
+    assert [(e.kind, e.job_id) for e in outcomes] == [("unavailable", job_id)]
+
+
+async def test_I13_failing_job_retries_then_succeeds(autojump_clock: object) -> None:
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        [job_id] = await _enqueue(backend, {"fail_attempts": 2})
+        cfg = config(rec, backoff=trioqueue.ExponentialBackoff(initial=1, jitter=0))
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        await rec.wait_for("succeeded", job_id)
+        info = await backend.get_job(job_id)
+        nursery.cancel_scope.cancel()
+    assert [e.detail for e in rec.of("retry", job_id)] == [1.0, 2.0]
+    assert info.status == "succeeded" and info.attempts == 3
+    assert info.last_error is not None and "planned failure on attempt 2" in info.last_error
+
+
+async def test_I13_dead_after_max_attempts(autojump_clock: object) -> None:
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        [job_id] = await _enqueue(backend, {"fail_attempts": 99}, max_attempts=3)
+        await nursery.start(trioqueue.run_worker_pool, backend, config(rec))
+        await rec.wait_for("failed", job_id)
+        info = await backend.get_job(job_id)
+        nursery.cancel_scope.cancel()
+    assert len(rec.of("started", job_id)) == 3 and len(rec.of("retry", job_id)) == 2
+    assert info.status == "failed" and info.attempts == 3
+
+
+async def test_graceful_shutdown_lets_short_jobs_finish_and_releases_the_rest(
+    autojump_clock: object,
+) -> None:
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend:
+        short, long = await _enqueue(backend, {"sleep": 3}, {"sleep": 100})
+        async with trio.open_nursery() as nursery:
+            cfg = config(rec, concurrency=2, shutdown_grace=5)
+            await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+            await rec.wait_for("started", count=2)
+            nursery.cancel_scope.cancel()  # shutdown begins at t=0
+        assert trio.current_time() == pytest.approx(5.0)
+        assert (await backend.get_job(short)).status == "succeeded"
+        released = await backend.get_job(long)
+        assert released.status == "ready" and released.attempts == 0  # not charged
+        assert rec.of("unavailable", long)[0].detail == "released at worker shutdown"
+
+
+async def test_shutdown_never_extends_a_deadline(autojump_clock: object) -> None:
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend:
+        [job_id] = await _enqueue(backend, {"sleep": 100}, max_attempts=1)
+        async with trio.open_nursery() as nursery:
+            cfg = config(rec, max_job_duration=2, shutdown_grace=30)
+            await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+            await rec.wait_for("started")
+            nursery.cancel_scope.cancel()
+        assert trio.current_time() == pytest.approx(2.0)
+        assert (await backend.get_job(job_id)).status == "failed"
+
+
+async def test_I1_bad_config_raises_before_touching_backend() -> None:
+    async with trioqueue.open_memory() as backend:
+        cfg = trioqueue.WorkerConfig(
+            handler=lambda p, c: None, visibility_timeout=5, heartbeat_interval=5, concurrency=0
+        )
+        with pytest.raises(trioqueue.ConfigError) as info:
+            await trioqueue.run_worker_pool(backend, cfg)
+        assert len(info.value.problems) == 2
+        assert sum(backend.statistics()["calls"].values()) == 0
+
+
+async def test_batch_jobs_have_independent_outcomes(autojump_clock: object) -> None:
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        ok, bad = await _enqueue(backend, {"sleep": 1}, {"sleep": 1, "fail_attempts": 9})
+        await backend.enqueue("q", {}, max_attempts=1)
+        cfg = config(rec, batch_size=3)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        await rec.wait_for("retry", bad)
+        await rec.wait_for("succeeded", ok)
+        nursery.cancel_scope.cancel()
+    assert backend.statistics()["calls"]["claim"] >= 1
+    assert (rec.of("claimed", ok)[0].at, rec.of("claimed", bad)[0].at) == (0.0, 0.0)
+
+
+def test_sync_handler_runs_in_a_thread_and_sees_cancel() -> None:
+    """Sync handlers need a real clock: a thread blocks trio's autojump (see NOTES.md)."""
+    import threading
+    import time
+
+    result: dict[str, object] = {}
+    release = threading.Event()
+
+    def handler(payload: object, ctx: trioqueue.JobContext) -> None:
+        result["thread"] = threading.current_thread() is not threading.main_thread()
+        release.set()
+        while not ctx.cancel_requested:  # the cancel directive is visible from the thread
+            time.sleep(0.005)
+        result["saw_cancel"] = True
+
+    async def main() -> None:
+        rec = Recorder()
+        async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+            [job_id] = await _enqueue(backend, {})
+            await nursery.start(trioqueue.run_worker_pool, backend, config(rec, handler=handler))
+            await trio.to_thread.run_sync(release.wait)
+            await backend.cancel(job_id)
+            await rec.wait_for("failed", job_id)
+            result["status"] = (await backend.get_job(job_id)).status
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert result == {"thread": True, "saw_cancel": True, "status": "failed"}
+
+
+def test_blocking_async_handler_is_logged_with_its_job(caplog: pytest.LogCaptureFixture) -> None:
+    import time
+
+    async def blocking(payload: object, ctx: trioqueue.JobContext) -> None:
+        time.sleep(0.3)  # noqa: ASYNC251 - the behaviour under test: it blocks the loop
+
+    async def main() -> int:
+        rec = Recorder()
+        async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+            [job_id] = await _enqueue(backend, {})
+            cfg = config(rec, handler=blocking, blocking_threshold=0.1)
+            await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+            await rec.wait_for("succeeded", job_id)
+            nursery.cancel_scope.cancel()
+            return job_id
+
+    with caplog.at_level("WARNING", logger="trioqueue.blocking"):
+        job_id = trio.run(main)
+    messages = [r.getMessage() for r in caplog.records if r.name == "trioqueue.blocking"]
+    assert len(messages) == 1 and f"job {job_id} blocked the event loop" in messages[0]
+
+
+def test_startup_warns_without_max_job_duration(caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+            await nursery.start(trioqueue.run_worker_pool, backend, config(Recorder()))
+            nursery.cancel_scope.cancel()
+
+    with caplog.at_level("WARNING", logger="trioqueue"):
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert any("a hung handler holds its job" in r.getMessage() for r in caplog.records)

@@ -1,0 +1,36 @@
+"""trioqueue: a PostgreSQL-backed job queue for trio, with a precise lease protocol.
+
+A job is a row; a claim is a lease on the row. One guard per worker pool renews every due
+lease in one shared statement, every write about an attempt is fenced by ``claim_seq``, and
+each batch runs in one cancel scope whose deadline is its local lease fence.
+"""
+
+from trioqueue._config import WorkerConfig, transactional_worker_config
+from trioqueue._context import JobContext
+from trioqueue._core.backoff import ExponentialBackoff
+from trioqueue._core.verdict import Verdict
+from trioqueue._errors import BackendError, ConfigError, TrioqueueError, UnknownJobError
+from trioqueue._memory import MemoryBackend, open_memory
+from trioqueue._pool import run_worker_pool
+from trioqueue._types import BackendStatistics, Job, JobInfo, JobStatus
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "BackendError",
+    "BackendStatistics",
+    "ConfigError",
+    "ExponentialBackoff",
+    "Job",
+    "JobContext",
+    "JobInfo",
+    "JobStatus",
+    "MemoryBackend",
+    "TrioqueueError",
+    "UnknownJobError",
+    "Verdict",
+    "WorkerConfig",
+    "open_memory",
+    "run_worker_pool",
+    "transactional_worker_config",
+]

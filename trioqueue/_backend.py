@@ -1,0 +1,115 @@
+"""The Backend protocol: what the runtime needs from a job store.
+
+Both backends (memory and PostgreSQL) implement it, and ``trioqueue.testing`` holds a
+conformance suite any implementation can run. Every write about an attempt is *fenced*: it
+names ``(job_id, claim_seq)`` and does nothing when the row's ``claim_seq`` differs or the
+row is already finished (invariant I9). The runtime never imports a concrete backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+import trio
+
+from trioqueue._core.guard import RenewItem
+from trioqueue._core.verdict import Verdict
+from trioqueue._types import (
+    Ack,
+    BackendStatistics,
+    Claimed,
+    Failure,
+    JobInfo,
+    JobStatus,
+    Notice,
+    Release,
+)
+
+#: Names of the operations counted by ``statistics().calls`` and targeted by fault injection.
+OPERATIONS = ("claim", "renew", "ack", "fail", "release", "enqueue", "cancel")
+
+
+class Backend(Protocol):
+    """A job store the worker pool can run on."""
+
+    #: True when handlers can get ``ctx.connection`` (transactional mode).
+    supports_transactions: bool
+
+    # -- producers and operators ---------------------------------------------------------
+
+    async def enqueue(
+        self,
+        queue: str,
+        payload: Any,
+        *,
+        priority: int = 0,
+        delay: float | None = None,
+        max_attempts: int = 10,
+        dedup_key: str | None = None,
+    ) -> int: ...
+
+    async def enqueue_many(
+        self,
+        queue: str,
+        payloads: Sequence[Any],
+        *,
+        priority: int = 0,
+        delay: float | None = None,
+        max_attempts: int = 10,
+        dedup_key: str | None = None,
+    ) -> list[int]: ...
+
+    async def cancel(self, job_id: int) -> bool: ...
+
+    async def get_job(self, job_id: int) -> JobInfo: ...
+
+    async def list_jobs(
+        self,
+        queue: str | None = None,
+        status: JobStatus | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[JobInfo]: ...
+
+    def statistics(self) -> BackendStatistics: ...
+
+    # -- the worker side -----------------------------------------------------------------
+
+    def wall_time(self) -> float:
+        """The worker's reading of the clock row times use (seconds), without I/O."""
+        ...
+
+    async def claim(
+        self, queue: str, *, limit: int, worker_id: str, visibility_timeout: float
+    ) -> list[Claimed]:
+        """Lease up to ``limit`` claimable jobs in one statement (``SKIP LOCKED``).
+
+        Rows whose lease expired on their final attempt are moved to ``failed`` instead.
+        """
+        ...
+
+    async def renew(
+        self, items: Sequence[RenewItem], *, visibility_timeout: float
+    ) -> Mapping[int, Verdict]:
+        """Renew every item in one statement, storing progress; one verdict per job."""
+        ...
+
+    async def ack(self, items: Sequence[Ack]) -> list[bool]:
+        """Fenced: True for each item that was applied."""
+        ...
+
+    async def fail(self, items: Sequence[Failure]) -> list[bool]:
+        """Fenced: True for each item that was applied."""
+        ...
+
+    async def release(self, items: Sequence[Release]) -> list[bool]:
+        """Fenced: True for each item that was applied."""
+        ...
+
+    def listen(
+        self, queue: str, worker_id: str
+    ) -> AbstractAsyncContextManager[trio.MemoryReceiveChannel[Notice]]:
+        """Notices for ``queue``: new work, and cancel requests for this worker's jobs."""
+        ...

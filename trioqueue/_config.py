@@ -1,0 +1,215 @@
+"""Worker configuration and its validation (invariant I1).
+
+A :class:`WorkerConfig` is plain data. :func:`check` turns it into the timings the guard
+works with, or raises one :class:`ConfigError` that lists *every* violation, so an operator
+fixes a bad deployment in one round instead of one error at a time.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from trioqueue._core.backoff import ExponentialBackoff
+from trioqueue._core.timing import Timing, auto_heartbeat
+from trioqueue._errors import ConfigError
+from trioqueue._types import Job
+
+Handler = Callable[[Any, Any], Any]
+"""``async def handler(payload, ctx)`` or a plain ``def`` run in a worker thread."""
+
+ClaimHook = Callable[[Job], Awaitable[None]]
+UnavailableHook = Callable[[Job, str], Awaitable[None]]
+FailedHook = Callable[[Job, str], Awaitable[None]]
+RetryHook = Callable[[Job, float], Awaitable[None]]
+Backoff = Callable[[int], float]
+
+_HOOKS = (
+    "on_job_claimed",
+    "on_job_unavailable",
+    "on_job_succeeded",
+    "on_job_failed",
+    "on_job_retry",
+)
+MAX_QUEUE_NAME = 128
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """How one worker pool runs. Times are seconds.
+
+    Args:
+        handler: ``async def handler(payload, ctx)``, or a plain ``def`` run in a thread.
+        queue: the queue to work on.
+        concurrency: batches handled at once.
+        batch_size: jobs claimed per batch; they share one lease and one cancel scope.
+        visibility_timeout: V, the lease length.
+        heartbeat_interval: H, the renewal cadence, or ``"auto"`` for ``max(10, V/3)``.
+        max_job_duration: D, the longest claim hooks plus handler may run, or None.
+        poll_interval: how often to look for work when no notice arrives.
+        max_attempts: attempts for rows that carry none (rows written by other tools).
+        shutdown_grace: on shutdown, how long running handlers may go on.
+        backoff: ``backoff(attempt) -> seconds`` before a failed attempt is retried.
+        transactional: give handlers ``ctx.connection`` inside the ack's transaction.
+        blocking_threshold: an async handler step longer than this is logged as
+            blocking the event loop.
+    """
+
+    handler: Handler
+    queue: str = "default"
+    concurrency: int = 1
+    batch_size: int = 1
+    visibility_timeout: float = 60
+    heartbeat_interval: float | Literal["auto"] = 30
+    max_job_duration: float | None = None
+    poll_interval: float = 5
+    max_attempts: int = 10
+    shutdown_grace: float = 30
+    backoff: Backoff = field(default_factory=ExponentialBackoff)
+    on_job_claimed: ClaimHook | None = None
+    on_job_unavailable: UnavailableHook | None = None
+    on_job_succeeded: ClaimHook | None = None
+    on_job_failed: FailedHook | None = None
+    on_job_retry: RetryHook | None = None
+    transactional: bool = False
+    blocking_threshold: float = 0.5
+
+
+def transactional_worker_config(concurrency: int, handler: Handler, **options: Any) -> WorkerConfig:
+    """A config whose handlers get ``ctx.connection``, committed together with the ack."""
+    return WorkerConfig(handler=handler, concurrency=concurrency, transactional=True, **options)
+
+
+def check(config: WorkerConfig) -> Timing:
+    """Validate ``config`` and return its timings.
+
+    Raises:
+        ConfigError: listing every problem found, when there is at least one.
+    """
+    problems = problems_of(config)
+    if problems:
+        raise ConfigError(problems)
+    return _timing(config)
+
+
+def problems_of(config: object) -> list[str]:
+    """Every violation in ``config``, as sentences (empty when it is valid)."""
+    if not isinstance(config, WorkerConfig):
+        return [f"expected a WorkerConfig, got {type(config).__name__}"]
+    return [
+        *_callables(config),
+        *_queue(config.queue),
+        *_counts(config),
+        *_timings(config),
+    ]
+
+
+def is_async_callable(fn: object) -> bool:
+    """True for ``async def`` functions, also behind ``functools.partial`` or ``__call__``."""
+    while hasattr(fn, "func") and not inspect.isfunction(fn):
+        fn = fn.func
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - we want the method, not callable()
+    )
+
+
+def _timing(config: WorkerConfig) -> Timing:
+    v = float(config.visibility_timeout)
+    h = (
+        auto_heartbeat(v)
+        if config.heartbeat_interval == "auto"
+        else float(config.heartbeat_interval)
+    )
+    d = None if config.max_job_duration is None else float(config.max_job_duration)
+    return Timing(visibility_timeout=v, heartbeat_interval=h, max_job_duration=d)
+
+
+def _callables(config: WorkerConfig) -> list[str]:
+    # Fields are read as plain objects: a config is often built from untyped settings.
+    handler: object = config.handler
+    backoff: object = config.backoff
+    found = []
+    if not callable(handler):
+        found.append("handler must be callable")
+    if not callable(backoff):
+        found.append("backoff must be callable: backoff(attempt) -> seconds")
+    elif isinstance(backoff, ExponentialBackoff):
+        found.extend(backoff.problems())
+    for name in _HOOKS:
+        hook = getattr(config, name)
+        if hook is not None and not is_async_callable(hook):
+            found.append(f"{name} must be an async function (async def) or None")
+    return found
+
+
+def _queue(queue: object) -> list[str]:
+    if not isinstance(queue, str) or not queue:
+        return ["queue must be a non-empty string"]
+    if len(queue) > MAX_QUEUE_NAME or "\x00" in queue:
+        return [f"queue must be at most {MAX_QUEUE_NAME} characters, without NUL"]
+    return []
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_seconds(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _counts(config: WorkerConfig) -> list[str]:
+    found = []
+    for name in ("concurrency", "batch_size", "max_attempts"):
+        value = getattr(config, name)
+        if not _is_int(value) or value < 1:
+            found.append(f"{name} must be a whole number of at least 1 (got {value!r})")
+    transactional: object = config.transactional
+    if not isinstance(transactional, bool):
+        found.append("transactional must be True or False")
+    return found
+
+
+def _positive(name: str, value: object, *, zero_ok: bool = False) -> list[str]:
+    if not _is_seconds(value):
+        return [f"{name} must be a finite number of seconds (got {value!r})"]
+    assert isinstance(value, int | float)
+    if value < 0 or (value == 0 and not zero_ok):
+        floor = "at least 0" if zero_ok else "positive"
+        return [f"{name} must be {floor} (got {value!r})"]
+    return []
+
+
+def _timings(config: WorkerConfig) -> list[str]:
+    lease = _positive("visibility_timeout", config.visibility_timeout)
+    beat = []
+    if config.heartbeat_interval != "auto":
+        beat = _positive("heartbeat_interval", config.heartbeat_interval)
+    found = lease + beat
+    if not found:  # H < V can only be judged once both are numbers
+        found += _heartbeat_below_lease(config)
+    found += _positive("poll_interval", config.poll_interval)
+    found += _positive("shutdown_grace", config.shutdown_grace, zero_ok=True)
+    found += _positive("blocking_threshold", config.blocking_threshold)
+    if config.max_job_duration is not None:
+        found += _positive("max_job_duration", config.max_job_duration)
+    return found
+
+
+def _heartbeat_below_lease(config: WorkerConfig) -> list[str]:
+    v = float(config.visibility_timeout)
+    if config.heartbeat_interval == "auto":
+        h = auto_heartbeat(v)
+        if h >= v:
+            return [
+                f'heartbeat_interval="auto" means max(10, V/3) = {h:g}s, which must be less '
+                f"than visibility_timeout ({v:g}s): set visibility_timeout above 10s"
+            ]
+        return []
+    h = float(config.heartbeat_interval)
+    if h >= v:
+        return [f"heartbeat_interval ({h:g}s) must be less than visibility_timeout ({v:g}s)"]
+    return []

@@ -1,0 +1,114 @@
+"""What a handler sees of its job: :class:`JobContext`."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, final
+
+import trio
+
+from trioqueue._core.guard import JobLease
+from trioqueue._core.progress import valid_progress
+from trioqueue._types import Job
+
+
+@final
+class JobContext:
+    """The handler's view of its job attempt.
+
+    Safe to use from a worker thread (sync handlers): every member only reads or writes
+    plain attributes.
+    """
+
+    __slots__ = (
+        "_batch_scope",
+        "_connection",
+        "_job",
+        "_job_scope",
+        "_lease",
+        "_stop_seen",
+        "_trio_thread",
+    )
+
+    def __init__(
+        self,
+        job: Job,
+        lease: JobLease,
+        batch_scope: trio.CancelScope,
+        job_scope: trio.CancelScope,
+        connection: Any = None,
+    ) -> None:
+        self._job = job
+        self._lease = lease
+        self._batch_scope = batch_scope
+        self._job_scope = job_scope
+        self._connection = connection
+        self._trio_thread = threading.get_ident()
+        # Set by the runtime for handlers in a worker thread, which must not touch trio.
+        self._stop_seen = False
+
+    @property
+    def job(self) -> Job:
+        return self._job
+
+    @property
+    def job_id(self) -> int:
+        return self._job.id
+
+    @property
+    def attempt(self) -> int:
+        """1 for the first attempt."""
+        return self._job.attempt
+
+    @property
+    def queue(self) -> str:
+        return self._job.queue
+
+    def report_progress(self, value: float) -> None:
+        """Record progress, sent with the next heartbeat.
+
+        Only finite values in [0, 1] count; anything else is ignored without an error. The
+        latest valid value wins.
+        """
+        progress = valid_progress(value)
+        if progress is not None:
+            self._lease.progress = progress
+
+    @property
+    def progress(self) -> float | None:
+        """The latest valid progress reported in this attempt, or None."""
+        return self._lease.progress
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once this attempt was asked to stop.
+
+        That is a cancel directive, lease loss, ``max_job_duration`` or shutdown. Async
+        handlers are cancelled at their next checkpoint anyway; sync handlers (run in a
+        thread) should poll this and return.
+        """
+        if threading.get_ident() != self._trio_thread:
+            return self._stop_seen
+        return self._job_scope.cancel_called or self._batch_scope.cancel_called
+
+    def _mark_stop_seen(self) -> None:
+        self._stop_seen = True
+
+    @property
+    def deadline(self) -> float:
+        """The current local deadline of this attempt, on trio's clock."""
+        return min(self._batch_scope.deadline, self._job_scope.deadline)
+
+    @property
+    def connection(self) -> Any:
+        """The transaction's connection (transactional mode only).
+
+        Raises:
+            RuntimeError: when the pool is not in transactional mode.
+        """
+        if self._connection is None:
+            raise RuntimeError(
+                "ctx.connection exists only in transactional mode "
+                "(see trioqueue.transactional_worker_config)"
+            )
+        return self._connection

@@ -1,0 +1,46 @@
+"""The sans-IO core of the trioqueue lease protocol.
+
+Nothing in this package imports trio, asyncpg or any other I/O library, and no function
+reads a clock: every decision takes ``now`` (the worker's monotonic time, in seconds) as an
+argument. The trio runtime (``trioqueue._guard``, ``_batch``, ``_pool``) only executes the
+decisions made here, which is what lets the protocol be property-tested with a float clock
+and ported to other languages line by line.
+"""
+
+from trioqueue._core.backoff import ExponentialBackoff
+from trioqueue._core.fence import advanced_deadline, initial_deadline, local_row_deadline
+from trioqueue._core.guard import (
+    Effects,
+    GuardCore,
+    Renewal,
+    RenewItem,
+    StopReason,
+)
+from trioqueue._core.progress import valid_progress
+from trioqueue._core.timing import (
+    GRACE,
+    MIN_RETRY,
+    Timing,
+    renewal_timeout,
+    retry_delay,
+)
+from trioqueue._core.verdict import Verdict
+
+__all__ = [
+    "GRACE",
+    "MIN_RETRY",
+    "Effects",
+    "ExponentialBackoff",
+    "GuardCore",
+    "RenewItem",
+    "Renewal",
+    "StopReason",
+    "Timing",
+    "Verdict",
+    "advanced_deadline",
+    "initial_deadline",
+    "local_row_deadline",
+    "renewal_timeout",
+    "retry_delay",
+    "valid_progress",
+]

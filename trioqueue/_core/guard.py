@@ -1,0 +1,418 @@
+"""The guard: one per worker pool, renewing every due lease in one shared statement.
+
+Theory of operation
+-------------------
+Batches register here before anything runs for them. Each batch has a *local lease
+deadline* (the fence) and a *next due* time. The guard owns a single renewal **slot**: at
+most one renewal statement is current at a time, and it carries every pending job of every
+due batch, so the statement count per beat does not grow with the number of jobs.
+
+Healthy batches are renewed on a pool-wide beat (``anchor + k·H``), so batches claimed at
+different moments still share one statement per beat. A batch's first renewal is sent as
+soon as it registers. A failed renewal is retried after ``min(H, max(0.25, remaining/2))``.
+
+Every renewal carries a **token**. An answer whose token is not the current one changes
+nothing (invariant I6). A renewal that has not come back ``GRACE`` after its give-up time is
+**abandoned**: its slot is freed so that later batches can be renewed on another connection.
+Only one renewal may be abandoned at a time; while one is, the current renewal is never
+abandoned, so a wedged backend holds at most two connections (invariant I5). When the
+abandoned call finally exits, a current renewal already past its own give-up time is
+abandoned in its place.
+
+The trio runtime turns the :class:`Effects` of each call into cancel-scope changes; the core
+itself never waits and never reads a clock.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from trioqueue._core.fence import advanced_deadline, initial_deadline
+from trioqueue._core.timing import GRACE, MIN_RETRY, Timing, renewal_timeout, retry_delay
+from trioqueue._core.verdict import Verdict
+
+
+class StopReason(enum.Enum):
+    """Why a job's handler (or a whole batch) was stopped before it finished."""
+
+    LEASE_EXPIRED = "lease expired without renewal"
+    DURATION = "max_job_duration exceeded"
+    SHUTDOWN = "released at worker shutdown"
+    CANCELLED = "cancelled"
+    RECLAIMED = "reclaimed by another worker"
+    GONE = "job row is gone (finished or deleted elsewhere)"
+
+
+@dataclass(slots=True)
+class JobLease:
+    """The guard's view of one job of a batch."""
+
+    job_id: int
+    claim_seq: int
+    pending: bool = True  # False once its outcome is settled or its attempt is over
+    progress: float | None = None  # latest valid value, sent with every renewal
+    gone_seen: bool = False  # the previous renewal said GONE: one more confirms it
+    stop: StopReason | None = None  # job-level stop (cancel, reclaimed, gone)
+
+
+@dataclass(slots=True)
+class BatchLease:
+    """The guard's view of one claimed batch: one lease, one deadline, one scope."""
+
+    batch_id: int
+    jobs: dict[int, JobLease]
+    lease_deadline: float
+    duration_deadline: float
+    next_due: float
+    stop: StopReason | None = None  # frozen once the batch's scope deadline has passed
+    wanted: bool = False  # a cancel notice asked for a renewal not yet sent
+
+    def pending(self) -> Iterable[JobLease]:
+        return (job for job in self.jobs.values() if job.pending)
+
+
+@dataclass(frozen=True, slots=True)
+class RenewItem:
+    """One job in a renewal statement: fenced by ``claim_seq``, carrying its progress."""
+
+    job_id: int
+    claim_seq: int
+    progress: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """One renewal statement the runtime must send."""
+
+    token: int
+    batch_ids: frozenset[int]
+    items: tuple[RenewItem, ...]
+    sent_at: float  # local time read before the statement is sent
+    give_up_at: float  # the statement's timeout
+
+    @property
+    def abandon_at(self) -> float:
+        return self.give_up_at + GRACE
+
+
+@dataclass(slots=True)
+class Effects:
+    """What the runtime must do after a call into the core."""
+
+    #: Batches whose scope deadline may have changed: re-read :meth:`GuardCore.scope_deadline`.
+    moved: set[int] = field(default_factory=set)
+    #: ``(batch_id, job_id, reason)``: stop that job's handler now; its attempt is over.
+    stops: list[tuple[int, int, StopReason]] = field(default_factory=list)
+    #: ``(batch_id, job_id)``: deliver a cancel directive to that job's handler.
+    cancels: list[tuple[int, int]] = field(default_factory=list)
+    #: The token of a renewal that was just abandoned, if any.
+    abandoned: int | None = None
+
+    def merge(self, other: Effects) -> Effects:
+        self.moved |= other.moved
+        self.stops.extend(other.stops)
+        self.cancels.extend(other.cancels)
+        self.abandoned = other.abandoned if other.abandoned is not None else self.abandoned
+        return self
+
+
+class GuardCore:
+    """The guard's state machine. Every method takes ``now``; none waits or does I/O."""
+
+    def __init__(self, timing: Timing) -> None:
+        self.timing = timing
+        self.current: Renewal | None = None
+        self.abandoned: Renewal | None = None
+        self.shutdown_at = math.inf
+        self._batches: dict[int, BatchLease] = {}
+        self._job_batch: dict[int, int] = {}
+        self._next_token = 1
+        self._anchor: float | None = None
+
+    # -- registration -------------------------------------------------------------------
+
+    def register(
+        self,
+        batch_id: int,
+        jobs: Sequence[tuple[int, int]],
+        *,
+        claim_sent: float,
+        now: float,
+        wall_now: float,
+        row_deadlines: Iterable[float],
+    ) -> bool:
+        """Register a claimed batch of ``(job_id, claim_seq)``; False if already expired.
+
+        An expired batch is not registered: its handler must never run (invariant I7).
+        """
+        v = self.timing.visibility_timeout
+        deadline = initial_deadline(claim_sent, v, now, wall_now, row_deadlines)
+        if deadline <= now:
+            return False
+        if self._anchor is None:
+            self._anchor = now
+        d = self.timing.max_job_duration
+        self._batches[batch_id] = BatchLease(
+            batch_id=batch_id,
+            jobs={job_id: JobLease(job_id, seq) for job_id, seq in jobs},
+            lease_deadline=deadline,
+            duration_deadline=math.inf if d is None else now + d,
+            next_due=now,  # the first beat is immediate
+        )
+        for job_id, _ in jobs:
+            self._job_batch[job_id] = batch_id
+        return True
+
+    def unregister(self, batch_id: int) -> None:
+        batch = self._batches.pop(batch_id, None)
+        if batch is not None:
+            for job_id in batch.jobs:
+                if self._job_batch.get(job_id) == batch_id:
+                    del self._job_batch[job_id]
+
+    def job_done(self, batch_id: int, job_id: int) -> None:
+        """The job's outcome is settled: it is renewed no more."""
+        batch = self._batches.get(batch_id)
+        if batch is not None and job_id in batch.jobs:
+            batch.jobs[job_id].pending = False
+
+    def job(self, batch_id: int, job_id: int) -> JobLease:
+        return self._batches[batch_id].jobs[job_id]
+
+    def batch(self, batch_id: int) -> BatchLease:
+        return self._batches[batch_id]
+
+    def batch_ids(self) -> list[int]:
+        return list(self._batches)
+
+    # -- deadlines ------------------------------------------------------------------------
+
+    def fence_time(self, batch: BatchLease) -> float:
+        """When the lease fence fires for ``batch``.
+
+        A renewal carrying the batch that was sent before the deadline may have re-leased
+        the row, so the fence waits for that renewal's give-up time (at most
+        ``deadline + MIN_RETRY``, since the timeout is bounded by the earliest lease).
+        """
+        current = self.current
+        if (
+            current is not None
+            and batch.batch_id in current.batch_ids
+            and current.sent_at < batch.lease_deadline
+        ):
+            return max(batch.lease_deadline, current.give_up_at)
+        return batch.lease_deadline
+
+    def scope_deadline(self, batch_id: int) -> float:
+        """The deadline of the batch's cancel scope: ``min(fence, registration + D, shutdown)``."""
+        batch = self._batches[batch_id]
+        return min(self.fence_time(batch), batch.duration_deadline, self.shutdown_at)
+
+    def batch_stop(self, batch_id: int, now: float) -> StopReason | None:
+        """Why the batch's scope was stopped, frozen at first sight; None while it is live."""
+        batch = self._batches[batch_id]
+        self._expire_if_due(batch, now)
+        return batch.stop
+
+    def _expire_if_due(self, batch: BatchLease, now: float) -> None:
+        # Several deadlines may pass together: one reason, in a fixed order (I8).
+        if batch.stop is not None:
+            return
+        if self.fence_time(batch) <= now:
+            batch.stop = StopReason.LEASE_EXPIRED
+        elif batch.duration_deadline <= now:
+            batch.stop = StopReason.DURATION
+        elif self.shutdown_at <= now:
+            batch.stop = StopReason.SHUTDOWN
+
+    def begin_shutdown(self, now: float, grace: float) -> Effects:
+        """Every batch's scope deadline becomes at most ``now + grace``."""
+        self.shutdown_at = min(self.shutdown_at, now + grace)
+        return Effects(moved=set(self._batches))
+
+    # -- the renewal slot -----------------------------------------------------------------
+
+    def next_renewal(self, now: float) -> Renewal | None:
+        """The renewal to send now, if the slot is free and some batch is due."""
+        if self.current is not None:
+            return None
+        due = [batch for batch in self._live(now) if batch.next_due <= now]
+        items = tuple(
+            RenewItem(job.job_id, job.claim_seq, job.progress)
+            for batch in due
+            for job in batch.pending()
+        )
+        if not items:
+            return None
+        for batch in due:
+            batch.wanted = False
+        earliest = min(batch.lease_deadline for batch in due) - now
+        renewal = Renewal(
+            token=self._next_token,
+            batch_ids=frozenset(batch.batch_id for batch in due),
+            items=items,
+            sent_at=now,
+            give_up_at=now + renewal_timeout(self.timing.visibility_timeout, earliest),
+        )
+        self._next_token += 1
+        self.current = renewal
+        return renewal
+
+    def answered(self, token: int, now: float, verdicts: Mapping[int, Verdict]) -> Effects:
+        """A renewal came back with a verdict per job (a missing job counts as UNCHANGED)."""
+        renewal = self._settle(token, now)
+        if renewal is None:
+            return self._after_abandoned_exit(token, now)
+        effects = Effects(moved=set(renewal.batch_ids))
+        for batch in self._carried(renewal):
+            if batch.stop is None:
+                self._apply_verdicts(batch, renewal, now, verdicts, effects)
+        return effects
+
+    def failed(self, token: int, now: float) -> Effects:
+        """A renewal raised or timed out: every batch it carried is retried sooner."""
+        renewal = self._settle(token, now)
+        if renewal is None:
+            return self._after_abandoned_exit(token, now)
+        return self._retry_all(renewal, now)
+
+    def poll(self, now: float) -> Effects:
+        """Abandon the current renewal if it is past its give-up time plus the grace."""
+        current = self.current
+        if current is None or self.abandoned is not None or now < current.abandon_at:
+            return Effects()
+        self.abandoned, self.current = current, None
+        effects = self._retry_all(current, now)
+        effects.abandoned = current.token
+        return effects
+
+    def next_wake(self) -> float:
+        """When the runtime should next call :meth:`poll` and :meth:`next_renewal`.
+
+        While the slot is held by a renewal that cannot be abandoned (another one already
+        is), there is nothing to wait for but that call's exit: ``inf``.
+        """
+        if self.current is not None:
+            return self.current.abandon_at if self.abandoned is None else math.inf
+        dues = [
+            batch.next_due
+            for batch in self._batches.values()
+            if batch.stop is None and any(job.pending for job in batch.jobs.values())
+        ]
+        return min(dues, default=math.inf)
+
+    def connections_held(self) -> int:
+        """Renewal statements still holding a connection (current and abandoned)."""
+        return (self.current is not None) + (self.abandoned is not None)
+
+    def request_renewal(self, job_id: int, now: float) -> bool:
+        """A cancel notice for ``job_id`` arrived: renew its batch at once."""
+        batch_id = self._job_batch.get(job_id)
+        if batch_id is None:
+            return False
+        batch = self._batches[batch_id]
+        batch.next_due = min(batch.next_due, now)
+        batch.wanted = True  # remembered: a renewal already out does not carry the request
+        return True
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _settle(self, token: int, now: float) -> Renewal | None:
+        current = self.current
+        if current is None or current.token != token:
+            return None
+        # Judge expiry while the renewal still counts as in flight: an answer that arrives
+        # before its give-up time is in time, even when the old lease ran out meanwhile.
+        for batch in self._carried(current):
+            self._expire_if_due(batch, now)
+        self.current = None
+        return current
+
+    def _after_abandoned_exit(self, token: int, now: float) -> Effects:
+        # A late or superseded answer changes nothing (I6). If it was the abandoned call
+        # exiting, its connection is back, so a stuck current renewal may now be abandoned.
+        if self.abandoned is None or self.abandoned.token != token:
+            return Effects()
+        self.abandoned = None
+        return self.poll(now)
+
+    def _carried(self, renewal: Renewal) -> list[BatchLease]:
+        return [self._batches[bid] for bid in renewal.batch_ids if bid in self._batches]
+
+    def _live(self, now: float) -> list[BatchLease]:
+        live = []
+        for batch in self._batches.values():
+            self._expire_if_due(batch, now)
+            if batch.stop is None:
+                live.append(batch)
+        return live
+
+    def _retry_all(self, renewal: Renewal, now: float) -> Effects:
+        for batch in self._carried(renewal):
+            self._expire_if_due(batch, now)
+            if batch.stop is None:
+                self._schedule_retry(batch, now)
+                if batch.wanted:
+                    batch.next_due = min(batch.next_due, now)
+        return Effects(moved=set(renewal.batch_ids))
+
+    def _schedule_retry(self, batch: BatchLease, now: float) -> None:
+        remaining = batch.lease_deadline - now
+        batch.next_due = now + retry_delay(self.timing.heartbeat_interval, remaining)
+
+    def _next_beat(self, after: float) -> float:
+        h = self.timing.heartbeat_interval
+        anchor = after if self._anchor is None else self._anchor
+        beat = anchor + (math.floor((after - anchor) / h) + 1) * h
+        # Rounding can land the beat on ``after`` itself (4.3 / 0.1 floors to 42): then the
+        # batch would be due again at once, and the guard would spin without time passing.
+        return beat if beat > after else beat + h
+
+    def _apply_verdicts(
+        self,
+        batch: BatchLease,
+        renewal: Renewal,
+        now: float,
+        verdicts: Mapping[int, Verdict],
+        effects: Effects,
+    ) -> None:
+        renewed_all = True
+        confirm_gone = False
+        # A job pending now was pending when the renewal was built, so it was carried.
+        for job in batch.jobs.values():
+            if not job.pending:
+                continue  # settled, possibly while the renewal was out
+            verdict = verdicts.get(job.job_id, Verdict.UNCHANGED)
+            if verdict is Verdict.GONE and not job.gone_seen:
+                # Maybe our own ack raced the renewal: trust GONE only when seen twice.
+                job.gone_seen = confirm_gone = True
+                renewed_all = False
+                continue
+            job.gone_seen = False
+            if verdict in (Verdict.GONE, Verdict.RECLAIMED):
+                reason = StopReason.GONE if verdict is Verdict.GONE else StopReason.RECLAIMED
+                self._stop_job(batch, job, reason, effects)
+            elif verdict is Verdict.CANCEL_REQUESTED and job.stop is None:
+                job.stop = StopReason.CANCELLED
+                effects.cancels.append((batch.batch_id, job.job_id))
+            renewed_all = renewed_all and (verdict.renews or not job.pending)
+        if renewed_all:
+            v, h = self.timing.visibility_timeout, self.timing.heartbeat_interval
+            batch.lease_deadline = advanced_deadline(batch.lease_deadline, renewal.sent_at, v)
+            batch.next_due = min(self._next_beat(now), renewal.sent_at + h)
+        else:
+            self._schedule_retry(batch, now)
+            if confirm_gone:
+                batch.next_due = min(batch.next_due, now + MIN_RETRY)
+        if batch.wanted:  # a cancel notice came in while the renewal was out
+            batch.next_due = min(batch.next_due, now)
+
+    @staticmethod
+    def _stop_job(batch: BatchLease, job: JobLease, reason: StopReason, effects: Effects) -> None:
+        job.pending = False
+        if job.stop is None or job.stop is StopReason.CANCELLED:
+            job.stop = reason
+        effects.stops.append((batch.batch_id, job.job_id, reason))

@@ -1,0 +1,63 @@
+"""What one job attempt comes to: exactly one outcome (invariant I8).
+
+The runtime collects the facts (why the job or its batch was stopped, whether the handler
+raised) and this module turns them into the single write the attempt is allowed to make.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from trioqueue._core.guard import StopReason
+
+
+class OutcomeKind(enum.Enum):
+    SUCCEEDED = "succeeded"  # fenced ack
+    RETRY = "retry"  # fenced failure, back to the queue after a backoff
+    FAILED = "failed"  # fenced failure, final
+    RELEASE = "release"  # fenced release at shutdown: the attempt is not charged
+    UNAVAILABLE = "unavailable"  # the attempt lost its lease: nothing is written
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    kind: OutcomeKind
+    #: ``last_error`` for RETRY and FAILED, the reason for UNAVAILABLE and RELEASE.
+    message: str | None = None
+
+
+def duration_message(max_job_duration: float | None) -> str:
+    return f"claim hooks and handler ran past max_job_duration of {max_job_duration:g}s"
+
+
+def decide(
+    *,
+    job_stop: StopReason | None,
+    batch_stop: StopReason | None,
+    error: str | None,
+    attempt: int,
+    max_attempts: int,
+    max_job_duration: float | None,
+) -> Outcome:
+    """The one outcome of an attempt.
+
+    A job-level stop wins over a batch-level one: the guard only records a job-level stop
+    while the batch is still live, so it happened first.
+    """
+    stop = job_stop or batch_stop
+    if stop is StopReason.CANCELLED:
+        detail = f" ({error})" if error else ""
+        return Outcome(OutcomeKind.FAILED, f"cancelled: cancel requested{detail}")
+    if stop in (StopReason.RECLAIMED, StopReason.GONE, StopReason.LEASE_EXPIRED):
+        assert stop is not None
+        return Outcome(OutcomeKind.UNAVAILABLE, stop.value)
+    if stop is StopReason.SHUTDOWN:
+        return Outcome(OutcomeKind.RELEASE, stop.value)
+    if stop is StopReason.DURATION:
+        error = duration_message(max_job_duration)
+    if error is None:
+        return Outcome(OutcomeKind.SUCCEEDED)
+    if attempt >= max_attempts:
+        return Outcome(OutcomeKind.FAILED, error)
+    return Outcome(OutcomeKind.RETRY, error)

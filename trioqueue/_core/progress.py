@@ -1,0 +1,19 @@
+"""Progress values: only finite numbers in [0, 1] count (PROTOCOL.md §5, invariant I11)."""
+
+from __future__ import annotations
+
+import math
+
+
+def valid_progress(value: object) -> float | None:
+    """Return ``value`` as a float when it is a valid progress value, else ``None``.
+
+    Booleans are refused even though Python treats them as integers: ``True`` is far more
+    likely a bug than "100 % done".
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+        return None
+    return number

@@ -1,0 +1,52 @@
+"""Timing rules of the guard: cadence, retry pacing and statement timeouts.
+
+All durations are seconds. ``V`` is the visibility timeout (the lease length), ``H`` the
+heartbeat interval, ``D`` the optional maximum job duration.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: Shortest pause between two renewal attempts, and the shortest renewal timeout: a lease
+#: about to run out is retried often, but never in a busy loop.
+MIN_RETRY = 0.25
+
+#: How long past its give-up time a renewal call may take to come back before the guard
+#: abandons it and frees its slot for a renewal on another connection.
+GRACE = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """The validated timings one guard works with."""
+
+    visibility_timeout: float
+    heartbeat_interval: float
+    max_job_duration: float | None = None
+
+
+def auto_heartbeat(visibility_timeout: float) -> float:
+    """The cadence ``heartbeat_interval="auto"`` stands for: ``max(10 s, V / 3)``."""
+    return max(10.0, visibility_timeout / 3.0)
+
+
+def retry_delay(heartbeat_interval: float, remaining: float) -> float:
+    """Pause before retrying a failed renewal: faster as the lease runs down.
+
+    ``min(H, max(0.25 s, remaining / 2))``, where ``remaining`` is the time left on the
+    batch's local lease.
+    """
+    return min(heartbeat_interval, max(MIN_RETRY, remaining / 2.0))
+
+
+def renewal_timeout(visibility_timeout: float, earliest_remaining: float) -> float:
+    """How long a renewal statement may run: ``max(0.25 s, min(V, earliest remaining))``.
+
+    A renewal that answers after the earliest lease it carries has expired is of no use to
+    that batch, so waiting longer only delays the retry.
+    """
+    if math.isnan(earliest_remaining):
+        earliest_remaining = visibility_timeout
+    return max(MIN_RETRY, min(visibility_timeout, earliest_remaining))

@@ -1,0 +1,161 @@
+"""The guard's trio runtime: it executes :class:`~trioqueue._core.guard.GuardCore` decisions.
+
+One guard per pool. Its nursery holds the renewal tasks: the current one and, at most, one
+abandoned one still stuck in its driver call. The guard loop sleeps in a cancel scope whose
+deadline is the core's next wake time; anything that changes the core's plans (a new batch,
+an answer, a cancel notice) cancels that nap with :meth:`Guard.poke`.
+
+Every batch's cancel scope is owned here too, so a renewal answer moves the scope's deadline
+in the same step it is processed: the fence never needs the database to fire.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import trio
+
+from trioqueue._backend import Backend
+from trioqueue._core.guard import Effects, GuardCore, JobLease, Renewal, StopReason
+from trioqueue._types import Claimed, Job
+
+log = logging.getLogger("trioqueue.guard")
+
+
+@dataclass(eq=False)
+class BatchHandle:
+    """The runtime side of one registered batch: its scope and one scope per job."""
+
+    batch_id: int
+    jobs: list[Job]
+    scope: trio.CancelScope
+    job_scopes: dict[int, trio.CancelScope] = field(default_factory=dict)
+
+    def stop_job(self, job_id: int) -> None:
+        scope = self.job_scopes.get(job_id)
+        if scope is not None:
+            scope.cancel()
+
+
+class Guard:
+    """Renews every due lease of the pool in one statement, and keeps the fences."""
+
+    def __init__(self, core: GuardCore, backend: Backend) -> None:
+        self.core = core
+        self._backend = backend
+        self._batches: dict[int, BatchHandle] = {}
+        self._nap = trio.CancelScope()
+        self._next_batch_id = 1
+
+    # -- called by the pool -------------------------------------------------------------
+
+    def register(self, claimed: Sequence[Claimed], claim_sent: float) -> BatchHandle | None:
+        """Register a claimed batch before anything runs for it; None if already expired."""
+        batch_id = self._next_batch_id
+        self._next_batch_id += 1
+        accepted = self.core.register(
+            batch_id,
+            [(c.job.id, c.job.claim_seq) for c in claimed],
+            claim_sent=claim_sent,
+            now=trio.current_time(),
+            wall_now=self._backend.wall_time(),
+            row_deadlines=[c.lease_until for c in claimed],
+        )
+        if not accepted:
+            return None
+        handle = BatchHandle(
+            batch_id=batch_id,
+            jobs=[c.job for c in claimed],
+            scope=trio.CancelScope(deadline=self.core.scope_deadline(batch_id)),
+            job_scopes={c.job.id: trio.CancelScope() for c in claimed},
+        )
+        self._batches[batch_id] = handle
+        self.poke()  # the first beat is immediate
+        return handle
+
+    def unregister(self, batch_id: int) -> None:
+        self._batches.pop(batch_id, None)
+        self.core.unregister(batch_id)
+
+    def lease(self, batch_id: int, job_id: int) -> JobLease:
+        return self.core.job(batch_id, job_id)
+
+    def job_done(self, batch_id: int, job_id: int) -> None:
+        self.core.job_done(batch_id, job_id)
+
+    def batch_stop(self, batch_id: int) -> StopReason | None:
+        return self.core.batch_stop(batch_id, trio.current_time())
+
+    def fence_passed(self, batch_id: int) -> bool:
+        """True once the batch's lease fence (not its other deadlines) has passed."""
+        core = self.core
+        return core.fence_time(core.batch(batch_id)) <= trio.current_time()
+
+    def cancel_notice(self, job_id: int) -> None:
+        """A cancel notice arrived: renew the job's batch now to fetch the directive."""
+        if self.core.request_renewal(job_id, trio.current_time()):
+            self.poke()
+
+    def begin_shutdown(self, grace: float) -> None:
+        self.apply(self.core.begin_shutdown(trio.current_time(), grace))
+
+    def poke(self) -> None:
+        """Wake the guard loop: its plans may have changed."""
+        self._nap.cancel()
+
+    # -- the guard task -----------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as renewals:  # the current renewal, and the abandoned one
+            task_status.started()
+            while True:
+                now = trio.current_time()
+                self.apply(self.core.poll(now))
+                renewal = self.core.next_renewal(now)
+                if renewal is not None:
+                    self.apply(Effects(moved=set(renewal.batch_ids)))
+                    renewals.start_soon(self._renew, renewal, name="trioqueue.renewal")
+                with trio.CancelScope(deadline=self.core.next_wake()) as self._nap:
+                    await trio.sleep_forever()
+
+    async def _renew(self, renewal: Renewal) -> None:
+        verdicts = None
+        with trio.move_on_at(renewal.give_up_at):  # an interruptible call stops here
+            try:
+                verdicts = await self._backend.renew(
+                    renewal.items, visibility_timeout=self.core.timing.visibility_timeout
+                )
+            except Exception as exc:  # a failed heartbeat never stops a job by itself
+                log.warning("renewal of %d job(s) failed: %r", len(renewal.items), exc)
+        now = trio.current_time()
+        if verdicts is None:
+            self.apply(self.core.failed(renewal.token, now))
+        else:
+            self.apply(self.core.answered(renewal.token, now, verdicts))
+        self.poke()
+
+    def apply(self, effects: Effects) -> None:
+        """Carry out the core's decisions on the batches' cancel scopes."""
+        for batch_id in effects.moved:
+            handle = self._batches.get(batch_id)
+            if handle is not None:
+                handle.scope.deadline = self.core.scope_deadline(batch_id)
+        for batch_id, job_id in effects.cancels:
+            log.info("job %d: cancel requested, cancelling its handler", job_id)
+            self._stop_job(batch_id, job_id)
+        for batch_id, job_id, reason in effects.stops:
+            log.warning("job %d: %s; stopping its handler", job_id, reason.value)
+            self._stop_job(batch_id, job_id)
+        if effects.abandoned is not None:
+            log.warning(
+                "renewal %d is stuck past its timeout: abandoned (it keeps its connection "
+                "until the driver call exits); renewing on another connection",
+                effects.abandoned,
+            )
+
+    def _stop_job(self, batch_id: int, job_id: int) -> None:
+        handle = self._batches.get(batch_id)
+        if handle is not None:
+            handle.stop_job(job_id)

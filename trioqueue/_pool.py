@@ -1,0 +1,191 @@
+"""The worker pool: claim loop, guard, batches, and a graceful shutdown.
+
+The nursery tree of a pool::
+
+    run_worker_pool
+    ├── claim loop                      cancelled by the caller: stops claiming
+    └── serve (shielded)                outlives the caller's cancel by up to shutdown_grace
+        └── services nursery
+            ├── guard                   └── guard nursery: current + abandoned renewal
+            ├── listener                notices: new work, cancel requests
+            └── batches nursery         one task per batch (see _batch.py)
+
+Shutdown: when the caller cancels, the claim loop stops, every batch's scope deadline
+becomes at most ``now + shutdown_grace`` (never later than its own deadlines), the guard keeps
+renewing meanwhile, and jobs still running at the end are released without charging the
+attempt. When the last batch is done the services are cancelled.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+
+import trio
+
+from trioqueue._backend import Backend
+from trioqueue._batch import BatchRunner
+from trioqueue._config import WorkerConfig, check
+from trioqueue._core.guard import GuardCore
+from trioqueue._core.timing import Timing
+from trioqueue._errors import ConfigError
+from trioqueue._guard import BatchHandle, Guard
+from trioqueue._monitor import BlockingMonitor
+from trioqueue._types import NoticeKind
+
+log = logging.getLogger("trioqueue.pool")
+
+NO_DURATION_WARNING = (
+    "max_job_duration is not set: a hung handler holds its job and renews its lease "
+    "for the life of the process"
+)
+
+
+async def run_worker_pool(
+    backend: Backend,
+    config: WorkerConfig,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run a worker pool until cancelled, then shut it down gracefully.
+
+    Args:
+        backend: where the jobs live (``open_postgres`` or ``open_memory``).
+        config: the pool's settings; validated before the backend is touched.
+        task_status: for ``nursery.start``, which returns once the pool is claiming.
+
+    Raises:
+        ConfigError: listing every problem of ``config``.
+    """
+    timing = check(config)
+    if config.transactional and not backend.supports_transactions:
+        raise ConfigError(
+            [f"transactional mode needs a backend with transactions, not {type(backend).__name__}"]
+        )
+    await _Pool(backend, config, timing).run(task_status)
+
+
+class _Pool:
+    def __init__(self, backend: Backend, config: WorkerConfig, timing: Timing) -> None:
+        self.backend = backend
+        self.config = config
+        self.timing = timing
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.guard = Guard(GuardCore(timing), backend)
+        self.monitor = BlockingMonitor(config.blocking_threshold)
+        self.runner = BatchRunner(self.guard, backend, config, timing, self.monitor)
+        self.slots = trio.Semaphore(config.concurrency)
+        self.work_available = trio.Event()
+        self.stopping = trio.Event()
+
+    async def run(self, task_status: trio.TaskStatus[None]) -> None:
+        self._log_start()
+        trio.lowlevel.add_instrument(self.monitor)
+        try:
+            async with trio.open_nursery() as nursery:
+                batches = await nursery.start(self.serve)
+                try:
+                    await self.claim_loop(batches, task_status)
+                finally:
+                    self.stop()
+        finally:
+            trio.lowlevel.remove_instrument(self.monitor)
+            log.info("worker pool %s stopped", self.worker_id)
+
+    def stop(self) -> None:
+        if not self.stopping.is_set():
+            log.info(
+                "worker pool %s stopping: grace %gs", self.worker_id, self.config.shutdown_grace
+            )
+            self.guard.begin_shutdown(self.config.shutdown_grace)
+            self.stopping.set()
+
+    async def serve(self, *, task_status: trio.TaskStatus[trio.Nursery]) -> None:
+        with trio.CancelScope(shield=True):
+            async with trio.open_nursery() as services:
+                await services.start(self.guard.run)
+                await services.start(self.listen)
+                async with trio.open_nursery() as batches:
+                    task_status.started(batches)
+                    await self.stopping.wait()
+                services.cancel_scope.cancel()  # every batch is done: no lease left to guard
+
+    # -- claiming -----------------------------------------------------------------------
+
+    async def claim_loop(self, batches: trio.Nursery, task_status: trio.TaskStatus[None]) -> None:
+        task_status.started()
+        failures = 0
+        while True:
+            await self.slots.acquire()
+            self.work_available = trio.Event()  # before claiming, so no notice is missed
+            try:
+                claim_sent = trio.current_time()
+                claimed = await self.backend.claim(
+                    self.config.queue,
+                    limit=self.config.batch_size,
+                    worker_id=self.worker_id,
+                    visibility_timeout=self.timing.visibility_timeout,
+                )
+            except Exception as exc:
+                self.slots.release()
+                failures += 1
+                log.warning("claim failed (%d in a row): %r", failures, exc)
+                await trio.sleep(min(self.config.poll_interval, 0.1 * 2**failures))
+                continue
+            failures = 0
+            if not claimed:
+                self.slots.release()
+                with trio.move_on_after(self.config.poll_interval):
+                    await self.work_available.wait()
+                continue
+            handle = self.guard.register(claimed, claim_sent)
+            if handle is None:
+                self.slots.release()
+                batches.start_soon(self.runner.reject, claimed)
+            else:
+                batches.start_soon(self._run_batch, handle)
+
+    async def _run_batch(self, handle: BatchHandle) -> None:
+        try:
+            await self.runner.run(handle)
+        finally:
+            self.slots.release()
+
+    # -- notices ------------------------------------------------------------------------
+
+    async def listen(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        failures = 0
+        while True:
+            try:
+                async with self.backend.listen(self.config.queue, self.worker_id) as notices:
+                    if task_status is not trio.TASK_STATUS_IGNORED:
+                        task_status.started()
+                        task_status = trio.TASK_STATUS_IGNORED
+                    failures = 0
+                    async for notice in notices:
+                        if notice.kind is NoticeKind.AVAILABLE:
+                            self.work_available.set()
+                        elif notice.job_id is not None:
+                            self.guard.cancel_notice(notice.job_id)
+            except Exception as exc:
+                failures += 1
+                log.warning("listening for notices failed, polling meanwhile: %r", exc)
+            if task_status is not trio.TASK_STATUS_IGNORED:
+                task_status.started()  # polling still works without notices
+                task_status = trio.TASK_STATUS_IGNORED
+            await trio.sleep(min(self.config.poll_interval, 0.1 * 2**failures))
+
+    def _log_start(self) -> None:
+        t, c = self.timing, self.config
+        log.info(
+            "worker pool %s on queue %r: concurrency %d, batch %d, V=%gs, H=%gs, D=%s",
+            self.worker_id, c.queue, c.concurrency, c.batch_size,
+            t.visibility_timeout, t.heartbeat_interval,
+            "none" if t.max_job_duration is None else f"{t.max_job_duration:g}s",
+        )  # fmt: skip
+        if t.max_job_duration is None:
+            log.warning(NO_DURATION_WARNING)

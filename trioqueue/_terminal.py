@@ -1,0 +1,116 @@
+"""Terminal output for the command line: tables, progress bars, a block redrawn in place.
+
+Plain strings in, plain strings out: nothing here knows about trio, backends or jobs, so the
+command line's views (the demo now, ``jobs`` and ``status`` later) share one way of drawing.
+
+:class:`LiveBlock` redraws a block of lines in place: each frame moves the cursor up over the
+previous one (``CSI n A``) and rewrites every line after clearing it (``CSI 2K``). Callers clip
+lines to the terminal width first, because a wrapped line takes two rows and the next frame
+would then move up too little.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from types import TracebackType
+from typing import TextIO
+
+CSI = "\x1b["
+RESET = f"{CSI}0m"
+HIDE_CURSOR = f"{CSI}?25l"
+SHOW_CURSOR = f"{CSI}?25h"
+
+#: SGR codes per job status, for terminals that take colour.
+STATUS_STYLES = {
+    "scheduled": f"{CSI}2m",  # dim
+    "ready": "",
+    "running": f"{CSI}1m",  # bold
+    "succeeded": f"{CSI}32m",  # green
+    "failed": f"{CSI}31m",  # red
+}
+
+
+def supports_unicode(out: TextIO) -> bool:
+    """True when ``out`` encodes UTF-8, so block characters can be written to it."""
+    encoding = (getattr(out, "encoding", None) or "").lower().replace("-", "")
+    return encoding in ("utf8", "utf_8")
+
+
+def wants_colour(out: TextIO) -> bool:
+    """True for a terminal, unless the user set ``NO_COLOR`` (https://no-color.org)."""
+    return out.isatty() and not os.environ.get("NO_COLOR")
+
+
+def progress_bar(progress: float | None, width: int = 16, *, unicode: bool = False) -> str:
+    """A bar and a percentage for a fraction in [0, 1]; an empty bar and ``-`` for None."""
+    full, empty = ("█", "░") if unicode else ("#", ".")
+    if progress is None:
+        return f"{empty * width}    -"
+    filled = round(min(1.0, max(0.0, progress)) * width)
+    return f"{full * filled}{empty * (width - filled)} {progress:4.0%}"
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` characters, ending in ``...`` when it was cut."""
+    if len(text) <= width:
+        return text
+    if width <= 3:
+        return text[:width]
+    return text[: width - 3] + "..."
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """``headers`` and ``rows`` aligned in left-justified columns, two spaces apart."""
+    widths = [
+        max([len(header), *(len(row[i]) for row in rows)]) for i, header in enumerate(headers)
+    ]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in (headers, *rows)
+    ]
+
+
+def styled(text: str, style: str) -> str:
+    """``text`` in the SGR ``style`` (no change for an empty style)."""
+    return f"{style}{text}{RESET}" if style else text
+
+
+class LiveBlock:
+    """A block of lines at the bottom of a terminal, redrawn in place; a context manager.
+
+    The cursor is hidden while the block is live and shown again on exit, also on error or
+    Ctrl-C. The block never shrinks: a shorter frame blanks the rows it no longer uses.
+    """
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._height = 0
+
+    @property
+    def size(self) -> os.terminal_size:
+        """The terminal's columns and lines."""
+        return shutil.get_terminal_size()
+
+    def draw(self, lines: Sequence[str]) -> None:
+        """Replace the previous frame with ``lines`` (each already clipped to the width)."""
+        frame = [*lines, *([""] * (self._height - len(lines)))]
+        up = f"{CSI}{self._height}A" if self._height else ""
+        body = "".join(f"\r{CSI}2K{line}\n" for line in frame)
+        self._out.write(up + body)
+        self._out.flush()
+        self._height = len(frame)
+
+    def __enter__(self) -> LiveBlock:
+        self._out.write(HIDE_CURSOR)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._out.write(SHOW_CURSOR)
+        self._out.flush()

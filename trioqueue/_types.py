@@ -1,0 +1,144 @@
+"""Plain data shared by the runtime, the backends and the public API."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, final
+
+from trioqueue._core.verdict import Verdict
+
+__all__ = [
+    "Ack",
+    "BackendStatistics",
+    "Claimed",
+    "Failure",
+    "Job",
+    "JobInfo",
+    "JobStatus",
+    "Notice",
+    "NoticeKind",
+    "Release",
+    "Verdict",
+]
+
+#: The states :class:`JobInfo` reports. A cancelled job is ``"failed"``.
+JobStatus = Literal["scheduled", "ready", "running", "succeeded", "failed"]
+JOB_STATUSES: tuple[JobStatus, ...] = ("scheduled", "ready", "running", "succeeded", "failed")
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One claimed job, as handlers and hooks see it."""
+
+    id: int
+    queue: str
+    payload: Any
+    attempt: int  # 1 for the first attempt
+    max_attempts: int
+    claim_seq: int  # the fencing counter of this attempt
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """A snapshot of a job's row, for producers and operators."""
+
+    id: int
+    queue: str
+    payload: Any
+    status: JobStatus
+    attempts: int
+    max_attempts: int
+    priority: int
+    progress: float | None
+    last_error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A claimed job and its row lease, in the backend's wall-clock seconds."""
+
+    job: Job
+    lease_until: float
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """Mark an attempt succeeded; a no-op unless ``claim_seq`` is still the row's."""
+
+    job_id: int
+    claim_seq: int
+    progress: float | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Record a failed attempt: back to the queue after ``retry_delay`` s, or final if None."""
+
+    job_id: int
+    claim_seq: int
+    error: str
+    retry_delay: float | None
+    progress: float | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Give an attempt back without charging it (graceful shutdown)."""
+
+    job_id: int
+    claim_seq: int
+    progress: float | None = None
+
+
+class NoticeKind(enum.Enum):
+    AVAILABLE = "available"  # new work on a queue
+    CANCEL = "cancel"  # a running job was asked to cancel
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A push from the backend to a listening pool (PostgreSQL: LISTEN/NOTIFY)."""
+
+    kind: NoticeKind
+    queue: str
+    job_id: int | None = None
+
+
+@final
+@dataclass(frozen=True)
+class BackendStatistics(Mapping[str, Any]):
+    """Counters of a backend. Readable as attributes or as a mapping."""
+
+    connections_in_use: int
+    peak_connections_in_use: int
+    calls: Mapping[str, int]
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def _as_dict(self) -> dict[str, Any]:
+        return {
+            "connections_in_use": self.connections_in_use,
+            "peak_connections_in_use": self.peak_connections_in_use,
+            "calls": dict(self.calls),
+            **self.extra,
+        }
+
+    def __getitem__(self, key: str) -> Any:
+        return self._as_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._as_dict())
+
+    def __len__(self) -> int:
+        return len(self._as_dict())

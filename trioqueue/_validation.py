@@ -1,0 +1,229 @@
+"""Argument checks shared by the backends, so both refuse the same inputs the same way.
+
+Every check runs before anything is written: a backend validates a whole request first and
+only then touches its store, so a bad argument never leaves a partial write behind.
+Payloads are encoded to JSON text here, and the text is what a backend stores. The rules
+follow what PostgreSQL can hold: ``jsonb`` has no NaN or infinity, and its strings (like
+``text`` columns) can hold neither NUL characters nor lone surrogates.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trioqueue._types import JOB_STATUSES, JobStatus
+
+#: Longest queue name, in characters.
+MAX_QUEUE_LENGTH = 128
+
+#: Largest page ``list_jobs`` returns.
+MAX_LIST_LIMIT = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueRequest:
+    """A validated enqueue: the payloads already encoded as JSON text."""
+
+    queue: str
+    payloads: tuple[str, ...]
+    priority: int
+    delay: float
+    max_attempts: int
+    dedup_key: str | None
+
+
+def check_enqueue(
+    queue: object,
+    payloads: Sequence[Any],
+    *,
+    priority: object,
+    delay: object,
+    max_attempts: object,
+    dedup_key: object,
+) -> EnqueueRequest:
+    """Validate every argument of ``enqueue``/``enqueue_many`` and encode the payloads.
+
+    Raises:
+        TypeError: an argument has the wrong type, or a payload is not JSON-serialisable.
+        ValueError: an argument is out of range, or ``dedup_key`` is given with several
+            payloads (they would all share it).
+    """
+    if isinstance(payloads, str | bytes | bytearray) or not isinstance(payloads, Sequence):
+        raise TypeError(f"payloads must be a sequence (a list), not {type(payloads).__name__}")
+    if dedup_key is not None and len(payloads) > 1:
+        raise ValueError("dedup_key cannot be used with more than one payload: all would share it")
+    return EnqueueRequest(
+        queue=check_queue(queue),
+        payloads=tuple(encode_payload(payload) for payload in payloads),
+        priority=_check_int("priority", priority),
+        delay=_check_delay(delay),
+        max_attempts=_check_int("max_attempts", max_attempts, minimum=1),
+        dedup_key=_check_dedup_key(dedup_key),
+    )
+
+
+def check_queue(queue: object) -> str:
+    """A queue name: a non-empty ``str`` of at most 128 characters a database can store."""
+    if not isinstance(queue, str):
+        raise TypeError(f"queue must be a str, not {type(queue).__name__}")
+    if not queue:
+        raise ValueError("queue must not be empty")
+    if len(queue) > MAX_QUEUE_LENGTH:
+        raise ValueError(f"queue must be at most {MAX_QUEUE_LENGTH} characters, not {len(queue)}")
+    problem = _text_problem(queue)
+    if problem:
+        raise ValueError(f"queue must not contain {problem}")
+    return queue
+
+
+def encode_payload(payload: object) -> str:
+    """The JSON text of ``payload``; a ``TypeError`` names the reason it has none."""
+    try:
+        text = json.dumps(payload, allow_nan=False)
+    except ValueError as exc:
+        # json says ValueError for NaN/infinity and circular references; to the caller
+        # both mean "this is not a JSON value", which the API reports as TypeError.
+        raise TypeError(f"payload is not JSON-serialisable: {_json_reason(exc)}") from exc
+    except (TypeError, RecursionError) as exc:
+        raise TypeError(f"payload is not JSON-serialisable: {exc}") from exc
+    problem = _payload_text_problem(json.loads(text))
+    if problem:
+        raise TypeError(f"payload is not storable as JSON: a string contains {problem}")
+    return text
+
+
+def decode_payload(text: str) -> Any:
+    """A fresh copy of a stored payload, so no two readers share (or can mutate) one."""
+    return json.loads(text)
+
+
+def check_job_id(job_id: object) -> int:
+    if isinstance(job_id, bool) or not isinstance(job_id, int):
+        raise TypeError(f"job_id must be an int, not {type(job_id).__name__}")
+    return job_id
+
+
+def check_list_jobs(
+    queue: object, status: object, limit: object, offset: object
+) -> tuple[str | None, JobStatus | None, int, int]:
+    """Validate ``list_jobs`` arguments: ``(queue, status, limit, offset)``."""
+    if queue is not None:
+        queue = check_queue(queue)
+    if status is not None and status not in JOB_STATUSES:
+        raise ValueError(f"status must be one of {', '.join(JOB_STATUSES)} or None, not {status!r}")
+    limit = _check_int("limit", limit, minimum=1, maximum=MAX_LIST_LIMIT)
+    offset = _check_int("offset", offset, minimum=0)
+    return queue, _as_status(status), limit, offset
+
+
+def check_claim(
+    queue: object, limit: object, worker_id: object, visibility_timeout: object
+) -> None:
+    check_queue(queue)
+    _check_int("limit", limit, minimum=1)
+    if not isinstance(worker_id, str):
+        raise TypeError(f"worker_id must be a str, not {type(worker_id).__name__}")
+    check_timeout("visibility_timeout", visibility_timeout)
+
+
+def check_timeout(name: str, value: object) -> float:
+    """A duration that must be finite and positive (a lease length)."""
+    number = _check_number(name, value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, not {value!r}")
+    return number
+
+
+def check_retry_delay(value: object) -> float | None:
+    if value is None:
+        return None
+    return _check_delay(value, name="retry_delay")
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _as_status(status: object) -> JobStatus | None:
+    for known in JOB_STATUSES:
+        if status == known:
+            return known
+    return None
+
+
+def _check_int(
+    name: str, value: object, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    # bool is an int subclass, but True as a priority or a limit is a bug, not a number.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, not {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be at most {maximum}, not {value}")
+    return value
+
+
+def _check_number(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+    return float(value)
+
+
+def _check_delay(value: object, *, name: str = "delay") -> float:
+    if value is None:
+        return 0.0
+    number = _check_number(name, value)
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"{name} must be None or a finite number >= 0, not {value!r}")
+    return number
+
+
+def _check_dedup_key(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"dedup_key must be a str or None, not {type(value).__name__}")
+    if not value:
+        raise ValueError("dedup_key must not be empty (use None for no deduplication)")
+    problem = _text_problem(value)
+    if problem:
+        raise ValueError(f"dedup_key must not contain {problem}")
+    return value
+
+
+def _json_reason(exc: ValueError) -> str:
+    if "Out of range float" in str(exc):
+        return "NaN and infinity have no JSON form"
+    return str(exc)
+
+
+def _text_problem(text: str) -> str | None:
+    """Why PostgreSQL could not store ``text``, or None."""
+    if "\x00" in text:
+        return "a NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a lone surrogate (not valid Unicode)"
+    return None
+
+
+def _payload_text_problem(value: Any) -> str | None:
+    # Iterative, so a deeply nested payload that json accepted cannot overflow the stack.
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            problem = _text_problem(item)
+            if problem:
+                return problem
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+    return None

@@ -1,0 +1,80 @@
+"""Tools for testing code that runs on trioqueue, and backends written for it.
+
+- Fault constructors for the memory backend's ``backend.inject(op, fault)``: :func:`hang`,
+  :func:`delay`, :func:`error` and :func:`omit`. They build plain, frozen descriptions; the
+  backend carries them out while the faulty call holds its connection.
+- :class:`BackendConformance`: the behaviour every :class:`~trioqueue._backend.Backend` must
+  have, as a pytest test class to subclass. It needs pytest and pytest-trio, so it is imported
+  on first use: the fault helpers work without them (in a demo, say).
+- :func:`next_notice`: wait for a notice of one kind on a ``listen`` channel.
+
+Example::
+
+    async with trioqueue.open_memory() as backend:
+        backend.inject("renew", testing.hang(interruptible=False, times=1))
+        ...  # the first renewal wedges; later ones go through
+        backend.inject("renew", None)  # clear it, releasing the wedged call
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from trioqueue._faults import (
+    DelayFault,
+    ErrorFault,
+    Fault,
+    HangFault,
+    OmitFault,
+    delay,
+    error,
+    hang,
+    omit,
+)
+from trioqueue._types import Notice, NoticeKind
+
+if TYPE_CHECKING:
+    from trioqueue._conformance import BackendConformance
+
+__all__ = [
+    "BackendConformance",
+    "DelayFault",
+    "ErrorFault",
+    "Fault",
+    "HangFault",
+    "OmitFault",
+    "delay",
+    "error",
+    "hang",
+    "next_notice",
+    "omit",
+]
+
+
+async def next_notice(notices: trio.MemoryReceiveChannel[Notice], kind: NoticeKind) -> Notice:
+    """The next notice of ``kind`` on ``notices``, skipping notices of other kinds.
+
+    Bound the wait with the caller's own scope, e.g. ``with trio.fail_after(5):``.
+
+    Args:
+        notices: a channel from ``backend.listen(queue, worker_id)``.
+        kind: the kind of notice to wait for.
+
+    Raises:
+        trio.EndOfChannel: the listener was closed first.
+    """
+    while True:
+        notice = await notices.receive()
+        if notice.kind is kind:
+            return notice
+
+
+def __getattr__(name: str) -> Any:
+    # BackendConformance imports pytest: load it only when someone asks for it.
+    if name == "BackendConformance":
+        from trioqueue._conformance import BackendConformance
+
+        return BackendConformance
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
