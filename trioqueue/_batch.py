@@ -22,7 +22,6 @@ from typing import Any
 
 import trio
 
-from trioqueue._backend import Backend
 from trioqueue._config import WorkerConfig, is_async_callable
 from trioqueue._context import JobContext
 from trioqueue._core.guard import StopReason
@@ -31,6 +30,7 @@ from trioqueue._core.timing import Timing, retry_delay
 from trioqueue._guard import BatchHandle, Guard
 from trioqueue._monitor import BlockingMonitor
 from trioqueue._types import Ack, Claimed, Failure, Job, Release
+from trioqueue._writer import OutcomeWriter
 
 log = logging.getLogger("trioqueue.worker")
 
@@ -44,13 +44,13 @@ class BatchRunner:
     def __init__(
         self,
         guard: Guard,
-        backend: Backend,
+        writer: OutcomeWriter,
         config: WorkerConfig,
         timing: Timing,
         monitor: BlockingMonitor,
     ) -> None:
         self._guard = guard
-        self._backend = backend
+        self._writer = writer
         self._config = config
         self._timing = timing
         self._monitor = monitor
@@ -156,17 +156,14 @@ class BatchRunner:
     async def _write_once(
         self, job: Job, outcome: Outcome, delay: float, progress: float | None
     ) -> bool:
-        backend, kind, message = self._backend, outcome.kind, outcome.message or ""
+        kind = outcome.kind
         if kind is OutcomeKind.SUCCEEDED:
-            [applied] = await backend.ack([Ack(job.id, job.claim_seq, progress)])
-        elif kind is OutcomeKind.RELEASE:
-            [applied] = await backend.release([Release(job.id, job.claim_seq, progress)])
-        else:
-            retry = delay if kind is OutcomeKind.RETRY else None
-            [applied] = await backend.fail(
-                [Failure(job.id, job.claim_seq, message, retry, progress)]
-            )
-        return applied
+            return await self._writer.write(Ack(job.id, job.claim_seq, progress))
+        if kind is OutcomeKind.RELEASE:
+            return await self._writer.write(Release(job.id, job.claim_seq, progress))
+        retry = delay if kind is OutcomeKind.RETRY else None
+        message = outcome.message or ""
+        return await self._writer.write(Failure(job.id, job.claim_seq, message, retry, progress))
 
     async def _report(self, job: Job, outcome: Outcome, applied: bool | None, delay: float) -> None:
         config, kind = self._config, outcome.kind

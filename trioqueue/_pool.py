@@ -7,6 +7,7 @@ The nursery tree of a pool::
     └── serve (shielded)                outlives the caller's cancel by up to shutdown_grace
         └── services nursery
             ├── guard                   └── guard nursery: current + abandoned renewal
+            ├── outcome writer          batches the fenced acks, failures and releases
             ├── listener                notices: new work, cancel requests
             └── batches nursery         one task per batch (see _batch.py)
 
@@ -34,6 +35,7 @@ from trioqueue._errors import ConfigError
 from trioqueue._guard import BatchHandle, Guard
 from trioqueue._monitor import BlockingMonitor
 from trioqueue._types import NoticeKind
+from trioqueue._writer import OutcomeWriter
 
 log = logging.getLogger("trioqueue.pool")
 
@@ -75,7 +77,8 @@ class _Pool:
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.guard = Guard(GuardCore(timing), backend)
         self.monitor = BlockingMonitor(config.blocking_threshold)
-        self.runner = BatchRunner(self.guard, backend, config, timing, self.monitor)
+        self.writer = OutcomeWriter(backend, statement_timeout=timing.visibility_timeout)
+        self.runner = BatchRunner(self.guard, self.writer, config, timing, self.monitor)
         self.slots = trio.Semaphore(config.concurrency)
         self.work_available = trio.Event()
         self.stopping = trio.Event()
@@ -106,6 +109,7 @@ class _Pool:
         with trio.CancelScope(shield=True):
             async with trio.open_nursery() as services:
                 await services.start(self.guard.run)
+                await services.start(self.writer.run)
                 await services.start(self.listen)
                 async with trio.open_nursery() as batches:
                     task_status.started(batches)
