@@ -1,12 +1,17 @@
 """A stateful property test of the guard's sans-IO core (``GuardCore``), float clock.
 
 The machine plays the trio runtime (``trioqueue._guard``) and the database against one
-``GuardCore``: it registers batches, moves the clock, sends the renewals the core offers,
-answers them with random verdicts, lets them fail, time out, hang or hang for good, answers
-abandoned and superseded renewals late, settles jobs, delivers cancel notices and starts a
-shutdown. A small model tracks what the database granted and what the runtime's cancel scopes
-would say; invariants and rule-level checks are named after PROTOCOL.md (I2, I4, I5, I6, I8,
-I10, I11, I12).
+``GuardCore``. Its rules register batches (some already expired), let time pass, wake the
+guard task (``poll``, then send the renewal the core offers), let the current renewal come
+back (random verdicts per job, missing ones included; an error; its timeout), leave it
+hanging (``stuck``: it returns only after it could have been abandoned; ``hard``: never),
+let an abandoned call exit late, answer superseded or unknown tokens, settle jobs, report
+progress, deliver cancel notices (also while a renewal is out) and begin a shutdown. As in
+the runtime, the guard usually runs right after a registration, an answer or a clock step.
+
+A small model tracks what the database granted, which cancel notices are outstanding, and
+the deadlines the runtime's cancel scopes hold (moved only as ``Effects.moved`` says).
+Invariants and checks are named after PROTOCOL.md (I2, I4, I5, I6, I7, I8, I10, I11, I12).
 
 The model of the database is deliberately conservative: a row renewed by a renewal is taken
 to be leased until ``sent_at + V`` (the database read its clock *after* the statement was
@@ -58,6 +63,9 @@ TIMINGS = [
 #: How a renewal's driver call behaves.
 CALL_MODES = ["normal"] * 4 + ["stuck", "hard"]
 
+#: How a renewal's driver call comes back.
+HOW = ["answer", "answer", "error", "timeout"]
+
 #: Per-job answers; None leaves the job out of the answer (counts as UNCHANGED).
 VERDICTS: list[Verdict | None] = [
     Verdict.EXTENDED,
@@ -99,6 +107,8 @@ def freeze(value: object) -> object:
     dataclasses are copied field by field; everything else there is immutable."""
     if isinstance(value, dict):
         return {key: freeze(item) for key, item in value.items()}
+    if isinstance(value, list | set):
+        return (type(value), *(freeze(item) for item in value))
     if isinstance(value, BatchLease | JobLease):
         return (type(value), *(freeze(getattr(value, f.name)) for f in fields(value)))
     return value
@@ -175,7 +185,9 @@ class GuardMachine(RuleBasedStateMachine):
 
     def snapshot(self) -> dict[str, Any]:
         """Everything the core holds, copied (faster than ``copy.deepcopy``)."""
-        return freeze(vars(self.g))  # type: ignore[no-any-return]
+        state = freeze(vars(self.g))
+        assert isinstance(state, dict)
+        return state
 
     def batch_copies(self, batch_ids: Container[int]) -> dict[int, tuple[float, BatchLease]]:
         """Each registered batch's fence (as of now) and a copy of its state."""
@@ -229,7 +241,8 @@ class GuardMachine(RuleBasedStateMachine):
     def check_retry_frozen(
         self, before: dict[int, tuple[float, BatchLease]], *, in_flight_fence: bool
     ) -> None:
-        """After a failed or abandoned renewal: stop frozen by the ordering, or a retry."""
+        """After a failed or abandoned renewal: no lease or job changes; a batch past a
+        deadline may freeze (now or lazily later) for that reason; any other is retried."""
         core, now = self.g, self.now
         h = self.timing.heartbeat_interval
         for b, (fence, old) in before.items():
@@ -239,14 +252,16 @@ class GuardMachine(RuleBasedStateMachine):
                 continue
             assert batch.lease_deadline == old.lease_deadline
             assert batch.jobs == old.jobs
-            reason = expected_stop(fence, old.duration_deadline, core.shutdown_at, now)
-            if reason is None or not in_flight_fence:
-                # Once the renewal no longer counts as in flight, the fence is the lease.
-                reason = expected_stop(
-                    old.lease_deadline, old.duration_deadline, core.shutdown_at, now
-                )
-            assert batch.stop is reason
-            if reason is None:
+            # Judged with the renewal in flight (a failure settles it) or, once it no longer
+            # counts as in flight, with the lease alone.
+            in_flight = expected_stop(fence, old.duration_deadline, core.shutdown_at, now)
+            lease = expected_stop(old.lease_deadline, old.duration_deadline, core.shutdown_at, now)
+            allowed = {reason for reason in (in_flight, lease) if reason is not None}
+            if not in_flight_fence:
+                allowed = set() if lease is None else {lease}
+            if batch.stop is not None:
+                assert batch.stop in allowed, (batch.stop, allowed)
+            elif not allowed:
                 expected = now + retry_delay(h, old.lease_deadline - now)
                 if self.batches[b].notice:  # I12: a notice that came in meanwhile is kept
                     expected = now
@@ -282,10 +297,11 @@ class GuardMachine(RuleBasedStateMachine):
 
     # -- registration and jobs ----------------------------------------------------------
 
+    # At most six batches at once; and a pool that is shutting down claims nothing.
     @precondition(
         lambda self: (
             self.core is not None and len(self.batches) < 6 and self.core.shutdown_at == math.inf
-        )  # a pool shutting down claims nothing
+        )
     )
     @rule(n=st.integers(1, 4), lag=st.floats(0.0, 0.5), data=st.data())
     def register(self, n: int, lag: float, data: st.DataObject) -> None:
@@ -445,6 +461,13 @@ class GuardMachine(RuleBasedStateMachine):
         self.poll()
         if self.g.current is None:
             self.start_renewal(data.draw(st.sampled_from(CALL_MODES), label="call mode"))
+            call = self.current_call()
+            if (
+                call is not None
+                and not (call.stuck or call.hard)
+                and data.draw(st.sampled_from([True, True, False]), label="answers quickly")
+            ):
+                self.renewal_returns(data, data.draw(st.sampled_from(HOW)), quick=True)
 
     def guard_may_run(self, data: st.DataObject) -> None:
         """The runtime pokes the guard after registrations and answers, and it wakes by
@@ -468,7 +491,8 @@ class GuardMachine(RuleBasedStateMachine):
         assert current is not None
         assert effects.abandoned == current.token
         assert effects.moved == set(current.batch_ids)
-        assert effects.stops == effects.cancels == []
+        assert not effects.stops
+        assert not effects.cancels
         self.check_retry_frozen(before, in_flight_fence=False)
         self.absorb(effects)
 
@@ -479,7 +503,8 @@ class GuardMachine(RuleBasedStateMachine):
         renewal = core.next_renewal(now)
         for b, stop in stops_before.items():
             batch = core.batch(b)
-            if stop is None:  # frozen now only if a deadline passed, in the fixed order
+            if stop is None and batch.stop is not None:
+                # Frozen (lazily, maybe) only if a deadline passed, in the fixed order.
                 assert batch.stop is expected_stop(
                     batch.lease_deadline, batch.duration_deadline, core.shutdown_at, now
                 )
@@ -492,6 +517,7 @@ class GuardMachine(RuleBasedStateMachine):
         }
         if renewal is None:
             assert not due, "I10: a due batch was left without a renewal"
+            assert core.next_wake() > now, "nothing to send, yet the guard would wake at once"
             return
         assert core.current is renewal
         assert renewal.token not in self.calls
@@ -525,17 +551,25 @@ class GuardMachine(RuleBasedStateMachine):
     @precondition(
         lambda self: (call := self.current_call()) is not None and call.may_return(self.now)
     )
-    @rule(data=st.data(), how=st.sampled_from(["answer", "answer", "error", "timeout"]))
+    @rule(data=st.data(), how=st.sampled_from(HOW))
     def current_renewal_returns(self, data: st.DataObject, how: str) -> None:
         """The current renewal's driver call comes back: an answer (after a drawn latency,
-        maybe past its give-up time), an error, or its timeout (at give-up)."""
+        maybe past its give-up time), an error, or its timeout (at give-up). A cancel notice
+        for a job it carries may arrive while it is out. Then the guard is poked."""
+        self.renewal_returns(data, how, quick=False)
+        self.guard_may_run(data)
+
+    def renewal_returns(self, data: st.DataObject, how: str, *, quick: bool) -> None:
         call = self.current_call()
         assert call is not None
         renewal = call.renewal
+        if bool(renewal.items) and data.draw(st.booleans(), label="a cancel notice races it"):
+            self.notify(data.draw(st.sampled_from([item.job_id for item in renewal.items])))
         if how == "timeout":
             self.now = max(self.now, renewal.give_up_at)
         else:
-            latency = data.draw(st.floats(0.0, 1.2), label="latency") * (
+            slowest = 0.1 if quick else 1.2  # of the statement's timeout
+            latency = data.draw(st.floats(0.0, slowest), label="latency") * (
                 renewal.give_up_at - renewal.sent_at
             )
             self.now = max(self.now, renewal.sent_at + latency)
@@ -543,7 +577,6 @@ class GuardMachine(RuleBasedStateMachine):
             self.answer_current(call, self.draw_verdicts(data, renewal))
         else:
             self.fail_current(call)
-        self.guard_may_run(data)
 
     def answer_current(self, call: Call, verdicts: dict[int, Verdict]) -> None:
         core, now, renewal = self.g, self.now, call.renewal
@@ -567,53 +600,58 @@ class GuardMachine(RuleBasedStateMachine):
             if old.stop is not None:
                 assert batch == old, "I8: an answer revived or changed a stopped batch"
                 continue
-            # Expiry is judged while the renewal still counts as in flight (I2).
+            # Expiry is judged while the renewal still counts as in flight (I2): an answer
+            # before give-up is in time; one after the fence (or another deadline) changes
+            # nothing for the batch, which is stopped (now or at the next look).
             reason = expected_stop(fence, old.duration_deadline, core.shutdown_at, now)
-            assert batch.stop is reason
             if reason is not None:
+                assert batch.stop in (None, reason)
                 assert batch.lease_deadline == old.lease_deadline
                 assert batch.jobs == old.jobs
                 continue
+            assert batch.stop is None
             renewed_all, gone_first = True, False
             for job_id, old_job in old.jobs.items():
-                job = batch.jobs[job_id]
+                lease = batch.jobs[job_id]
                 if not old_job.pending:
-                    assert job == old_job
+                    assert lease == old_job
                     continue
                 verdict = verdicts.get(job_id, Verdict.UNCHANGED)
                 if verdict is Verdict.GONE and not old_job.gone_seen:
-                    assert job.pending
-                    assert job.gone_seen, "GONE needs a second sighting"
+                    assert lease.pending
+                    assert lease.gone_seen, "GONE needs a second sighting"
                     renewed_all, gone_first = False, True
                 elif verdict in (Verdict.GONE, Verdict.RECLAIMED):
                     why = StopReason.GONE if verdict is Verdict.GONE else StopReason.RECLAIMED
                     stops.append((b, job_id, why))
-                    assert not job.pending
-                    assert job.stop is why
+                    assert not lease.pending
+                    assert lease.stop is why
                 else:
-                    assert job.pending
-                    assert not job.gone_seen
+                    assert lease.pending
+                    assert not lease.gone_seen
                     if verdict is Verdict.CANCEL_REQUESTED and old_job.stop is None:
                         cancels.append((b, job_id))
                     if verdict is Verdict.CANCEL_REQUESTED:
-                        assert job.stop is StopReason.CANCELLED
+                        assert lease.stop is StopReason.CANCELLED
                     renewed_all = renewed_all and verdict.renews
+            # I12: a cancel notice that came in while this renewal was out is not lost.
+            notice = self.batches[b].notice
             if renewed_all:
                 assert batch.lease_deadline == max(old.lease_deadline, renewal.sent_at + v)
-                assert now < batch.next_due <= renewal.sent_at + h + EPS or (
-                    batch.next_due == renewal.sent_at + h <= now
-                )
+                if notice:
+                    assert batch.next_due <= now
+                else:  # the next beat: later, and at most H after this renewal was sent
+                    assert now < batch.next_due <= renewal.sent_at + h + EPS or (
+                        batch.next_due == renewal.sent_at + h <= now
+                    )
             else:
                 assert batch.lease_deadline == old.lease_deadline, "only EXTENDED renews"
                 expected = now + retry_delay(h, old.lease_deadline - now)
                 if gone_first:  # the confirming renewal follows within 0.25 s
                     expected = min(expected, now + MIN_RETRY)
+                if notice:
+                    expected = now
                 assert abs(batch.next_due - expected) <= EPS
-            if self.batches[b].notice:
-                # I12: a cancel notice that came in while this renewal was out is not lost.
-                assert batch.next_due <= now
-            else:
-                assert batch.next_due > now or batch.next_due == renewal.sent_at + h
         assert sorted(effects.stops, key=lambda s: s[:2]) == sorted(stops, key=lambda s: s[:2])
         assert sorted(effects.cancels) == sorted(cancels)
         self.absorb(effects)
@@ -648,6 +686,10 @@ class GuardMachine(RuleBasedStateMachine):
         assert abandoned is not None
         call = self.calls[abandoned.token]
         current = core.current
+        if current is not None and data.draw(st.booleans(), label="exits late"):
+            # ... after the current renewal is stuck past its own abandon time too.
+            self.now = max(self.now, current.abandon_at + data.draw(st.floats(0.0, 0.5)))
+            now = self.now
         before_state = self.snapshot()
         before = self.batch_copies(set(self.batches))
         if data.draw(st.booleans(), label="answers"):
@@ -665,7 +707,8 @@ class GuardMachine(RuleBasedStateMachine):
             return
         assert effects.abandoned == current.token
         assert effects.moved == set(current.batch_ids)
-        assert effects.stops == effects.cancels == []
+        assert not effects.stops
+        assert not effects.cancels
         self.check_retry_frozen(
             {b: before[b] for b in before if b in current.batch_ids}, in_flight_fence=False
         )
@@ -700,7 +743,9 @@ class GuardMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def cancel_notice(self, data: st.DataObject) -> None:
         """I12: a cancel notice makes the job's batch due at once."""
-        job_id = data.draw(st.sampled_from([*sorted(self.jobs), UNKNOWN]))
+        self.notify(data.draw(st.sampled_from([*sorted(self.jobs), UNKNOWN])))
+
+    def notify(self, job_id: int) -> None:
         known = job_id in self.jobs and self.jobs[job_id].batch_id in self.batches
         assert self.g.request_renewal(job_id, self.now) == known
         if known:

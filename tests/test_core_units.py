@@ -95,6 +95,11 @@ def carried_jobs(renewal: Renewal) -> set[int]:
     return {item.job_id for item in renewal.items}
 
 
+def slots(core: GuardCore) -> tuple[Renewal | None, Renewal | None]:
+    """The renewal slot and the abandoned slot."""
+    return core.current, core.abandoned
+
+
 def state(core: GuardCore) -> dict[str, Any]:
     return copy.deepcopy(core.__dict__)
 
@@ -424,7 +429,7 @@ def test_I1_all_violations_are_reported_in_one_config_error() -> None:
         handler=handler,
         queue="",
         concurrency=0,
-        batch_size=True,  # type: ignore[arg-type]
+        batch_size=True,
         poll_interval=0,
         on_job_claimed=sync_hook,  # type: ignore[arg-type]
     )
@@ -714,7 +719,8 @@ def test_failed_renewal_retries_faster_as_the_lease_runs_down() -> None:
         sends.append(renewal.sent_at)
         effects = core.failed(renewal.token, now)
         assert effects.moved == {1}
-        assert effects.stops == effects.cancels == []
+        assert not effects.stops
+        assert not effects.cancels
         now = core.next_wake()
     assert sends[:6] == [10.0, 20.0, 25.0, 27.5, 28.75, 29.375]
     assert all(b - a >= MIN_RETRY for a, b in itertools.pairwise(sends))
@@ -747,6 +753,48 @@ def test_I6_stale_token_answer_changes_nothing() -> None:
     assert core.current is current
 
 
+def test_job_done_is_renewed_no_more_and_does_not_block_the_lease() -> None:
+    core = make_core()
+    register(core, 1, [1, 2], now=0.0)
+    beat(core, 0.0)
+    renewal = renew(core, 10.0)
+    core.job_done(1, 1)  # settled while the renewal is out: its verdict no longer counts
+    core.answered(renewal.token, 10.0, {1: UNCHANGED, 2: EXT})
+    assert core.batch(1).lease_deadline == 40.0
+    assert carried_jobs(renew(core, 20.0)) == {2}
+    core.job_done(1, 99)  # unknown job: ignored
+    core.job_done(7, 1)  # unknown batch: ignored
+
+
+def test_I11_latest_valid_progress_goes_out_with_the_next_renewal() -> None:
+    core = make_core()
+    register(core, 1, [1, 2], now=0.0)
+    first = renew(core, 0.0)
+    assert [item.progress for item in first.items] == [None, None]
+    core.answered(first.token, 0.0, all_of(first))
+    core.job(1, 1).progress = 0.25  # what JobContext.report_progress stores
+    core.job(1, 1).progress = 0.5  # the latest wins
+    items = {item.job_id: item for item in renew(core, 10.0).items}
+    assert items[1].progress == 0.5
+    assert items[2].progress is None
+    assert items[1].claim_seq == 1
+
+
+def test_unregister_forgets_the_batch_but_not_a_newer_claim_of_the_same_job() -> None:
+    core = make_core()
+    register(core, 1, [1, 2], now=0.0)
+    register(core, 2, [2], now=1.0)  # job 2 claimed again (its old attempt is unwinding)
+    core.unregister(1)
+    assert core.batch_ids() == [2]
+    assert not core.request_renewal(1, 2.0)
+    assert core.request_renewal(2, 2.0)
+    assert core.batch(2).next_due == 1.0
+    core.unregister(1)  # twice: harmless
+    core.unregister(2)
+    assert not core.request_renewal(2, 3.0)
+    assert core.next_wake() == math.inf
+
+
 # -- GuardCore: the abandoned slot (I5, I6) ---------------------------------------------
 
 
@@ -771,8 +819,7 @@ def test_I5_abandon_after_give_up_plus_grace() -> None:
     effects = core.poll(30.25)
     assert effects.abandoned == stuck.token
     assert effects.moved == {1}
-    assert core.current is None
-    assert core.abandoned is stuck
+    assert slots(core) == (None, stuck)  # (current, abandoned)
     assert core.connections_held() == 1
     assert core.batch_stop(1, 30.25) is StopReason.LEASE_EXPIRED
     # The freed slot renews the later batch on another connection.
@@ -796,9 +843,9 @@ def test_I5_second_stuck_renewal_is_not_abandoned_while_one_is() -> None:
     # The abandoned call exits (late, "extended"): the stuck one is abandoned in its place.
     effects = core.answered(first.token, 1000.0, all_of(first))
     assert effects.abandoned == second.token
-    assert effects.stops == effects.cancels == []
-    assert core.abandoned is second
-    assert core.current is None
+    assert not effects.stops
+    assert not effects.cancels
+    assert slots(core) == (None, second)
     assert core.connections_held() == 1
     assert core.batch(1).lease_deadline == 30.0  # the late answer extended nothing
     assert core.batch_stop(1, 1000.0) is StopReason.LEASE_EXPIRED
@@ -822,6 +869,10 @@ def test_I6_abandoned_answer_cannot_clear_the_current_slot_or_extend() -> None:
     core.poll(30.25)
     second = renew(core, 30.25)
     before = state(core)
+    for stale in (second.token + 100, 12345):  # tokens never issued
+        assert core.answered(stale, 31.0, {1: CANCEL, 2: RECLAIMED}) == Effects()
+        assert core.failed(stale, 31.0) == Effects()
+    assert state(core) == before  # the abandoned slot is freed by its own call only
     effects = core.answered(first.token, 31.0, {1: CANCEL, 2: RECLAIMED})
     assert effects == Effects()
     after = state(core)

@@ -37,6 +37,10 @@ class Backend(Protocol):
     #: True when handlers can get ``ctx.connection`` (transactional mode).
     supports_transactions: bool
 
+    async def migrate(self) -> None:
+        """Create or upgrade the backend's storage; idempotent (a no-op in memory)."""
+        ...
+
     # -- producers and operators ---------------------------------------------------------
 
     async def enqueue(

@@ -3,15 +3,17 @@
 The nursery tree of a batch::
 
     batch task
-    └── settle nursery            outcomes are written here, outside the batch scope
-        └── batch CancelScope     deadline = min(lease fence, registration + D, shutdown)
-            └── work nursery
-                └── one task per job: job CancelScope (cancel, reclaimed, gone)
-                        on_job_claimed(job), then handler(payload, ctx)
+    └── batch CancelScope         deadline = min(lease fence, registration + D, shutdown)
+        └── work nursery          (a batch of one job runs it in the batch task itself)
+            └── one task per job
+                ├── job CancelScope      cancel directive, reclaimed, gone
+                │       on_job_claimed(job), then handler(payload, ctx)
+                └── shielded settle      the fenced write of its outcome, then its hook
 
-When a job's work ends, for whatever reason, its outcome is decided at once (so nothing that
-happens later can change it) and written by a task in the settle nursery, so a fence that
-fires meanwhile cannot interrupt the write of a job that finished in time.
+When a job's work ends, for whatever reason, its outcome is decided at once, so nothing that
+happens later can change it (invariant I8). The write runs shielded from the batch scope: a
+fence that fires meanwhile must not interrupt the ack of a job that finished in time, and
+the write is fenced by ``claim_seq`` anyway.
 """
 
 from __future__ import annotations
@@ -45,12 +47,14 @@ class BatchRunner:
         self,
         guard: Guard,
         writer: OutcomeWriter,
+        slots: trio.Semaphore,
         config: WorkerConfig,
         timing: Timing,
         monitor: BlockingMonitor,
     ) -> None:
         self._guard = guard
         self._writer = writer
+        self._slots = slots
         self._config = config
         self._timing = timing
         self._monitor = monitor
@@ -59,16 +63,19 @@ class BatchRunner:
         self._threads = trio.CapacityLimiter(config.concurrency * config.batch_size)
 
     async def run(self, handle: BatchHandle) -> None:
+        """Run one registered batch to its end, then free its slot of the pool."""
         try:
-            async with trio.open_nursery() as settle:
-                with handle.scope:
-                    async with trio.open_nursery() as work:
-                        for job in handle.jobs:
-                            work.start_soon(
-                                self._attempt, handle, job, settle, name=f"trioqueue.job:{job.id}"
-                            )
+            if len(handle.jobs) == 1:  # the common case: no nursery, no extra task or scope
+                await self._attempt(handle, handle.jobs[0], handle.scope)
+                return
+            with handle.scope:
+                async with trio.open_nursery() as work:
+                    for job in handle.jobs:
+                        scope = handle.job_scopes[job.id]
+                        work.start_soon(self._attempt, handle, job, scope, name="trioqueue.job")
         finally:
             self._guard.unregister(handle.batch_id)
+            self._slots.release()
 
     async def reject(self, claimed: list[Claimed]) -> None:
         """A batch that arrived expired: hooks say claimed then unavailable; no handler."""
@@ -79,29 +86,30 @@ class BatchRunner:
 
     # -- one job ------------------------------------------------------------------------
 
-    async def _attempt(self, handle: BatchHandle, job: Job, settle: trio.Nursery) -> None:
-        job_scope = handle.job_scopes[job.id]
-        ctx = JobContext(job, self._guard.lease(handle.batch_id, job.id), handle.scope, job_scope)
+    async def _attempt(self, handle: BatchHandle, job: Job, scope: trio.CancelScope) -> None:
+        """One job: ``scope`` is its own, or the batch scope itself in a batch of one."""
+        ctx = JobContext(job, self._guard.lease(handle.batch_id, job.id), handle.scope, scope)
         error: str | None = None
         self._monitor.watch(job.id)
         try:
-            with job_scope:
+            with scope:
                 try:
-                    await self._run_hook_and_handler(job, ctx)
+                    if self._config.on_job_claimed is not None:
+                        await self._config.on_job_claimed(job)  # under the scope; counts for D
+                    if self._handler_is_async:
+                        await self._config.handler(job.payload, ctx)
+                    else:
+                        await self._run_in_thread(job, ctx)
                 except* Exception as group:
                     error = describe(group)
                     log.info("job %d attempt %d raised: %s", job.id, job.attempt, error)
         finally:
             self._monitor.unwatch()
             outcome = self._decide(handle, job, error)
-            settle.start_soon(self._settle, handle, job, outcome)
+            with trio.CancelScope(shield=True):
+                await self._settle(handle, job, outcome)
 
-    async def _run_hook_and_handler(self, job: Job, ctx: JobContext) -> None:
-        if self._config.on_job_claimed is not None:
-            await self._config.on_job_claimed(job)  # a claim hook: under the scope, counts for D
-        if self._handler_is_async:
-            await self._config.handler(job.payload, ctx)
-            return
+    async def _run_in_thread(self, job: Job, ctx: JobContext) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_tell_thread_when_stopped, ctx)
             await trio.to_thread.run_sync(
@@ -112,9 +120,10 @@ class BatchRunner:
     def _decide(self, handle: BatchHandle, job: Job, error: str | None) -> Outcome:
         lease = self._guard.lease(handle.batch_id, job.id)
         batch_stop = None
-        if handle.scope.cancel_called:
-            # The scope only ever fires by its deadline, which mirrors the core's deadlines;
-            # should they ever disagree, writing nothing is the safe reading.
+        if handle.scope.cancel_called and lease.stop is None:
+            # Without a job-level stop (which a single-job batch delivers through this very
+            # scope), the scope only fires by its deadline, which mirrors the core's. Should
+            # they ever disagree, writing nothing is the safe reading.
             batch_stop = self._guard.batch_stop(handle.batch_id) or StopReason.LEASE_EXPIRED
         return decide(
             job_stop=lease.stop,

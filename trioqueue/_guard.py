@@ -24,7 +24,7 @@ from trioqueue._types import Claimed, Job
 log = logging.getLogger("trioqueue.guard")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class BatchHandle:
     """The runtime side of one registered batch: its scope and one scope per job."""
 
@@ -33,10 +33,12 @@ class BatchHandle:
     scope: trio.CancelScope
     job_scopes: dict[int, trio.CancelScope] = field(default_factory=dict)
 
+    def scope_of(self, job_id: int) -> trio.CancelScope:
+        """The job's own scope; a batch of one job uses the batch scope (saves memory)."""
+        return self.scope if len(self.jobs) == 1 else self.job_scopes[job_id]
+
     def stop_job(self, job_id: int) -> None:
-        scope = self.job_scopes.get(job_id)
-        if scope is not None:
-            scope.cancel()
+        self.scope_of(job_id).cancel()
 
 
 class Guard:
@@ -69,7 +71,7 @@ class Guard:
             batch_id=batch_id,
             jobs=[c.job for c in claimed],
             scope=trio.CancelScope(deadline=self.core.scope_deadline(batch_id)),
-            job_scopes={c.job.id: trio.CancelScope() for c in claimed},
+            job_scopes={c.job.id: trio.CancelScope() for c in claimed} if len(claimed) > 1 else {},
         )
         self._batches[batch_id] = handle
         self.poke()  # the first beat is immediate

@@ -32,7 +32,7 @@ from trioqueue._config import WorkerConfig, check
 from trioqueue._core.guard import GuardCore
 from trioqueue._core.timing import Timing
 from trioqueue._errors import ConfigError
-from trioqueue._guard import BatchHandle, Guard
+from trioqueue._guard import Guard
 from trioqueue._monitor import BlockingMonitor
 from trioqueue._types import NoticeKind
 from trioqueue._writer import OutcomeWriter
@@ -78,8 +78,8 @@ class _Pool:
         self.guard = Guard(GuardCore(timing), backend)
         self.monitor = BlockingMonitor(config.blocking_threshold)
         self.writer = OutcomeWriter(backend, statement_timeout=timing.visibility_timeout)
-        self.runner = BatchRunner(self.guard, self.writer, config, timing, self.monitor)
         self.slots = trio.Semaphore(config.concurrency)
+        self.runner = BatchRunner(self.guard, self.writer, self.slots, config, timing, self.monitor)
         self.work_available = trio.Event()
         self.stopping = trio.Event()
 
@@ -149,13 +149,7 @@ class _Pool:
                 self.slots.release()
                 batches.start_soon(self.runner.reject, claimed)
             else:
-                batches.start_soon(self._run_batch, handle)
-
-    async def _run_batch(self, handle: BatchHandle) -> None:
-        try:
-            await self.runner.run(handle)
-        finally:
-            self.slots.release()
+                batches.start_soon(self.runner.run, handle, name="trioqueue.batch")
 
     # -- notices ------------------------------------------------------------------------
 

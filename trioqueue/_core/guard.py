@@ -26,6 +26,7 @@ itself never waits and never reads a clock.
 from __future__ import annotations
 
 import enum
+import heapq
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -130,6 +131,9 @@ class GuardCore:
         self._batches: dict[int, BatchLease] = {}
         self._job_batch: dict[int, int] = {}
         self._next_token = 1
+        # (next_due, batch_id) of every batch waiting for a renewal; entries go stale when a
+        # batch is rescheduled and are skipped when they surface.
+        self._due: list[tuple[float, int]] = []
         self._anchor: float | None = None
 
     # -- registration -------------------------------------------------------------------
@@ -162,6 +166,7 @@ class GuardCore:
             duration_deadline=math.inf if d is None else now + d,
             next_due=now,  # the first beat is immediate
         )
+        heapq.heappush(self._due, (now, batch_id))
         for job_id, _ in jobs:
             self._job_batch[job_id] = batch_id
         return True
@@ -239,7 +244,7 @@ class GuardCore:
         """The renewal to send now, if the slot is free and some batch is due."""
         if self.current is not None:
             return None
-        due = [batch for batch in self._live(now) if batch.next_due <= now]
+        due = self._pop_due(now)
         items = tuple(
             RenewItem(job.job_id, job.claim_seq, job.progress)
             for batch in due
@@ -297,12 +302,13 @@ class GuardCore:
         """
         if self.current is not None:
             return self.current.abandon_at if self.abandoned is None else math.inf
-        dues = [
-            batch.next_due
-            for batch in self._batches.values()
-            if batch.stop is None and any(job.pending for job in batch.jobs.values())
-        ]
-        return min(dues, default=math.inf)
+        while self._due:
+            when, batch_id = self._due[0]
+            batch = self._batches.get(batch_id)
+            if batch is not None and batch.next_due == when and self._renewable(batch):
+                return when
+            heapq.heappop(self._due)  # stale: rescheduled, stopped or settled since
+        return math.inf
 
     def connections_held(self) -> int:
         """Renewal statements still holding a connection (current and abandoned)."""
@@ -314,7 +320,7 @@ class GuardCore:
         if batch_id is None:
             return False
         batch = self._batches[batch_id]
-        batch.next_due = min(batch.next_due, now)
+        self._set_due(batch, min(batch.next_due, now))
         batch.wanted = True  # remembered: a renewal already out does not carry the request
         return True
 
@@ -342,13 +348,26 @@ class GuardCore:
     def _carried(self, renewal: Renewal) -> list[BatchLease]:
         return [self._batches[bid] for bid in renewal.batch_ids if bid in self._batches]
 
-    def _live(self, now: float) -> list[BatchLease]:
-        live = []
-        for batch in self._batches.values():
+    def _pop_due(self, now: float) -> list[BatchLease]:
+        """Every live batch due at ``now``. A heap keeps this O(due · log n), not O(n)."""
+        due: dict[int, BatchLease] = {}
+        while self._due and self._due[0][0] <= now:
+            when, batch_id = heapq.heappop(self._due)
+            batch = self._batches.get(batch_id)
+            if batch is None or batch.next_due != when:
+                continue  # a stale entry: the batch was rescheduled or unregistered
             self._expire_if_due(batch, now)
-            if batch.stop is None:
-                live.append(batch)
-        return live
+            if self._renewable(batch):
+                due[batch_id] = batch
+        return list(due.values())
+
+    @staticmethod
+    def _renewable(batch: BatchLease) -> bool:
+        return batch.stop is None and any(job.pending for job in batch.jobs.values())
+
+    def _set_due(self, batch: BatchLease, when: float) -> None:
+        batch.next_due = when
+        heapq.heappush(self._due, (when, batch.batch_id))
 
     def _retry_all(self, renewal: Renewal, now: float) -> Effects:
         for batch in self._carried(renewal):
@@ -356,12 +375,12 @@ class GuardCore:
             if batch.stop is None:
                 self._schedule_retry(batch, now)
                 if batch.wanted:
-                    batch.next_due = min(batch.next_due, now)
+                    self._set_due(batch, min(batch.next_due, now))
         return Effects(moved=set(renewal.batch_ids))
 
     def _schedule_retry(self, batch: BatchLease, now: float) -> None:
         remaining = batch.lease_deadline - now
-        batch.next_due = now + retry_delay(self.timing.heartbeat_interval, remaining)
+        self._set_due(batch, now + retry_delay(self.timing.heartbeat_interval, remaining))
 
     def _next_beat(self, after: float) -> float:
         h = self.timing.heartbeat_interval
@@ -402,13 +421,13 @@ class GuardCore:
         if renewed_all:
             v, h = self.timing.visibility_timeout, self.timing.heartbeat_interval
             batch.lease_deadline = advanced_deadline(batch.lease_deadline, renewal.sent_at, v)
-            batch.next_due = min(self._next_beat(now), renewal.sent_at + h)
+            self._set_due(batch, min(self._next_beat(now), renewal.sent_at + h))
         else:
             self._schedule_retry(batch, now)
             if confirm_gone:
-                batch.next_due = min(batch.next_due, now + MIN_RETRY)
+                self._set_due(batch, min(batch.next_due, now + MIN_RETRY))
         if batch.wanted:  # a cancel notice came in while the renewal was out
-            batch.next_due = min(batch.next_due, now)
+            self._set_due(batch, min(batch.next_due, now))
 
     @staticmethod
     def _stop_job(batch: BatchLease, job: JobLease, reason: StopReason, effects: Effects) -> None:

@@ -1,0 +1,60 @@
+"""The public API is a contract (API.md): these names must stay importable."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import trioqueue
+import trioqueue.testing
+
+PUBLIC = {
+    "BackendError",
+    "BackendStatistics",
+    "ConfigError",
+    "ExponentialBackoff",
+    "Job",
+    "JobContext",
+    "JobInfo",
+    "JobStatus",
+    "MemoryBackend",
+    "TrioqueueError",
+    "UnknownJobError",
+    "Verdict",
+    "WorkerConfig",
+    "open_memory",
+    "run_worker_pool",
+    "transactional_worker_config",
+}
+
+
+def test_exports_are_pinned() -> None:
+    assert set(trioqueue.__all__) == PUBLIC
+    for name in PUBLIC:
+        assert getattr(trioqueue, name) is not None
+
+
+def test_testing_exports_the_fault_helpers_and_the_suite() -> None:
+    for name in ("hang", "delay", "error", "omit", "BackendConformance"):
+        assert name in trioqueue.testing.__all__
+
+
+def test_worker_config_defaults_match_the_seed() -> None:
+    config = trioqueue.WorkerConfig(handler=print)
+    assert dataclasses.is_dataclass(config)
+    assert (config.visibility_timeout, config.heartbeat_interval) == (60, 30)
+    assert config.max_job_duration is None
+    assert (config.queue, config.concurrency, config.batch_size) == ("default", 1, 1)
+    assert (config.poll_interval, config.max_attempts, config.shutdown_grace) == (5, 10, 30)
+
+
+def test_transactional_config_sets_the_mode() -> None:
+    config = trioqueue.transactional_worker_config(4, print, queue="reports")
+    assert (config.concurrency, config.transactional, config.queue) == (4, True, "reports")
+
+
+def test_jobinfo_has_the_documented_fields() -> None:
+    fields = {f.name for f in dataclasses.fields(trioqueue.JobInfo)}
+    assert fields == {
+        "id", "queue", "payload", "status", "attempts", "max_attempts", "priority",
+        "progress", "last_error", "created_at", "finished_at",
+    }  # fmt: skip

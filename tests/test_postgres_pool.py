@@ -1,0 +1,153 @@
+"""Whole worker pools on PostgreSQL: the runtime, unchanged, on real rows and NOTIFY.
+
+The runtime's own tests run on the memory backend with a fake clock; these check that the
+same pool works end to end on the database, on trio's real clock, and that the pushes that
+only PostgreSQL makes real (LISTEN/NOTIFY) arrive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+
+import trioqueue
+from trioqueue import JobContext
+from trioqueue._postgres import PostgresBackend, open_postgres
+
+pytestmark = pytest.mark.postgres
+
+Q = "pool"
+
+
+@pytest.fixture
+async def backend(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[PostgresBackend]:
+    async with open_postgres(postgres_dsn, schema=postgres_schema) as backend:
+        await backend.migrate()
+        yield backend
+
+
+def config(handler: Any, **overrides: Any) -> trioqueue.WorkerConfig:
+    base: dict[str, Any] = {
+        "handler": handler,
+        "queue": Q,
+        "visibility_timeout": 30,
+        "heartbeat_interval": 10,
+        "poll_interval": 5,  # long: only NOTIFY can make these tests fast
+        "shutdown_grace": 1,
+    }
+    return trioqueue.WorkerConfig(**{**base, **overrides})
+
+
+async def wait_until_finished(backend: PostgresBackend, ids: list[int]) -> list[Any]:
+    with trio.fail_after(15):
+        while True:
+            infos = [await backend.get_job(job_id) for job_id in ids]
+            if all(i.status in ("succeeded", "failed") for i in infos):
+                return infos
+            await trio.sleep(0.02)
+
+
+async def test_pool_drains_jobs_with_retries(backend: PostgresBackend) -> None:
+    """I13 on PostgreSQL: every job ends succeeded, each handler run fenced and counted."""
+    runs: dict[int, int] = {}
+
+    async def handler(payload: dict[str, int], ctx: JobContext) -> None:
+        runs[ctx.job_id] = runs.get(ctx.job_id, 0) + 1
+        ctx.report_progress(0.5)
+        await trio.lowlevel.checkpoint()
+        if payload["fail_once"] and ctx.attempt == 1:
+            raise RuntimeError("first attempt fails")
+
+    payloads = [{"fail_once": n % 5 == 0} for n in range(40)]
+    cfg = config(handler, concurrency=4, batch_size=5, backoff=lambda attempt: 0.0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        ids = await backend.enqueue_many(Q, payloads)  # the NOTIFY wakes the idle pool
+        infos = await wait_until_finished(backend, ids)
+        nursery.cancel_scope.cancel()
+    assert {i.status for i in infos} == {"succeeded"}
+    assert {i.id: i.attempts for i in infos} == {
+        job_id: 2 if p["fail_once"] else 1 for job_id, p in zip(ids, payloads, strict=True)
+    }
+    assert runs == {i.id: i.attempts for i in infos}
+    assert {i.progress for i in infos} == {0.5}
+    assert backend.statistics()["connections_in_use"] == 0
+
+
+async def test_cancel_reaches_a_running_handler_through_notify(backend: PostgresBackend) -> None:
+    """I12 on PostgreSQL: with H = 10 s, only the NOTIFY can stop the handler this fast."""
+    started = trio.Event()
+    stopped_at: list[float] = []
+
+    async def handler(payload: Any, ctx: JobContext) -> None:
+        started.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            stopped_at.append(trio.current_time())
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trioqueue.run_worker_pool, backend, config(handler))
+        job_id = await backend.enqueue(Q, "forever")
+        with trio.fail_after(5):
+            await started.wait()
+        await trio.sleep(0.1)  # let the first (immediate) renewal go by
+        cancelled_at = trio.current_time()
+        assert await backend.cancel(job_id) is True
+        [info] = await wait_until_finished(backend, [job_id])
+        nursery.cancel_scope.cancel()
+    assert stopped_at[0] - cancelled_at < 2.0
+    assert info.status == "failed"
+    assert info.last_error is not None
+    assert info.last_error.startswith("cancelled")
+    assert info.attempts == 1  # not retried
+
+
+async def test_batch_whose_row_is_locked_elsewhere_stops_at_its_fence(
+    backend: PostgresBackend,
+) -> None:
+    """Renewals skip the locked row (UNCHANGED), so the batch's lease runs out locally."""
+    v = 1.0
+    started = trio.Event()
+    stops: list[tuple[float, str]] = []
+
+    async def handler(payload: Any, ctx: JobContext) -> None:
+        started.set()
+        await trio.sleep_forever()
+
+    async def on_job_unavailable(job: trioqueue.Job, reason: str) -> None:
+        stops.append((trio.current_time(), reason))
+
+    cfg = config(
+        handler,
+        visibility_timeout=v,
+        heartbeat_interval=0.25,
+        shutdown_grace=0.1,
+        on_job_unavailable=on_job_unavailable,
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        job_id = await backend.enqueue(Q, "x", max_attempts=1)
+        with trio.fail_after(5):
+            await started.wait()
+        async with backend.acquire() as other, other.transaction():
+            await other.execute(
+                f'SELECT 1 FROM "{backend.schema}".jobs WHERE id = $1 FOR UPDATE', job_id
+            )
+            locked_at = trio.current_time()
+            with trio.fail_after(5):
+                while not stops:
+                    await trio.sleep(0.02)
+            row = await other.fetchrow(
+                f'SELECT status, attempts, last_error FROM "{backend.schema}".jobs WHERE id = $1',
+                job_id,
+            )
+        nursery.cancel_scope.cancel()
+    [(stopped_at, reason)] = stops
+    assert "lease expired" in reason
+    assert stopped_at - locked_at <= v + 0.5  # the fence: at most V after the last renewal
+    # Nothing was written for the fenced attempt: the row still says it is running.
+    assert (row["status"], row["attempts"], row["last_error"]) == ("running", 1, None)

@@ -1,0 +1,11 @@
+"""The PostgreSQL backend: asyncpg under trio-asyncio, SQL in ``.sql`` files.
+
+- ``sql.py``: named queries (``queries.sql``), ordered migrations (``migrations/``), and the
+  checked, quoted schema name, the only text ever spliced into SQL.
+- ``driver.py``: the trio-asyncio bridge and the asyncpg pool; one crossing per operation.
+- ``backend.py``: :class:`PostgresBackend`, the Backend protocol on those two.
+"""
+
+from trioqueue._postgres.backend import PostgresBackend, open_postgres
+
+__all__ = ["PostgresBackend", "open_postgres"]

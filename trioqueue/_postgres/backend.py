@@ -1,0 +1,626 @@
+"""The PostgreSQL backend: the memory backend's semantics, on real rows and real leases.
+
+Theory of operation
+-------------------
+Each operation of the :class:`~trioqueue._backend.Backend` protocol is one asyncio
+coroutine (the ``_aio_*`` methods) that runs on one pooled connection and issues one
+statement, or a few in one transaction (migrations, a dedup lookup), so each operation
+crosses the trio↔asyncio bridge once (``driver.py``). Argument checks and JSON encoding
+come from ``trioqueue._validation``, shared with the memory backend, so both refuse the
+same inputs the same way and write nothing when they do.
+
+Row times are the database's (``now()``), returned as epoch seconds; :meth:`wall_time` is
+``time.time()``, the worker's reading of the same clock. Worker and database clocks must
+agree (PROTOCOL.md §7).
+
+The SQL lives in ``queries.sql`` and ``migrations/``; ``sql.py`` explains the naming and the
+one spliced value, the checked and quoted schema name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from trioqueue._backend import OPERATIONS, Backend
+from trioqueue._core.guard import RenewItem
+from trioqueue._core.progress import valid_progress
+from trioqueue._core.verdict import Verdict
+from trioqueue._errors import BackendError, UnknownJobError
+from trioqueue._postgres.driver import Driver, PgConnection, open_driver
+from trioqueue._postgres.sql import MIGRATIONS, QUERIES, channel_name, check_schema, render
+from trioqueue._types import (
+    Ack,
+    BackendStatistics,
+    Claimed,
+    Failure,
+    Job,
+    JobInfo,
+    JobStatus,
+    Notice,
+    NoticeKind,
+    Release,
+)
+from trioqueue._validation import (
+    check_claim,
+    check_enqueue,
+    check_job_id,
+    check_list_jobs,
+    check_queue,
+    check_retry_delay,
+    check_timeout,
+    decode_payload,
+)
+
+__all__ = ["PostgresBackend", "open_postgres"]
+
+#: Pooled connections when ``max_connections`` is not given.
+DEFAULT_MAX_CONNECTIONS = 10
+
+#: Notices buffered per listener before new ones are dropped (a notice is only a hint).
+NOTICE_BUFFER = 1000
+
+#: Operations counted in ``statistics().calls`` besides the protocol's writes.
+READ_OPERATIONS = ("get_job", "list_jobs", "migrate", "prune")
+
+# Column ranges. The shared validation accepts any int; the columns are integer/bigint.
+_INT32 = 2**31 - 1
+_INT64 = 2**63 - 1
+#: Longest delay, retry delay or lease (seconds): about a century keeps timestamps in range.
+MAX_SECONDS = 100 * 365.25 * 86400
+#: Enough jobs for any claim; larger limits are clamped to it.
+_MAX_CLAIM = 2**31 - 1
+
+
+@asynccontextmanager
+async def open_postgres(
+    dsn: str, *, schema: str = "trioqueue", max_connections: int | None = None
+) -> AsyncIterator[PostgresBackend]:
+    """Open a PostgreSQL backend for the duration of the block.
+
+    Inside, a trio-asyncio loop runs the asyncpg connection pool; callers see only trio.
+    Call :meth:`PostgresBackend.migrate` once to create or upgrade the schema.
+
+    Args:
+        dsn: a PostgreSQL connection URI (``postgresql://user@host:port/db?...``); query
+            parameters asyncpg does not know are passed on as server settings.
+        schema: the PostgreSQL schema holding the tables: a lower-case identifier matching
+            ``[a-z_][a-z0-9_]{0,62}``, not starting with ``pg_``.
+        max_connections: the pool size (default 10). Each ``listen`` holds one more
+            connection of its own. Connections show ``application_name``
+            ``trioqueue:<schema>`` in ``pg_stat_activity`` unless the DSN sets one.
+
+    Raises:
+        TypeError, ValueError: a bad ``dsn``, ``schema`` or ``max_connections``; nothing
+            is connected and no SQL runs.
+        BackendError: the database cannot be reached.
+    """
+    if not isinstance(dsn, str):
+        raise TypeError(f"dsn must be a str, not {type(dsn).__name__}")
+    schema = check_schema(schema)
+    size = _check_max_connections(max_connections)
+    async with open_driver(
+        dsn, max_connections=size, application_name=f"trioqueue:{schema}"
+    ) as driver:
+        yield PostgresBackend(driver, schema)
+
+
+def _check_max_connections(value: object) -> int:
+    if value is None:
+        return DEFAULT_MAX_CONNECTIONS
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_connections must be an int or None, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"max_connections must be at least 1, not {value}")
+    return value
+
+
+class PostgresBackend:
+    """A :class:`~trioqueue._backend.Backend` on PostgreSQL. Create it with :func:`open_postgres`.
+
+    Jobs live in ``<schema>.jobs`` (columns documented in API.md and in the first migration).
+    Besides the Backend protocol it offers :meth:`migrate`, :meth:`prune` (retention) and
+    :meth:`acquire` (a pooled connection for the caller's own SQL).
+    """
+
+    supports_transactions: bool = False  # transactional mode is not wired up yet
+
+    def __init__(self, driver: Driver, schema: str) -> None:
+        self._driver = driver
+        self._schema = check_schema(schema)
+        self._channel = channel_name(schema)
+        self._sql = {name: render(sql, schema) for name, sql in QUERIES.items()}
+        self._dropped_notices = 0
+        for op in (*OPERATIONS, *READ_OPERATIONS):
+            driver.calls[op] += 0  # every operation appears in statistics, even at zero
+
+    @property
+    def schema(self) -> str:
+        return self._schema
+
+    @property
+    def channel(self) -> str:
+        """The NOTIFY channel of this backend's schema."""
+        return self._channel
+
+    # -- schema --------------------------------------------------------------------------
+
+    async def migrate(self) -> None:
+        """Create the schema or bring it up to date; safe to run any number of times.
+
+        Migrations run in one transaction under an advisory lock, so concurrent migrators
+        of one schema take turns and each migration is applied exactly once.
+
+        Raises:
+            BackendError: the database failed, an applied migration's file was edited, or
+                the schema was migrated by a newer trioqueue.
+        """
+        await self._driver.run("migrate", self._aio_migrate)
+
+    async def _aio_migrate(self, connection: Any) -> None:
+        async with connection.transaction():
+            await connection.execute(self._sql["migrate_lock"], f"trioqueue:{self._schema}")
+            await connection.execute(self._sql["migrate_prepare"])
+            applied = {
+                row["version"]: row
+                for row in await connection.fetch(self._sql["applied_migrations"])
+            }
+            newest = len(MIGRATIONS)
+            unknown = sorted(version for version in applied if version > newest)
+            if unknown:
+                raise BackendError(
+                    f"schema {self._schema!r} has migrations this trioqueue does not know "
+                    f"({unknown}): it was migrated by a newer version"
+                )
+            for migration in MIGRATIONS:
+                row = applied.get(migration.version)
+                if row is None:
+                    await connection.execute(render(migration.sql, self._schema))
+                    await connection.execute(
+                        self._sql["record_migration"],
+                        migration.version,
+                        migration.name,
+                        migration.checksum,
+                    )
+                elif row["checksum"] != migration.checksum:
+                    raise BackendError(
+                        f"migration {migration.version:04d}_{migration.name} was changed after "
+                        f"it was applied to schema {self._schema!r}"
+                    )
+
+    async def prune(self, older_than: float, *, limit: int = 10_000) -> int:
+        """Delete up to ``limit`` jobs that finished more than ``older_than`` seconds ago.
+
+        Returns:
+            How many rows were deleted. Call again while it returns ``limit``.
+        """
+        older_than = _check_seconds("older_than", older_than, allow_zero=True)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be an int >= 1, not {limit!r}")
+        deleted: int = await self._driver.run(
+            "prune", _fetchval, self._sql["prune"], older_than, min(limit, _INT64)
+        )
+        return deleted
+
+    @asynccontextmanager
+    async def acquire(self) -> AsyncIterator[PgConnection]:
+        """A pooled connection for the caller's own SQL (asyncpg's methods, as trio coroutines).
+
+        It counts toward ``connections_in_use`` while held.
+        """
+        async with self._driver.acquire() as connection:
+            yield connection
+
+    # -- producers and operators ---------------------------------------------------------
+
+    async def enqueue(
+        self,
+        queue: str,
+        payload: Any,
+        *,
+        priority: int = 0,
+        delay: float | None = None,
+        max_attempts: int = 10,
+        dedup_key: str | None = None,
+    ) -> int:
+        """Add one job; with ``dedup_key``, return the unfinished duplicate's id instead.
+
+        Raises:
+            TypeError: ``payload`` is not JSON-serialisable, or an option has a wrong type.
+            ValueError: an option is out of range.
+        """
+        [job_id] = await self.enqueue_many(
+            queue,
+            [payload],
+            priority=priority,
+            delay=delay,
+            max_attempts=max_attempts,
+            dedup_key=dedup_key,
+        )
+        return job_id
+
+    async def enqueue_many(
+        self,
+        queue: str,
+        payloads: Sequence[Any],
+        *,
+        priority: int = 0,
+        delay: float | None = None,
+        max_attempts: int = 10,
+        dedup_key: str | None = None,
+    ) -> list[int]:
+        """Add several jobs in one statement (counted as one ``"enqueue"`` call).
+
+        Everything is validated first: on any error nothing is written. An empty list
+        issues no statement. One NOTIFY wakes the queue's listeners.
+
+        Raises:
+            TypeError: a payload is not JSON-serialisable, or an option has a wrong type.
+            ValueError: an option is out of range, or ``dedup_key`` comes with several payloads.
+        """
+        request = check_enqueue(
+            queue,
+            payloads,
+            priority=priority,
+            delay=delay,
+            max_attempts=max_attempts,
+            dedup_key=dedup_key,
+        )
+        _check_int32("priority", request.priority)
+        _check_int32("max_attempts", request.max_attempts)
+        _check_seconds("delay", request.delay, allow_zero=True)
+        if not request.payloads:
+            await trio.lowlevel.checkpoint()
+            return []
+        return await self._driver.run(
+            "enqueue",
+            self._aio_enqueue,
+            request.queue,
+            list(request.payloads),
+            request.priority,
+            request.max_attempts,
+            request.delay,
+            request.dedup_key,
+        )
+
+    async def _aio_enqueue(
+        self,
+        connection: Any,
+        queue: str,
+        payloads: list[str],
+        priority: int,
+        max_attempts: int,
+        delay: float,
+        dedup_key: str | None,
+    ) -> list[int]:
+        args = (queue, payloads, priority, max_attempts, delay, dedup_key)
+        while True:
+            ids = [row["id"] for row in await connection.fetch(self._sql["enqueue"], *args)]
+            if ids or dedup_key is None:
+                return ids
+            # A duplicate holds the key. It may finish before we read it; then insert again.
+            existing = await connection.fetchval(self._sql["find_dedup"], queue, dedup_key)
+            if existing is not None:
+                return [existing]
+
+    async def cancel(self, job_id: int) -> bool:
+        """Cancel a job: at once if it is not running, else by flagging its row and notifying.
+
+        Returns:
+            False when the job is unknown or already finished, else True.
+        """
+        check_job_id(job_id)
+        if not _is_bigint(job_id):
+            await trio.lowlevel.checkpoint()
+            return False
+        row = await self._driver.run("cancel", _fetchrow, self._sql["cancel"], job_id)
+        return row is not None
+
+    async def get_job(self, job_id: int) -> JobInfo:
+        """A snapshot of one job.
+
+        Raises:
+            UnknownJobError: (a ``LookupError``) no job has this id.
+            TypeError: ``job_id`` is not an int.
+        """
+        check_job_id(job_id)
+        if not _is_bigint(job_id):
+            await trio.lowlevel.checkpoint()
+            raise UnknownJobError(job_id)
+        row = await self._driver.run("get_job", _fetchrow, self._sql["get_job"], job_id)
+        if row is None:
+            raise UnknownJobError(job_id)
+        return _job_info(row)
+
+    async def list_jobs(
+        self,
+        queue: str | None = None,
+        status: JobStatus | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[JobInfo]:
+        """Snapshots of jobs ordered by id, optionally of one queue and one status.
+
+        Raises:
+            ValueError: an unknown ``status``, ``limit`` outside 1..10000 or ``offset`` < 0.
+        """
+        queue, status, limit, offset = check_list_jobs(queue, status, limit, offset)
+        rows = await self._driver.run(
+            "list_jobs", _fetch, self._sql["list_jobs"], queue, status, limit, min(offset, _INT64)
+        )
+        return [_job_info(row) for row in rows]
+
+    def statistics(self) -> BackendStatistics:
+        driver = self._driver
+        return BackendStatistics(
+            connections_in_use=driver.connections_in_use,
+            peak_connections_in_use=driver.peak_connections_in_use,
+            calls=dict(driver.calls),
+            extra={
+                "connections": driver.max_connections,
+                "listeners": driver.listeners,
+                "notices_dropped": self._dropped_notices,
+            },
+        )
+
+    # -- the worker side -----------------------------------------------------------------
+
+    def wall_time(self) -> float:
+        """``time.time()``: row times are the database's clock, assumed in sync with ours."""
+        return time.time()
+
+    async def claim(
+        self, queue: str, *, limit: int, worker_id: str, visibility_timeout: float
+    ) -> list[Claimed]:
+        """Lease up to ``limit`` claimable jobs of ``queue``, priority DESC then id ASC.
+
+        One statement. Rows whose lease expired on their final attempt, or that were asked
+        to cancel while running, are moved to ``failed`` instead of being run again.
+        """
+        check_claim(queue, limit, worker_id, visibility_timeout)
+        lease = _check_seconds("visibility_timeout", visibility_timeout)
+        rows = await self._driver.run(
+            "claim", _fetch, self._sql["claim"], queue, min(limit, _MAX_CLAIM), worker_id, lease
+        )
+        return [
+            Claimed(
+                Job(
+                    id=row["id"],
+                    queue=row["queue"],
+                    payload=decode_payload(row["payload"]),
+                    attempt=row["attempts"],
+                    max_attempts=row["max_attempts"],
+                    claim_seq=row["claim_seq"],
+                ),
+                lease_until=row["lease_until"],
+            )
+            for row in rows
+        ]
+
+    async def renew(
+        self, items: Sequence[RenewItem], *, visibility_timeout: float
+    ) -> Mapping[int, Verdict]:
+        """Renew every item in one statement, storing progress; one verdict per job.
+
+        A row locked by another transaction is skipped, never waited for: ``UNCHANGED``.
+        """
+        check_timeout("visibility_timeout", visibility_timeout)
+        lease = _check_seconds("visibility_timeout", visibility_timeout)
+        items = tuple(items)
+        if not items:
+            await trio.lowlevel.checkpoint()
+            return {}
+        # An id out of bigint range names no row: it is gone without asking.
+        verdicts = {item.job_id: Verdict.GONE for item in items if not _is_bigint(item.job_id)}
+        items = tuple(item for item in items if item.job_id not in verdicts)
+        rows = await self._driver.run(
+            "renew",
+            _fetch,
+            self._sql["renew"],
+            _ints(item.job_id for item in items),
+            _ints(item.claim_seq for item in items),
+            _progress(items),
+            lease,
+        )
+        verdicts.update((row["id"], Verdict(row["verdict"])) for row in rows)
+        return verdicts
+
+    async def ack(self, items: Sequence[Ack]) -> list[bool]:
+        """Mark attempts succeeded. Fenced: True for each item that was applied."""
+        items = tuple(items)
+        return await self._fenced_write(
+            "ack",
+            items,
+            _ints(item.job_id for item in items),
+            _ints(item.claim_seq for item in items),
+            _progress(items),
+        )
+
+    async def fail(self, items: Sequence[Failure]) -> list[bool]:
+        """Record failed attempts. Fenced: True for each item that was applied.
+
+        A retry is recorded as final when the attempt was the last one allowed, or when the
+        job was asked to cancel (a cancelled job is never retried, PROTOCOL.md §5).
+        """
+        items = tuple(items)
+        delays = []
+        for item in items:
+            delay = check_retry_delay(item.retry_delay)
+            if delay is not None:
+                _check_seconds("retry_delay", delay, allow_zero=True)
+            delays.append(delay)
+        return await self._fenced_write(
+            "fail",
+            items,
+            _ints(item.job_id for item in items),
+            _ints(item.claim_seq for item in items),
+            [_storable_text(item.error) for item in items],
+            _floats(delays),
+            _progress(items),
+        )
+
+    async def release(self, items: Sequence[Release]) -> list[bool]:
+        """Give attempts back uncharged. Fenced: True for each item that was applied."""
+        items = tuple(items)
+        return await self._fenced_write(
+            "release",
+            items,
+            _ints(item.job_id for item in items),
+            _ints(item.claim_seq for item in items),
+            _progress(items),
+        )
+
+    async def _fenced_write(
+        self, op: str, items: Sequence[object], *arrays: list[Any]
+    ) -> list[bool]:
+        """Run a batched, fenced write; its rows name the 1-based positions that applied."""
+        if not items:
+            await trio.lowlevel.checkpoint()
+            return []
+        rows = await self._driver.run(op, _fetch, self._sql[op], *arrays)
+        applied = {row["n"] for row in rows}
+        return [n in applied for n in range(1, len(items) + 1)]
+
+    @asynccontextmanager
+    async def listen(
+        self, queue: str, worker_id: str
+    ) -> AsyncIterator[trio.MemoryReceiveChannel[Notice]]:
+        """Notices for ``queue``: new work, and cancel requests for ``worker_id``'s jobs.
+
+        LISTEN runs on a dedicated connection (outside the pool). If that connection is
+        lost, the channel ends; listen again to resubscribe (the pool does so by itself).
+        """
+        check_queue(queue)
+        if not isinstance(worker_id, str):
+            raise TypeError(f"worker_id must be a str, not {type(worker_id).__name__}")
+        send, receive = trio.open_memory_channel[Notice](NOTICE_BUFFER)
+        parse = _NoticeParser(queue, worker_id)
+
+        def on_payload(payload: str) -> None:
+            notice = parse(payload)
+            if notice is None:
+                return
+            try:
+                send.send_nowait(notice)
+            except trio.WouldBlock:
+                self._dropped_notices += 1  # the listener fell behind; polling covers it
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # the listener is leaving
+
+        listener = await self._driver.listen(self._channel, on_payload, send.close)
+        try:
+            async with receive:
+                yield receive
+        finally:
+            send.close()
+            await listener.aclose()
+
+
+class _NoticeParser:
+    """Turns a NOTIFY payload of the schema's channel into a Notice for one listener."""
+
+    def __init__(self, queue: str, worker_id: str) -> None:
+        self._queue = queue
+        self._available = f"a:{queue}"
+        worker_hash = hashlib.md5(worker_id.encode(), usedforsecurity=False).hexdigest()
+        self._cancel_suffix = f":{worker_hash}:{queue}"
+
+    def __call__(self, payload: str) -> Notice | None:
+        if payload == self._available:
+            return Notice(NoticeKind.AVAILABLE, self._queue)
+        if payload.startswith("c:") and payload.endswith(self._cancel_suffix):
+            job_id = payload[2 : -len(self._cancel_suffix)]
+            if job_id.isdigit():
+                return Notice(NoticeKind.CANCEL, self._queue, int(job_id))
+        return None
+
+
+# -- asyncio helpers: each runs on the connection the driver hands it ---------------------
+
+
+async def _fetch(connection: Any, query: str, *args: Any) -> list[Any]:
+    rows: list[Any] = await connection.fetch(query, *args)
+    return rows
+
+
+async def _fetchrow(connection: Any, query: str, *args: Any) -> Any:
+    return await connection.fetchrow(query, *args)
+
+
+async def _fetchval(connection: Any, query: str, *args: Any) -> Any:
+    return await connection.fetchval(query, *args)
+
+
+# -- conversions and checks ---------------------------------------------------------------
+
+
+def _job_info(row: Any) -> JobInfo:
+    return JobInfo(
+        id=row["id"],
+        queue=row["queue"],
+        payload=decode_payload(row["payload"]),
+        status=row["state"],
+        attempts=row["attempts"],
+        max_attempts=row["max_attempts"],
+        priority=row["priority"],
+        progress=row["progress"],
+        last_error=row["last_error"],
+        created_at=row["created_at"],
+        finished_at=row["finished_at"],
+    )
+
+
+def _is_bigint(value: int) -> bool:
+    return -_INT64 - 1 <= value <= _INT64
+
+
+def _ints(values: Iterable[int]) -> list[str]:
+    """Ids or claim_seqs as a text[] parameter (see queries.sql). A value out of bigint range
+    names no row, so 0, which names none either, stands in for it."""
+    return [str(value) if _is_bigint(value) else "0" for value in values]
+
+
+def _progress(items: Iterable[RenewItem | Ack | Failure | Release]) -> list[str | None]:
+    """Each item's progress as a text[] parameter; invalid values (never stored) become None."""
+    return _floats(valid_progress(item.progress) for item in items)
+
+
+def _floats(values: Iterable[float | None]) -> list[str | None]:
+    """Finite floats (or None) as a text[] parameter; ``repr`` round-trips exactly."""
+    return [None if value is None else repr(float(value)) for value in values]
+
+
+def _storable_text(text: str) -> str:
+    """``text`` as a ``text`` column can hold it: no NUL, no lone surrogates.
+
+    Error messages come from arbitrary exceptions; one odd character must not make a whole
+    batch of outcomes fail to write.
+    """
+    text = text.replace("\x00", "\\x00")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _check_int32(name: str, value: int) -> None:
+    if not -_INT32 - 1 <= value <= _INT32:
+        raise ValueError(f"{name} must fit in 32 bits (PostgreSQL integer), not {value}")
+
+
+def _check_seconds(name: str, value: object, *, allow_zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+    seconds = float(value)
+    low_ok = seconds >= 0 if allow_zero else seconds > 0
+    if not (math.isfinite(seconds) and low_ok and seconds <= MAX_SECONDS):
+        raise ValueError(f"{name} must be between 0 and {MAX_SECONDS:.0f} seconds, not {value!r}")
+    return seconds
+
+
+if TYPE_CHECKING:
+    # mypy proves here that PostgresBackend implements the Backend protocol.
+    _implements: type[Backend] = PostgresBackend

@@ -1,0 +1,344 @@
+"""The driver bridge: asyncpg, which needs asyncio, driven from trio through trio-asyncio.
+
+Theory of operation
+-------------------
+:func:`open_driver` opens a trio-asyncio loop (``trio_asyncio.open_loop``) and, inside it,
+an asyncpg connection pool. asyncpg objects belong to the loop that made them, so they
+never leave it: trio code hands the driver an *asyncio* coroutine function, and
+:meth:`Driver.run` runs it on one pooled connection, crossing the trio↔asyncio bridge
+**once per logical operation**, however many statements the function issues (a crossing
+costs tens of microseconds; NOTES.md). The loop is passed explicitly on every crossing, so
+any trio task may call the driver, not only those started inside the loop's block.
+
+Cancelling a trio caller cancels the asyncio task once; asyncpg then asks the server to
+cancel the statement, and the call returns when its connection is back in the pool. A call
+whose server or network is wedged can therefore outlive its caller's deadline: the guard
+copes with that (it abandons one such renewal at a time, PROTOCOL.md §6), and the
+connection counts as in use until it really is free.
+
+asyncpg ships no type information, so its objects are ``Any`` and stay inside this module
+and the backend's asyncio coroutines; trio code sees :class:`Driver`, :class:`PgConnection`
+and :class:`Listener`.
+
+Connection budget: ``max_connections`` pooled connections serve every operation (claims,
+renewals, including at most one abandoned renewal per pool, outcome writes, producers and
+transactional handlers); each :meth:`Driver.listen` holds one more connection of its own,
+outside the pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from contextlib import asynccontextmanager
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import asyncpg
+import trio
+import trio_asyncio
+
+from trioqueue._errors import BackendError
+
+__all__ = ["Driver", "Listener", "PgConnection", "open_driver"]
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+#: How long closing may wait for connections to come back before it terminates them.
+CLOSE_TIMEOUT = 5.0
+
+#: Errors of the database or the connection to it; they surface as ``BackendError``.
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    OSError,  # includes TimeoutError and refused or reset connections
+)
+
+
+@asynccontextmanager
+async def open_driver(
+    dsn: str, *, max_connections: int, application_name: str = "trioqueue"
+) -> AsyncIterator[Driver]:
+    """A driver with a pool of at most ``max_connections``, for the duration of the block.
+
+    Its connections show ``application_name`` in ``pg_stat_activity``, unless the DSN
+    names one itself.
+
+    Raises:
+        BackendError: the database cannot be reached.
+    """
+    settings = {} if "application_name" in dsn else {"application_name": application_name[:63]}
+    try:
+        async with trio_asyncio.open_loop() as loop:
+            driver = Driver(loop, dsn, max_connections, settings)
+            await driver._open()
+            try:
+                yield driver
+            finally:
+                with trio.CancelScope(shield=True):
+                    await driver._close()
+    except BaseExceptionGroup as group:
+        # open_loop's nurseries wrap whatever leaves the block, the caller's own exceptions
+        # included; a single exception is given back as itself, so that `except
+        # BackendError` (or the caller's own `except KeyError`) works as with any context
+        # manager.
+        _raise_sole_exception(group)
+        raise
+
+
+def _raise_sole_exception(group: BaseExceptionGroup[BaseException]) -> None:
+    """Raise the only leaf exception of ``group`` unchanged, if it has exactly one."""
+    leaves = list(_leaves(group))
+    if len(leaves) != 1:
+        return
+    [leaf] = leaves
+    context = leaf.__context__
+    try:
+        raise leaf
+    finally:
+        leaf.__context__ = context  # not the group: it only wrapped this very exception
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            yield from _leaves(exc)
+        else:
+            yield exc
+
+
+class Driver:
+    """A pool of asyncpg connections in a trio-asyncio loop, used from trio."""
+
+    def __init__(
+        self, loop: Any, dsn: str, max_connections: int, server_settings: dict[str, str]
+    ) -> None:
+        self._loop = loop
+        self._dsn = dsn
+        self._server_settings = server_settings
+        self._max_connections = max_connections
+        self._pool: Any = None
+        self._in_use = 0
+        self._peak = 0
+        self._listeners = 0
+        self.calls: Counter[str] = Counter()
+
+    # -- statistics ----------------------------------------------------------------------
+
+    @property
+    def max_connections(self) -> int:
+        return self._max_connections
+
+    @property
+    def connections_in_use(self) -> int:
+        """Pooled connections checked out now (a wedged call keeps its one)."""
+        return self._in_use
+
+    @property
+    def peak_connections_in_use(self) -> int:
+        return self._peak
+
+    @property
+    def listeners(self) -> int:
+        """Dedicated LISTEN connections open now."""
+        return self._listeners
+
+    # -- running operations --------------------------------------------------------------
+
+    async def run(
+        self,
+        op: str | None,
+        fn: Callable[Concatenate[Any, P], Awaitable[T]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``await fn(connection, *args, **kwargs)`` in asyncio, on one pooled connection.
+
+        One bridge crossing. ``op`` names the operation for ``statistics().calls``; it is
+        counted once the connection is had, as the statement is then issued.
+
+        Raises:
+            BackendError: the database or the connection failed.
+        """
+        return await self.cross(self._on_connection(op, fn, *args, **kwargs))
+
+    async def cross(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run an asyncio coroutine on the driver's loop: one bridge crossing."""
+        try:
+            result: T = await self._loop.run_aio_coroutine(coro)
+        except DRIVER_ERRORS as exc:
+            raise BackendError(f"PostgreSQL: {type(exc).__name__}: {exc}") from exc
+        return result
+
+    async def _on_connection(
+        self,
+        op: str | None,
+        fn: Callable[Concatenate[Any, P], Awaitable[T]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        connection = await self._acquire()
+        try:
+            if op is not None:
+                self.calls[op] += 1
+            return await fn(connection, *args, **kwargs)
+        finally:
+            await self._release(connection)
+
+    async def _acquire(self) -> Any:
+        connection = await self._pool.acquire()
+        self._in_use += 1
+        self._peak = max(self._peak, self._in_use)
+        return connection
+
+    async def _release(self, connection: Any, give_up_after: float | None = None) -> None:
+        # Without a timeout, a connection whose statement is being cancelled stays checked
+        # out until the server confirms (PROTOCOL.md §6: a wedged call keeps its connection).
+        try:
+            await self._pool.release(connection, timeout=give_up_after)
+        finally:
+            self._in_use -= 1
+
+    @asynccontextmanager
+    async def acquire(self) -> AsyncIterator[PgConnection]:
+        """Hold one pooled connection in trio code; each query on it is one crossing."""
+        connection = await self.cross(self._acquire())
+        try:
+            yield PgConnection(self, connection)
+        finally:
+            with trio.CancelScope(shield=True):  # bounded: asyncpg terminates it on timeout
+                await self.cross(self._release(connection, CLOSE_TIMEOUT))
+
+    # -- listening -----------------------------------------------------------------------
+
+    async def listen(
+        self, channel: str, on_payload: Callable[[str], None], on_lost: Callable[[], None]
+    ) -> Listener:
+        """LISTEN on ``channel`` on a dedicated connection.
+
+        ``on_payload`` gets each notification's payload, and ``on_lost`` is called once if the
+        connection dies. Both run in the loop's task, on trio's thread, so they may use trio's
+        synchronous APIs (``send_nowait`` into a memory channel).
+        """
+        return await self.cross(self._listen(channel, on_payload, on_lost))
+
+    async def _listen(
+        self, channel: str, on_payload: Callable[[str], None], on_lost: Callable[[], None]
+    ) -> Listener:
+        connection = await asyncpg.connect(self._dsn, server_settings=self._server_settings)
+        self._listeners += 1
+        listener = Listener(self, connection)
+
+        def notified(_connection: Any, _pid: int, _channel: str, payload: str) -> None:
+            on_payload(payload)
+
+        def terminated(_connection: Any) -> None:
+            if not listener.closing:
+                on_lost()
+
+        try:
+            connection.add_termination_listener(terminated)
+            await connection.add_listener(channel, notified)
+        except BaseException:
+            await listener._close()
+            raise
+        return listener
+
+    # -- opening and closing -------------------------------------------------------------
+
+    async def _open(self) -> None:
+        await self.cross(self._create_pool())
+
+    async def _create_pool(self) -> None:
+        self._pool = await asyncpg.create_pool(
+            self._dsn,
+            min_size=1,
+            max_size=self._max_connections,
+            server_settings=self._server_settings,
+        )
+
+    async def _close(self) -> None:
+        if self._pool is not None:
+            try:
+                await self.cross(self._close_pool())
+            except BackendError:
+                pass  # closing anyway: terminate() already dropped what would not close
+
+    async def _close_pool(self) -> None:
+        try:
+            await asyncio.wait_for(self._pool.close(), CLOSE_TIMEOUT)
+        except TimeoutError:
+            self._pool.terminate()
+
+
+class PgConnection:
+    """A pooled connection held by trio code: asyncpg's query methods as trio coroutines.
+
+    Each call crosses the bridge once; arguments and results are asyncpg's. There is no
+    ``timeout=`` argument: bound a call with a trio cancel scope (``trio.move_on_after``),
+    which cancels the statement on the server as asyncpg's timeout would.
+    """
+
+    def __init__(self, driver: Driver, connection: Any) -> None:
+        self._driver = driver
+        self._connection = connection
+
+    async def execute(self, query: str, *args: Any) -> str:
+        status: str = await self._driver.cross(self._connection.execute(query, *args))
+        return status
+
+    async def executemany(self, command: str, args: Any) -> None:
+        await self._driver.cross(self._connection.executemany(command, args))
+
+    async def fetch(self, query: str, *args: Any) -> list[Any]:
+        rows: list[Any] = await self._driver.cross(self._connection.fetch(query, *args))
+        return rows
+
+    async def fetchrow(self, query: str, *args: Any) -> Any:
+        return await self._driver.cross(self._connection.fetchrow(query, *args))
+
+    async def fetchval(self, query: str, *args: Any, column: int = 0) -> Any:
+        return await self._driver.cross(self._connection.fetchval(query, *args, column=column))
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """A transaction (or savepoint, when nested): committed if the block succeeds."""
+        transaction = self._connection.transaction()
+        await self._driver.cross(transaction.start())
+        try:
+            yield
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await self._driver.cross(transaction.rollback())
+            raise
+        else:
+            await self._driver.cross(transaction.commit())
+
+
+class Listener:
+    """A dedicated LISTEN connection; close it with :meth:`aclose`."""
+
+    def __init__(self, driver: Driver, connection: Any) -> None:
+        self._driver = driver
+        self._connection = connection
+        self.closing = False
+
+    async def aclose(self) -> None:
+        """Close the connection (shielded, bounded; terminated if it does not close)."""
+        with trio.CancelScope(shield=True):
+            try:
+                await self._driver.cross(self._close())
+            except BackendError:
+                pass
+
+    async def _close(self) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        self._driver._listeners -= 1
+        try:
+            await asyncio.wait_for(self._connection.close(), CLOSE_TIMEOUT)
+        except BaseException:
+            self._connection.terminate()
+            raise

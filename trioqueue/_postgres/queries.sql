@@ -1,0 +1,317 @@
+-- The named queries of the PostgreSQL backend, parsed at import: each query starts at a
+-- `-- name: <name>` line and runs to the next one. Before use, {schema} is replaced by the
+-- quoted, validated schema name and {channel} by the schema's NOTIFY channel as a string
+-- literal. Parameters are positional ($1, ...) and always cast, so that asyncpg's encoding
+-- never depends on a guess. Arrays travel as text[] and are cast in SQL: asyncpg knows
+-- text[] without asking, while any other array type costs a catalog query per connection.
+--
+-- Notices are kept small and unambiguous (the queue is always last, so it may contain ':'):
+--   a:<queue>                             new work on <queue>
+--   c:<job_id>:<md5(worker_id)>:<queue>   cancel requested for a job leased by that worker
+--
+-- Every write about an attempt is fenced: it names (id, claim_seq) and applies only while
+-- the row is 'running' with that claim_seq (PROTOCOL.md §1, invariant I9).
+
+-- name: migrate_lock
+-- Serialises concurrent migrators of one schema until their transaction ends.
+SELECT pg_advisory_xact_lock(hashtextextended($1::text, 0));
+
+-- name: migrate_prepare
+CREATE SCHEMA IF NOT EXISTS {schema};
+CREATE TABLE IF NOT EXISTS {schema}.schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text NOT NULL,
+    checksum   text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: applied_migrations
+SELECT version, name, checksum FROM {schema}.schema_migrations ORDER BY version;
+
+-- name: record_migration
+INSERT INTO {schema}.schema_migrations (version, name, checksum) VALUES ($1::integer, $2::text, $3::text);
+
+-- name: enqueue
+-- Insert every payload in order (so ids ascend with the list), skipping a row whose
+-- dedup_key an unfinished job of the queue already holds. One notice if anything was added.
+WITH inserted AS (
+    INSERT INTO {schema}.jobs (queue, payload, priority, max_attempts, not_visible_until, dedup_key)
+    SELECT $1::text, p.payload::jsonb, $3::integer, $4::integer,
+           now() + make_interval(secs => $5::float8), $6::text
+    FROM unnest($2::text[]) WITH ORDINALITY AS p (payload, n)
+    ORDER BY p.n
+    ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('queued', 'running')
+    DO NOTHING
+    RETURNING id
+),
+notified AS (
+    SELECT pg_notify({channel}, 'a:' || $1::text) WHERE EXISTS (SELECT FROM inserted)
+)
+SELECT i.id FROM inserted AS i, (SELECT count(*) FROM notified) AS n
+ORDER BY i.id;
+
+-- name: find_dedup
+SELECT id FROM {schema}.jobs
+WHERE queue = $1::text AND dedup_key = $2::text AND status IN ('queued', 'running');
+
+-- name: cancel
+-- A leased job gets the cancel flag (its worker learns of it from its next renewal, which
+-- the notice makes happen now); any other unfinished job fails at once.
+WITH cancelled AS (
+    UPDATE {schema}.jobs AS j
+    SET cancel_requested_at = CASE
+            WHEN j.status = 'running' AND j.not_visible_until > now()
+            THEN coalesce(j.cancel_requested_at, now())
+            ELSE j.cancel_requested_at
+        END,
+        status = CASE
+            WHEN j.status = 'running' AND j.not_visible_until > now() THEN 'running'
+            ELSE 'failed'
+        END,
+        finished_at = CASE
+            WHEN j.status = 'running' AND j.not_visible_until > now() THEN NULL
+            ELSE now()
+        END,
+        last_error = CASE
+            WHEN j.status = 'running' AND j.not_visible_until > now() THEN j.last_error
+            WHEN j.status = 'running' THEN 'cancelled: cancel requested after its lease expired'
+            WHEN j.attempts = 0 THEN 'cancelled before it ran'
+            ELSE 'cancelled while waiting to retry'
+        END
+    WHERE j.id = $1::bigint AND j.status IN ('queued', 'running')
+    RETURNING j.id, j.queue, j.worker_id, j.status
+)
+SELECT c.status,
+       (SELECT count(*) FROM (SELECT pg_notify({channel}, 'c:' || c.id || ':'
+                                               || md5(coalesce(c.worker_id, '')) || ':' || c.queue)
+                              WHERE c.status = 'running') AS notified) AS notices
+FROM cancelled AS c;
+
+-- name: get_job
+SELECT j.id, j.queue, j.payload::text AS payload,
+       CASE
+           WHEN j.status IN ('succeeded', 'failed') THEN j.status
+           WHEN j.status = 'running' AND j.not_visible_until > now() THEN 'running'
+           WHEN j.not_visible_until > now() THEN 'scheduled'
+           ELSE 'ready'
+       END AS state,
+       j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
+       j.created_at, j.finished_at
+FROM {schema}.jobs AS j
+WHERE j.id = $1::bigint;
+
+-- name: list_jobs
+SELECT * FROM (
+    SELECT j.id, j.queue, j.payload::text AS payload,
+           CASE
+               WHEN j.status IN ('succeeded', 'failed') THEN j.status
+               WHEN j.status = 'running' AND j.not_visible_until > now() THEN 'running'
+               WHEN j.not_visible_until > now() THEN 'scheduled'
+               ELSE 'ready'
+           END AS state,
+           j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
+           j.created_at, j.finished_at
+    FROM {schema}.jobs AS j
+    WHERE $1::text IS NULL OR j.queue = $1::text
+) AS info
+WHERE $2::text IS NULL OR info.state = $2::text
+ORDER BY info.id
+LIMIT $3::bigint OFFSET $4::bigint;
+
+-- name: claim
+-- One statement: dead-letter the queue's expired leases that must not run again (a cancel
+-- flag, or the final attempt used up), then lease up to $2 claimable rows, priority DESC
+-- then id. Waiting rows come from the 'queued' index, expired leases from the 'running'
+-- one; each side is locked with SKIP LOCKED, and the best $2 of both are leased.
+WITH dead AS (
+    UPDATE {schema}.jobs AS j
+    SET status = 'failed',
+        finished_at = now(),
+        last_error = CASE
+            WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled: cancel requested'
+            ELSE format('lease expired on the final attempt (%s of %s)', j.max_attempts, j.max_attempts)
+        END
+    -- = ANY (ARRAY(...)): the locked ids are collected first, then updated by primary key,
+    -- whatever the planner guesses about expired leases (finished rows skew its statistics).
+    WHERE j.id = ANY (ARRAY(
+        SELECT d.id FROM {schema}.jobs AS d
+        WHERE d.queue = $1::text AND d.status = 'running' AND d.not_visible_until <= now()
+          AND (d.cancel_requested_at IS NOT NULL OR d.attempts >= d.max_attempts)
+        FOR UPDATE SKIP LOCKED
+    ))
+    RETURNING j.id
+),
+waiting AS (
+    SELECT w.id, w.priority FROM {schema}.jobs AS w
+    WHERE w.queue = $1::text AND w.status = 'queued' AND w.not_visible_until <= now()
+    ORDER BY w.priority DESC, w.id
+    LIMIT $2::bigint
+    FOR UPDATE SKIP LOCKED
+),
+expired AS (
+    SELECT e.id, e.priority FROM {schema}.jobs AS e
+    WHERE e.queue = $1::text AND e.status = 'running' AND e.not_visible_until <= now()
+      AND e.cancel_requested_at IS NULL AND e.attempts < e.max_attempts
+    ORDER BY e.priority DESC, e.id
+    LIMIT $2::bigint
+    FOR UPDATE SKIP LOCKED
+),
+picked AS (
+    SELECT c.id FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired) AS c
+    ORDER BY c.priority DESC, c.id
+    LIMIT $2::bigint
+),
+claimed AS (
+    UPDATE {schema}.jobs AS j
+    SET status = 'running',
+        attempts = j.attempts + 1,
+        claim_seq = j.claim_seq + 1,
+        worker_id = $3::text,
+        not_visible_until = now() + make_interval(secs => $4::float8)
+    FROM picked AS p
+    WHERE j.id = p.id
+    RETURNING j.id, j.queue, j.payload::text AS payload, j.priority, j.attempts,
+              j.max_attempts, j.claim_seq,
+              extract(epoch FROM j.not_visible_until)::float8 AS lease_until
+)
+SELECT c.id, c.queue, c.payload, c.attempts, c.max_attempts, c.claim_seq, c.lease_until
+FROM claimed AS c
+ORDER BY c.priority DESC, c.id;
+
+-- name: renew
+-- One statement for every job of a renewal. Rows locked elsewhere are skipped, never waited
+-- for, and answer 'unchanged'. The verdicts read the locked rows' current versions.
+WITH items AS (
+    SELECT i.id, i.claim_seq, i.progress
+    FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[]) AS i (id, claim_seq, progress)
+),
+locked AS (
+    SELECT j.id, j.status, j.claim_seq, j.cancel_requested_at
+    FROM {schema}.jobs AS j
+    WHERE j.id = ANY ($1::text[]::bigint[])
+    FOR UPDATE SKIP LOCKED
+),
+renewed AS (
+    UPDATE {schema}.jobs AS j
+    SET not_visible_until = now() + make_interval(secs => $4::float8),
+        progress = coalesce(i.progress, j.progress)
+    FROM items AS i, locked AS l
+    WHERE j.id = i.id AND l.id = i.id AND l.status = 'running' AND l.claim_seq = i.claim_seq
+    RETURNING j.id
+)
+SELECT i.id,
+       CASE
+           WHEN r.id IS NOT NULL AND l.cancel_requested_at IS NULL THEN 'extended'
+           WHEN r.id IS NOT NULL THEN 'cancel_requested'
+           WHEN l.id IS NULL
+                AND EXISTS (SELECT FROM {schema}.jobs AS s WHERE s.id = i.id) THEN 'unchanged'
+           WHEN l.id IS NULL OR l.status <> 'running' THEN 'gone'
+           WHEN l.claim_seq <> i.claim_seq THEN 'reclaimed'
+           ELSE 'unchanged'
+       END AS verdict
+FROM items AS i
+LEFT JOIN locked AS l ON l.id = i.id
+LEFT JOIN renewed AS r ON r.id = i.id;
+
+-- name: ack
+-- Answers the 1-based positions of the items that applied.
+WITH items AS (
+    SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.progress, i.n
+    FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[]) WITH ORDINALITY AS i (id, claim_seq, progress, n)
+    ORDER BY i.id, i.claim_seq, i.n
+)
+UPDATE {schema}.jobs AS j
+SET status = 'succeeded',
+    finished_at = now(),
+    progress = coalesce(i.progress, j.progress)
+FROM items AS i
+WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
+RETURNING i.n;
+
+-- name: fail
+-- A failure with a retry delay puts the job back, unless the attempt was the last one or
+-- the job was asked to cancel (never retried): then it is final. Answers the positions
+-- that applied; one notice per queue that got a job back.
+WITH items AS (
+    SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.error, i.retry_delay, i.progress, i.n
+    FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[],
+                $4::text[]::float8[], $5::text[]::float8[])
+         WITH ORDINALITY AS i (id, claim_seq, error, retry_delay, progress, n)
+    ORDER BY i.id, i.claim_seq, i.n
+),
+failed AS (
+    UPDATE {schema}.jobs AS j
+    SET progress = coalesce(i.progress, j.progress),
+        status = CASE
+            WHEN j.cancel_requested_at IS NULL AND i.retry_delay IS NOT NULL
+                 AND j.attempts < j.max_attempts THEN 'queued'
+            ELSE 'failed'
+        END,
+        finished_at = CASE
+            WHEN j.cancel_requested_at IS NULL AND i.retry_delay IS NOT NULL
+                 AND j.attempts < j.max_attempts THEN NULL
+            ELSE now()
+        END,
+        not_visible_until = CASE
+            WHEN j.cancel_requested_at IS NULL AND i.retry_delay IS NOT NULL
+                 AND j.attempts < j.max_attempts
+            THEN now() + make_interval(secs => i.retry_delay)
+            ELSE j.not_visible_until
+        END,
+        last_error = CASE
+            WHEN j.cancel_requested_at IS NOT NULL AND NOT starts_with(i.error, 'cancelled')
+            THEN 'cancelled: cancel requested (' || i.error || ')'
+            ELSE i.error
+        END
+    FROM items AS i
+    WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
+    RETURNING i.n, j.queue, j.status
+)
+SELECT f.n,
+       (SELECT count(pg_notify({channel}, 'a:' || q.queue))
+        FROM (SELECT DISTINCT r.queue FROM failed AS r WHERE r.status = 'queued') AS q) AS notices
+FROM failed AS f;
+
+-- name: release
+-- Give attempts back uncharged (graceful shutdown). A job asked to cancel is failed instead.
+WITH items AS (
+    SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.progress, i.n
+    FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[]) WITH ORDINALITY AS i (id, claim_seq, progress, n)
+    ORDER BY i.id, i.claim_seq, i.n
+),
+released AS (
+    UPDATE {schema}.jobs AS j
+    SET progress = coalesce(i.progress, j.progress),
+        status = CASE WHEN j.cancel_requested_at IS NULL THEN 'queued' ELSE 'failed' END,
+        finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
+        last_error = CASE
+            WHEN j.cancel_requested_at IS NULL THEN j.last_error
+            ELSE 'cancelled: cancel requested'
+        END,
+        attempts = CASE WHEN j.cancel_requested_at IS NULL THEN j.attempts - 1 ELSE j.attempts END,
+        not_visible_until = CASE
+            WHEN j.cancel_requested_at IS NULL THEN now()
+            ELSE j.not_visible_until
+        END
+    FROM items AS i
+    WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
+    RETURNING i.n, j.queue, j.status
+)
+SELECT r.n,
+       (SELECT count(pg_notify({channel}, 'a:' || q.queue))
+        FROM (SELECT DISTINCT s.queue FROM released AS s WHERE s.status = 'queued') AS q) AS notices
+FROM released AS r;
+
+-- name: prune
+-- Retention: delete up to $2 rows that finished more than $1 seconds ago.
+WITH doomed AS (
+    SELECT j.id FROM {schema}.jobs AS j
+    WHERE j.finished_at < now() - make_interval(secs => $1::float8)
+    ORDER BY j.finished_at
+    LIMIT $2::bigint
+    FOR UPDATE SKIP LOCKED
+),
+deleted AS (
+    DELETE FROM {schema}.jobs AS j USING doomed AS d WHERE j.id = d.id RETURNING 1
+)
+SELECT count(*) FROM deleted;

@@ -1,0 +1,156 @@
+"""The SQL of the PostgreSQL backend: named queries, ordered migrations, schema naming.
+
+Theory of operation
+-------------------
+SQL lives in ``.sql`` files next to this module, never in Python strings: ``queries.sql``
+holds named queries (a ``-- name: <name>`` line starts each), and ``migrations/`` holds
+``NNNN_<what>.sql`` files applied in order of their number. Both are read once, at import.
+
+A backend works in one schema. The schema name is the only text ever spliced into SQL, so
+it is checked against a strict pattern *and* quoted: :func:`check_schema` refuses anything
+else with ``ValueError`` before any SQL exists. :func:`render` then replaces the
+``{schema}`` and ``{channel}`` placeholders; every other value travels as a parameter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+__all__ = [
+    "MIGRATIONS",
+    "QUERIES",
+    "Migration",
+    "channel_name",
+    "check_schema",
+    "parse_queries",
+    "quote_identifier",
+    "quote_literal",
+    "render",
+]
+
+#: A schema name trioqueue accepts: a lower-case SQL identifier that needs no case folding.
+SCHEMA_PATTERN = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+#: Longest NOTIFY channel name (PostgreSQL's NAMEDATALEN - 1).
+MAX_CHANNEL_LENGTH = 63
+
+_PACKAGE = "trioqueue._postgres"
+
+_NAME_LINE = re.compile(r"--\s*name:\s*([a-z_][a-z0-9_]*)\s*$")
+_MIGRATION_FILE = re.compile(r"([0-9]{4})_([a-z0-9_]+)\.sql")
+
+
+def check_schema(schema: object) -> str:
+    """The schema name, if it is one trioqueue may use.
+
+    Raises:
+        TypeError: ``schema`` is not a str.
+        ValueError: it does not match ``[a-z_][a-z0-9_]{0,62}``, or starts with ``pg_``
+            (reserved by PostgreSQL for system schemas).
+    """
+    if not isinstance(schema, str):
+        raise TypeError(f"schema must be a str, not {type(schema).__name__}")
+    if not SCHEMA_PATTERN.fullmatch(schema):
+        raise ValueError(
+            f"schema must match [a-z_][a-z0-9_]{{0,62}} (a lower-case SQL identifier), "
+            f"not {schema!r}"
+        )
+    if schema.startswith("pg_"):
+        raise ValueError(f"schema names starting with 'pg_' are reserved, not {schema!r}")
+    return schema
+
+
+def quote_identifier(name: str) -> str:
+    """``name`` as a quoted SQL identifier (defence in depth: names are checked first)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(text: str) -> str:
+    """``text`` as a standard-conforming SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def channel_name(schema: str) -> str:
+    """The NOTIFY channel of a schema: ``tq_<schema>``, hashed when that is too long."""
+    name = f"tq_{schema}"
+    if len(name) <= MAX_CHANNEL_LENGTH:
+        return name
+    return "tq_" + hashlib.sha256(schema.encode()).hexdigest()[:32]
+
+
+def render(sql: str, schema: str) -> str:
+    """``sql`` with its placeholders filled in for ``schema`` (checked again here)."""
+    schema = check_schema(schema)
+    return sql.replace("{schema}", quote_identifier(schema)).replace(
+        "{channel}", quote_literal(channel_name(schema))
+    )
+
+
+def parse_queries(text: str) -> dict[str, str]:
+    """Split a ``.sql`` file into its named queries.
+
+    Lines before the first ``-- name:`` line are the file's header and belong to no query.
+
+    Raises:
+        ValueError: a name is used twice, or a named query is empty.
+    """
+    queries: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        match = _NAME_LINE.fullmatch(line.strip())
+        if match:
+            name = match.group(1)
+            if name in queries:
+                raise ValueError(f"query {name!r} is defined twice")
+            current = queries[name] = []
+        elif current is not None:
+            current.append(line)
+    parsed = {name: "\n".join(lines).strip() for name, lines in queries.items()}
+    empty = [name for name, sql in parsed.items() if not _code(sql)]
+    if empty:
+        raise ValueError(f"named queries without SQL: {', '.join(empty)}")
+    return parsed
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One migration file: applied once per schema, in order of ``version``."""
+
+    version: int
+    name: str
+    sql: str
+    checksum: str  # sha256 of the file, so an edited applied migration is noticed
+
+
+def _load_migrations() -> tuple[Migration, ...]:
+    folder = resources.files(_PACKAGE) / "migrations"
+    migrations = []
+    for entry in folder.iterdir():
+        match = _MIGRATION_FILE.fullmatch(entry.name)
+        if match is None:
+            continue
+        text = entry.read_text(encoding="utf-8")
+        checksum = hashlib.sha256(text.encode()).hexdigest()
+        migrations.append(Migration(int(match.group(1)), match.group(2), text, checksum))
+    migrations.sort(key=lambda m: m.version)
+    versions = [m.version for m in migrations]
+    if versions != list(range(1, len(versions) + 1)):
+        raise RuntimeError(f"migrations must be numbered 1, 2, 3... without gaps: {versions}")
+    return tuple(migrations)
+
+
+def _code(sql: str) -> str:
+    """``sql`` without its comment lines."""
+    return "\n".join(line for line in sql.splitlines() if not line.strip().startswith("--"))
+
+
+#: Every named query of ``queries.sql``, placeholders unfilled.
+QUERIES: dict[str, str] = parse_queries(
+    (resources.files(_PACKAGE) / "queries.sql").read_text(encoding="utf-8")
+)
+
+#: Every migration, in order.
+MIGRATIONS: tuple[Migration, ...] = _load_migrations()
