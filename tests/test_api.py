@@ -17,11 +17,13 @@ PUBLIC = {
     "JobInfo",
     "JobStatus",
     "MemoryBackend",
+    "PostgresBackend",
     "TrioqueueError",
     "UnknownJobError",
     "Verdict",
     "WorkerConfig",
     "open_memory",
+    "open_postgres",
     "run_worker_pool",
     "transactional_worker_config",
 }

@@ -11,6 +11,7 @@ import io
 import logging
 import subprocess
 import sys
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,8 +19,9 @@ import pytest
 
 import trioqueue
 from trioqueue import _demo
+from trioqueue._embedded import EmbeddedPostgresError, embedded_postgres
 from trioqueue._terminal import CSI, LiveBlock, clip, format_table, progress_bar
-from trioqueue.cli import main
+from trioqueue.cli import build_parser, main, status_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,7 +45,10 @@ def test_demo_puts_the_library_loggers_back(capsys: pytest.CaptureFixture[str]) 
     """The demo routes ``trioqueue`` logs to its view only while it runs."""
     logger = logging.getLogger("trioqueue")
     level, handlers = logger.level, list(logger.handlers)
-    assert main(["demo", "--jobs", "3", "--speed", "40", "--no-live", "-v"]) == 0
+    assert (
+        main(["demo", "--backend", "memory", "--jobs", "3", "--speed", "40", "--no-live", "-v"])
+        == 0
+    )
     assert (logger.level, logger.handlers) == (level, handlers)
     assert "info trioqueue.pool: worker pool" in capsys.readouterr().out  # -v shows info lines
 
@@ -89,7 +94,13 @@ def test_demo_verdict_reports_a_timeout() -> None:
     [
         (["frobnicate"], "invalid choice: 'frobnicate'"),
         ([], "the following arguments are required: COMMAND"),
-        (["demo", "--backend", "postgres"], "invalid choice: 'postgres'"),
+        (["demo", "--backend", "sqlite"], "invalid choice: 'sqlite'"),
+        (["enqueue", "q"], "the following arguments are required: JSON"),
+        (["cancel", "seven"], "not a job id: 'seven'"),
+        (["worker", "m:h"], "the following arguments are required: --queue"),
+        (["worker", "m:h", "--queue", "q", "--heartbeat-interval", "often"], "not a number"),
+        (["jobs", "--status", "lost"], "invalid choice: 'lost'"),
+        (["jobs", "--limit", "0"], "must be between 1 and 10000"),
         (["demo", "--speed", "0"], "must be above 0"),
         (["demo", "--speed", "nan"], "must be above 0"),
         (["demo", "--jobs", "2"], "must be between 3 and 100"),
@@ -121,6 +132,95 @@ def test_python_dash_m_runs_the_same_command_line() -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("usage: trioqueue demo")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["migrate"], ["status"], ["jobs"], ["cancel", "1"], ["retry", "1"], ["enqueue", "q", "{}"]],
+)
+def test_database_commands_need_a_dsn(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("TRIOQUEUE_DSN", raising=False)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "no database given: pass --dsn" in err
+    assert "TRIOQUEUE_DSN" in err
+
+
+def test_bad_json_is_refused_before_connecting(capsys: pytest.CaptureFixture[str]) -> None:
+    """Nothing is written: the payload is parsed before any connection is opened."""
+    code = main(["--dsn", "postgresql://nobody@127.0.0.1:1/none", "enqueue", "q", "{oops"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "the payload is not valid JSON" in err
+    assert "nothing was enqueued" in err
+
+
+def test_options_are_accepted_before_and_after_the_command() -> None:
+    parser = build_parser()
+    before = parser.parse_args(["--dsn", "A", "--schema", "s1", "jobs"])
+    after = parser.parse_args(["jobs", "--dsn", "B", "--schema", "s2"])
+    assert (before.dsn, before.schema) == ("A", "s1")
+    assert (after.dsn, after.schema) == ("B", "s2")
+
+
+def test_worker_reports_every_config_problem_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--dsn", "postgresql://nobody@127.0.0.1:1/none", "worker", "tests.test_cli:noop"]
+    argv += ["--queue", "q", "--concurrency", "0", "--visibility-timeout", "-1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "invalid worker configuration (" in err
+    assert "concurrency" in err
+    assert "visibility_timeout" in err
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("tests.test_cli", "must look like MODULE:HANDLER"),
+        ("tests.no_such_module:noop", "cannot import module 'tests.no_such_module'"),
+        ("tests.test_cli:missing", "has no attribute 'missing'"),
+        ("tests.test_cli:ROOT", "is not callable"),
+    ],
+)
+def test_worker_names_a_handler_it_cannot_import(
+    spec: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--dsn", "postgresql://x@127.0.0.1:1/x", "worker", spec, "--queue", "q"]) == 2
+    assert message in capsys.readouterr().err
+
+
+async def noop(payload: object, ctx: trioqueue.JobContext) -> None:
+    """A handler for the worker tests."""
+
+
+def test_demo_without_pgserver_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("TRIOQUEUE_DSN", raising=False)
+    monkeypatch.setitem(sys.modules, "pgserver", None)  # import fails
+    monkeypatch.setitem(sys.modules, "pgserver.postgres_server", None)
+    assert main(["demo", "--no-live"]) == 1
+    err = capsys.readouterr().err
+    assert "pip install 'trioqueue[embedded]'" in err
+
+
+def test_embedded_server_without_pgserver(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pgserver", None)
+    monkeypatch.setitem(sys.modules, "pgserver.postgres_server", None)
+    hint = r"pip install 'trioqueue\[embedded\]'"
+    with pytest.raises(EmbeddedPostgresError, match=hint), embedded_postgres():
+        pass
+
+
+def test_status_table_counts_every_state() -> None:
+    counts = {"b": Counter({"ready": 2, "failed": 1}), "a": Counter({"running": 1})}
+    assert status_table(counts) == [
+        "QUEUE  SCHEDULED  READY  RUNNING  SUCCEEDED  FAILED  TOTAL",
+        "a      0          0      1        0          0       1",
+        "b      0          2      0        0          1       3",
+    ]
 
 
 # -- terminal helpers ---------------------------------------------------------------------
@@ -166,5 +266,5 @@ def test_ctrl_c_exits_130_also_inside_exception_groups(
         raise BaseExceptionGroup("from a nursery", [KeyboardInterrupt()])
 
     monkeypatch.setattr("trioqueue.cli.trio.run", interrupted)
-    assert main(["demo", "--no-live"]) == 130
+    assert main(["demo", "--backend", "memory", "--no-live"]) == 130
     assert "interrupted" in capsys.readouterr().err

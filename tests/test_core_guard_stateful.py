@@ -61,7 +61,7 @@ TIMINGS = [
 ]
 
 #: How a renewal's driver call behaves.
-CALL_MODES = ["normal"] * 4 + ["stuck", "hard"]
+CALL_MODES = ["normal"] * 8 + ["stuck", "hard"]
 
 #: How a renewal's driver call comes back.
 HOW = ["answer", "answer", "error", "timeout"]
@@ -78,7 +78,7 @@ VERDICTS: list[Verdict | None] = [
 ]
 
 #: How a claimed row's lease relates to the claim (mostly the claim's own lease).
-ROW_KINDS = ["claimed"] * 6 + ["short", "expired"]
+ROW_KINDS = ["claimed"] * 6 + ["short", "nearly expired", "expired"]
 
 #: Anything a handler might pass to ``ctx.report_progress``.
 PROGRESS_VALUES = st.one_of(
@@ -127,6 +127,7 @@ class ModelJob:
     progress: float | None = None  # latest valid value reported
     stopped: int = 0  # appearances in Effects.stops
     cancelled: int = 0  # appearances in Effects.cancels
+    cancel_flag: bool = False  # the row's cancel flag is set (renewals report it from now on)
 
 
 @dataclass
@@ -199,13 +200,22 @@ class GuardMachine(RuleBasedStateMachine):
         }
 
     def draw_verdicts(self, data: st.DataObject, renewal: Renewal) -> dict[int, Verdict]:
-        if data.draw(st.booleans(), label="all extended"):
-            return {item.job_id: Verdict.EXTENDED for item in renewal.items}
+        """Either every row renewed (a row whose cancel flag is set says so, every time, as
+        the database would), or anything at all per job."""
+        if data.draw(st.booleans(), label="all renewed"):
+            return {
+                item.job_id: Verdict.CANCEL_REQUESTED
+                if self.jobs[item.job_id].cancel_flag
+                else Verdict.EXTENDED
+                for item in renewal.items
+            }
         verdicts: dict[int, Verdict] = {}
         for item in renewal.items:
             verdict = data.draw(st.sampled_from(VERDICTS), label=f"verdict {item.job_id}")
             if verdict is not None:
                 verdicts[item.job_id] = verdict
+            if verdict is Verdict.CANCEL_REQUESTED:
+                self.jobs[item.job_id].cancel_flag = True
         if data.draw(st.booleans(), label="stray verdict"):
             verdicts[UNKNOWN] = Verdict.EXTENDED  # a job the renewal did not carry
         return verdicts
@@ -317,12 +327,14 @@ class GuardMachine(RuleBasedStateMachine):
         rows = []
         for _ in range(n):
             # Mostly the claim's own lease (database clock at execution + V); sometimes a
-            # shorter one, or one that already expired.
+            # shorter one, one about to expire, or one that already expired.
             kind = data.draw(st.sampled_from(ROW_KINDS), label="row lease")
             if kind == "claimed":
                 rows.append(claim_sent + db_delay + self.skew + v)
             elif kind == "short":
                 rows.append(wall_now + data.draw(st.floats(0.01, 1.0)) * v)
+            elif kind == "nearly expired":  # the first renewal may outlive it by < 0.25 s
+                rows.append(wall_now + data.draw(st.floats(0.001, 2 * MIN_RETRY)))
             else:
                 rows.append(wall_now - data.draw(st.floats(0.0, 1.0)))
         local_rows = [now + (row - wall_now) for row in rows]
@@ -452,10 +464,14 @@ class GuardMachine(RuleBasedStateMachine):
     def guard_wakes(self, data: st.DataObject) -> None:
         """What the guard task does each time it wakes (optionally after sleeping until
         ``next_wake``): ``poll``, then send the renewal the core offers, if any."""
-        wake = self.g.next_wake()
-        if math.isfinite(wake) and wake > self.now and data.draw(st.booleans(), label="sleep"):
-            self.now = wake
+        if data.draw(st.booleans(), label="sleep"):
+            self.sleep_until_wake()
         self.guard_runs(data)
+
+    def sleep_until_wake(self) -> None:
+        wake = self.g.next_wake()
+        if math.isfinite(wake) and wake > self.now:
+            self.now = wake
 
     def guard_runs(self, data: st.DataObject) -> None:
         self.poll()
@@ -471,8 +487,12 @@ class GuardMachine(RuleBasedStateMachine):
 
     def guard_may_run(self, data: st.DataObject) -> None:
         """The runtime pokes the guard after registrations and answers, and it wakes by
-        itself as time passes; mostly it gets to run before anything else happens."""
-        if data.draw(st.sampled_from([True, True, False]), label="guard runs"):
+        itself as time passes: mostly it runs before anything else happens, maybe after
+        sleeping until its next wake-up."""
+        how = data.draw(st.sampled_from(["runs", "runs", "sleeps, runs", "waits"]), label="guard")
+        if how == "sleeps, runs":
+            self.sleep_until_wake()
+        if how != "waits":
             self.guard_runs(data)
 
     def poll(self) -> None:
@@ -680,7 +700,12 @@ class GuardMachine(RuleBasedStateMachine):
         Its connection comes back, so the current renewal, if already past its own abandon
         time, is abandoned in its place (documented): then only batch and job state is
         compared, and the batches that renewal carried may be rescheduled or frozen by time.
+        Then the guard is poked.
         """
+        self.late_exit(data)
+        self.guard_may_run(data)
+
+    def late_exit(self, data: st.DataObject) -> None:
         core, now = self.g, self.now
         abandoned = core.abandoned
         assert abandoned is not None
@@ -736,14 +761,16 @@ class GuardMachine(RuleBasedStateMachine):
             effects = self.g.failed(token, self.now)
         assert effects == Effects()
         assert self.snapshot() == before, "I6: a stale answer changed the guard"
+        self.guard_may_run(data)  # the runtime pokes the guard after every answer
 
     # -- notices and shutdown -----------------------------------------------------------
 
     @precondition(lambda self: self.core is not None)
     @rule(data=st.data())
     def cancel_notice(self, data: st.DataObject) -> None:
-        """I12: a cancel notice makes the job's batch due at once."""
+        """I12: a cancel notice makes the job's batch due at once (and pokes the guard)."""
         self.notify(data.draw(st.sampled_from([*sorted(self.jobs), UNKNOWN])))
+        self.guard_may_run(data)
 
     def notify(self, job_id: int) -> None:
         known = job_id in self.jobs and self.jobs[job_id].batch_id in self.batches
@@ -778,18 +805,24 @@ class GuardMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.core is not None and bool(self.batches))
     @rule(data=st.data())
-    def observe_batch_stop(self, data: st.DataObject) -> None:
-        """I8: the runtime asks why a batch stopped: frozen at first sight, fixed order."""
-        core, now = self.g, self.now
-        batch_id = data.draw(st.sampled_from(sorted(self.batches)))
-        batch = core.batch(batch_id)
-        frozen = batch.stop
-        fence = core.fence_time(batch)
-        stop = core.batch_stop(batch_id, now)
-        if frozen is not None:
-            assert stop is frozen
-        else:
-            assert stop is expected_stop(fence, batch.duration_deadline, core.shutdown_at, now)
+    def observe_batch_stops(self, data: st.DataObject) -> None:
+        """I8: the runtime asks why a batch (or each) stopped: frozen at first sight, fixed
+        order (lease > duration > shutdown when they pass together)."""
+        core, now, d = self.g, self.now, self.timing.max_job_duration
+        batch_ids = sorted(self.batches)
+        if not data.draw(st.booleans(), label="every batch"):
+            batch_ids = [data.draw(st.sampled_from(batch_ids))]
+        for batch_id in batch_ids:
+            model = self.batches[batch_id]
+            batch = core.batch(batch_id)
+            frozen = batch.stop
+            fence = core.fence_time(batch)
+            duration = math.inf if d is None else model.registered_at + d
+            stop = core.batch_stop(batch_id, now)
+            if frozen is not None:
+                assert stop is frozen
+            else:
+                assert stop is expected_stop(fence, duration, core.shutdown_at, now)
 
     # -- invariants ---------------------------------------------------------------------
 
@@ -827,13 +860,14 @@ class GuardMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.core is not None)
     @invariant()
-    def I4_scope_ends_by_registration_plus_duration(self) -> None:
+    def I4_scope_deadline_is_min_of_fence_duration_and_shutdown(self) -> None:
+        """I4: one cancel scope per batch, its deadline ``min(fence, registration + D,
+        shutdown)``: claim hooks and handler stop at registration + D at the latest."""
         core, d = self.g, self.timing.max_job_duration
         for b, model in self.batches.items():
-            deadline = core.scope_deadline(b)
-            assert deadline <= core.shutdown_at
-            if d is not None:
-                assert deadline <= model.registered_at + d + EPS
+            duration = math.inf if d is None else model.registered_at + d
+            fence = core.fence_time(core.batch(b))
+            assert core.scope_deadline(b) == min(fence, duration, core.shutdown_at)
 
     @precondition(lambda self: self.core is not None)
     @invariant()

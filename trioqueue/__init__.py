@@ -12,6 +12,7 @@ from trioqueue._core.verdict import Verdict
 from trioqueue._errors import BackendError, ConfigError, TrioqueueError, UnknownJobError
 from trioqueue._memory import MemoryBackend, open_memory
 from trioqueue._pool import run_worker_pool
+from trioqueue._postgres import PostgresBackend, open_postgres
 from trioqueue._types import BackendStatistics, Job, JobInfo, JobStatus
 
 __version__ = "0.1.0.dev0"
@@ -26,11 +27,13 @@ __all__ = [
     "JobInfo",
     "JobStatus",
     "MemoryBackend",
+    "PostgresBackend",
     "TrioqueueError",
     "UnknownJobError",
     "Verdict",
     "WorkerConfig",
     "open_memory",
+    "open_postgres",
     "run_worker_pool",
     "transactional_worker_config",
 ]

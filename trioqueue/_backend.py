@@ -4,13 +4,18 @@ Both backends (memory and PostgreSQL) implement it, and ``trioqueue.testing`` ho
 conformance suite any implementation can run. Every write about an attempt is *fenced*: it
 names ``(job_id, claim_seq)`` and does nothing when the row's ``claim_seq`` differs or the
 row is already finished (invariant I9). The runtime never imports a concrete backend.
+
+Transactional mode is an optional extension: a backend whose ``supports_transactions`` is
+True also implements :class:`TransactionalBackend`. Its ``job_transaction()`` gives one
+handler a connection inside an open transaction, and commits the job's fenced ack in that
+same transaction (invariant I13: the handler's effects commit exactly once).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import trio
 
@@ -67,6 +72,10 @@ class Backend(Protocol):
 
     async def cancel(self, job_id: int) -> bool: ...
 
+    async def retry(self, job_id: int) -> bool:
+        """Put a failed job back on its queue for one more attempt; False if not failed."""
+        ...
+
     async def get_job(self, job_id: int) -> JobInfo: ...
 
     async def list_jobs(
@@ -117,3 +126,60 @@ class Backend(Protocol):
     ) -> AbstractAsyncContextManager[trio.MemoryReceiveChannel[Notice]]:
         """Notices for ``queue``: new work, and cancel requests for this worker's jobs."""
         ...
+
+
+class JobTransaction(Protocol):
+    """One handler's open transaction, and the fenced ack that may commit it.
+
+    Leaving the :meth:`TransactionalBackend.job_transaction` block without a successful
+    :meth:`commit_with_ack` rolls the transaction back: whatever the handler wrote is
+    discarded, and the runtime records failures and retries outside it, fenced as usual.
+    """
+
+    @property
+    def connection(self) -> Any:
+        """What the handler gets as ``ctx.connection``."""
+        ...
+
+    @property
+    def commit_sent(self) -> bool:
+        """True once COMMIT was sent: if :meth:`commit_with_ack` then fails, the commit is
+        in doubt (it may or may not have happened), so nothing else may be written for the
+        attempt; the row's lease settles it."""
+        ...
+
+    async def commit_with_ack(self, item: Ack) -> bool:
+        """Apply the fenced ack in the transaction and commit both together.
+
+        Returns:
+            True when committed; False when the fence did not match (``claim_seq`` moved
+            on, or the row is finished), in which case nothing is committed.
+
+        Raises:
+            Exception: the database failed; see :attr:`commit_sent` for what is known.
+        """
+        ...
+
+
+class TransactionalBackend(Backend, Protocol):
+    """A backend that can run handlers inside the transaction of their ack."""
+
+    def job_transaction(self) -> AbstractAsyncContextManager[JobTransaction]:
+        """Open a transaction on a connection of its own for one handler.
+
+        Waiting for a connection is part of entering the block, so the caller's cancel
+        scope (the batch's lease fence) bounds it. Leaving the block rolls back unless
+        :meth:`JobTransaction.commit_with_ack` committed, and always returns the connection.
+        """
+        ...
+
+
+def transactions_of(backend: Backend) -> TransactionalBackend:
+    """``backend`` as a :class:`TransactionalBackend`.
+
+    Raises:
+        TypeError: the backend does not support transactions.
+    """
+    if not backend.supports_transactions or not hasattr(backend, "job_transaction"):
+        raise TypeError(f"{type(backend).__name__} does not support transactional mode")
+    return cast(TransactionalBackend, backend)

@@ -7,23 +7,37 @@ The nursery tree of a batch::
         └── work nursery          (a batch of one job runs it in the batch task itself)
             └── one task per job
                 ├── job CancelScope      cancel directive, reclaimed, gone
-                │       on_job_claimed(job), then handler(payload, ctx)
-                └── shielded settle      the fenced write of its outcome, then its hook
+                │       on_job_claimed(job), [open the job's transaction,] handler(payload, ctx)
+                └── shielded settle      [commit with the ack, or roll back,] the fenced
+                                         write of its outcome, then its hook
 
 When a job's work ends, for whatever reason, its outcome is decided at once, so nothing that
 happens later can change it (invariant I8). The write runs shielded from the batch scope: a
 fence that fires meanwhile must not interrupt the ack of a job that finished in time, and
 the write is fenced by ``claim_seq`` anyway.
+
+Transactional mode: after the claim hook, still inside the job's scope (so the lease fence
+bounds the wait for a connection), the job opens a transaction through the backend's
+:meth:`~trioqueue._backend.TransactionalBackend.job_transaction`, and the handler gets its
+connection as ``ctx.connection``. A success is settled by ``commit_with_ack``: the fenced ack
+commits with the handler's writes, or, when the fence no longer matches, neither does. Every
+other outcome rolls the transaction back *first* and is then written outside it as usual, so
+a failure is recorded even though the handler's writes are gone. One case writes nothing: a
+failure after COMMIT was sent leaves the commit in doubt, and only the row knows; its lease
+then settles it (a committed ack finished the row, a lost commit lets it be claimed again).
+Falling back to a plain ack there would acknowledge a job whose writes may be lost.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import Any
 
 import trio
 
+from trioqueue._backend import JobTransaction, TransactionalBackend, transactions_of
 from trioqueue._config import WorkerConfig, is_async_callable
 from trioqueue._context import JobContext
 from trioqueue._core.guard import StopReason
@@ -38,6 +52,10 @@ log = logging.getLogger("trioqueue.worker")
 
 NOT_RECORDED = "outcome not recorded: the attempt was reclaimed or the job finished elsewhere"
 EXPIRED_ON_ARRIVAL = "lease expired before the handler started"
+COMMIT_IN_DOUBT = (
+    "the transaction's commit may or may not have happened ({error}); nothing else is "
+    "written: the row's lease settles it"
+)
 
 
 class BatchRunner:
@@ -61,6 +79,9 @@ class BatchRunner:
         self._handler_is_async = is_async_callable(config.handler)
         # Sync handlers get threads of their own, so they never queue behind other code's.
         self._threads = trio.CapacityLimiter(config.concurrency * config.batch_size)
+        self._transactions: TransactionalBackend | None = (
+            transactions_of(writer.backend) if config.transactional else None
+        )
 
     async def run(self, handle: BatchHandle) -> None:
         """Run one registered batch to its end, then free its slot of the pool."""
@@ -88,6 +109,9 @@ class BatchRunner:
 
     async def _attempt(self, handle: BatchHandle, job: Job, scope: trio.CancelScope) -> None:
         """One job: ``scope`` is its own, or the batch scope itself in a batch of one."""
+        if self._transactions is not None:
+            await self._attempt_in_transaction(handle, job, scope, self._transactions)
+            return
         ctx = JobContext(job, self._guard.lease(handle.batch_id, job.id), handle.scope, scope)
         error: str | None = None
         self._monitor.watch(job.id)
@@ -96,10 +120,7 @@ class BatchRunner:
                 try:
                     if self._config.on_job_claimed is not None:
                         await self._config.on_job_claimed(job)  # under the scope; counts for D
-                    if self._handler_is_async:
-                        await self._config.handler(job.payload, ctx)
-                    else:
-                        await self._run_in_thread(job, ctx)
+                    await self._call_handler(job, ctx)
                 except* Exception as group:
                     error = describe(group)
                     log.info("job %d attempt %d raised: %s", job.id, job.attempt, error)
@@ -108,6 +129,50 @@ class BatchRunner:
             outcome = self._decide(handle, job, error)
             with trio.CancelScope(shield=True):
                 await self._settle(handle, job, outcome)
+
+    async def _attempt_in_transaction(
+        self,
+        handle: BatchHandle,
+        job: Job,
+        scope: trio.CancelScope,
+        transactions: TransactionalBackend,
+    ) -> None:
+        """One job of a transactional pool: as :meth:`_attempt`, its handler in a transaction.
+
+        The transaction is entered inside the scope but left only in :meth:`_settle`, after
+        the outcome is decided: committed with the ack, or rolled back before anything else
+        is written.
+        """
+        error: str | None = None
+        held = AsyncExitStack()
+        tx: JobTransaction | None = None
+        self._monitor.watch(job.id)
+        try:
+            with scope:
+                try:
+                    if self._config.on_job_claimed is not None:
+                        await self._config.on_job_claimed(job)
+                    tx = await held.enter_async_context(transactions.job_transaction())
+                    lease = self._guard.lease(handle.batch_id, job.id)
+                    ctx = JobContext(job, lease, handle.scope, scope, tx.connection)
+                    await self._call_handler(job, ctx)
+                except* Exception as group:
+                    error = describe(group)
+                    log.info("job %d attempt %d raised: %s", job.id, job.attempt, error)
+        finally:
+            self._monitor.unwatch()
+            outcome = self._decide(handle, job, error)
+            with trio.CancelScope(shield=True):
+                try:
+                    await self._settle(handle, job, outcome, tx, held)
+                finally:
+                    await held.aclose()  # a no-op once _settle closed it
+
+    async def _call_handler(self, job: Job, ctx: JobContext) -> None:
+        if self._handler_is_async:
+            await self._config.handler(job.payload, ctx)
+        else:
+            await self._run_in_thread(job, ctx)
 
     async def _run_in_thread(self, job: Job, ctx: JobContext) -> None:
         async with trio.open_nursery() as nursery:
@@ -134,13 +199,68 @@ class BatchRunner:
             max_job_duration=self._timing.max_job_duration,
         )
 
-    async def _settle(self, handle: BatchHandle, job: Job, outcome: Outcome) -> None:
-        delay = self._config.backoff(job.attempt) if outcome.kind is OutcomeKind.RETRY else 0.0
+    async def _settle(
+        self,
+        handle: BatchHandle,
+        job: Job,
+        outcome: Outcome,
+        tx: JobTransaction | None = None,
+        held: AsyncExitStack | None = None,
+    ) -> None:
         try:
-            applied = await self._write(handle, job, outcome, delay)
+            committed: bool | None = None
+            if held is not None:
+                outcome, committed = await self._end_transaction(handle, job, outcome, tx, held)
+            delay = self._config.backoff(job.attempt) if outcome.kind is OutcomeKind.RETRY else 0.0
+            if committed is None:
+                applied = await self._write(handle, job, outcome, delay)
+            else:
+                applied = committed
         finally:
             self._guard.job_done(handle.batch_id, job.id)
         await self._report(job, outcome, applied, delay)
+
+    async def _end_transaction(
+        self,
+        handle: BatchHandle,
+        job: Job,
+        outcome: Outcome,
+        tx: JobTransaction | None,
+        held: AsyncExitStack,
+    ) -> tuple[Outcome, bool | None]:
+        """Commit a success with its ack, or roll back; then close the transaction.
+
+        Returns:
+            The outcome still to write outside the transaction (with None), or the ack's
+            outcome and whether its fence let the commit through.
+        """
+        try:
+            if tx is None or outcome.kind is not OutcomeKind.SUCCEEDED:
+                return outcome, None
+            progress = self._guard.lease(handle.batch_id, job.id).progress
+            try:
+                with trio.fail_after(self._timing.visibility_timeout):
+                    return outcome, await tx.commit_with_ack(Ack(job.id, job.claim_seq, progress))
+            except Exception as exc:
+                if tx.commit_sent:
+                    message = COMMIT_IN_DOUBT.format(error=repr(exc))
+                    return Outcome(OutcomeKind.UNAVAILABLE, message), None
+                # Nothing was committed: as if the handler had raised this.
+                failure = f"transaction failed before commit: {type(exc).__name__}: {exc}"
+                log.info("job %d attempt %d: %s", job.id, job.attempt, failure)
+                return self._failed(job, failure), None
+        finally:
+            await held.aclose()
+
+    def _failed(self, job: Job, error: str) -> Outcome:
+        return decide(
+            job_stop=None,
+            batch_stop=None,
+            error=error,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            max_job_duration=self._timing.max_job_duration,
+        )
 
     async def _write(
         self, handle: BatchHandle, job: Job, outcome: Outcome, delay: float

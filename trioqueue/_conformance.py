@@ -488,6 +488,33 @@ class BackendConformance:
         assert await backend.cancel(10**9) is False
         assert (await backend.get_job(job_id)).status == "succeeded"
 
+    async def test_retry_puts_a_failed_job_back_for_one_more_attempt(
+        self, backend: Backend, clock: object
+    ) -> None:
+        job_id = await backend.enqueue(Q, "x", max_attempts=1)
+        claimed = await self._claim_one(backend)
+        await backend.fail([Failure(job_id, claimed.job.claim_seq, "boom", None)])
+        assert await backend.retry(job_id) is True
+        info = await backend.get_job(job_id)
+        assert (info.status, info.attempts, info.max_attempts) == ("ready", 1, 2)
+        assert info.last_error == "boom"
+        assert info.finished_at is None
+        again = await self._claim_one(backend)
+        assert (again.job.id, again.job.attempt) == (job_id, 2)
+        assert again.job.claim_seq > claimed.job.claim_seq
+
+    async def test_retry_refuses_unknown_and_unfinished_jobs(
+        self, backend: Backend, clock: object
+    ) -> None:
+        job_id = await backend.enqueue(Q, "x")
+        assert await backend.retry(job_id) is False  # queued
+        claimed = await self._claim_one(backend)
+        assert await backend.retry(job_id) is False  # running
+        await backend.ack([Ack(job_id, claimed.job.claim_seq)])
+        assert await backend.retry(job_id) is False  # succeeded
+        assert await backend.retry(10**9) is False
+        assert (await backend.get_job(job_id)).status == "succeeded"
+
     async def test_cancel_of_a_running_job_notifies_its_worker(
         self, backend: Backend, clock: object
     ) -> None:

@@ -103,6 +103,18 @@ class JobContext:
     def connection(self) -> Any:
         """The transaction's connection (transactional mode only).
 
+        On PostgreSQL it has asyncpg's query methods (``execute``, ``executemany``,
+        ``fetch``, ``fetchrow``, ``fetchval``, same arguments, no ``timeout=``: use a trio
+        cancel scope) as trio coroutines, each one bridge crossing, inside a transaction
+        opened for this attempt. The job's ack commits in that same transaction, fenced by
+        ``claim_seq``; if the handler raises, is stopped (cancel, lease loss, duration,
+        shutdown) or the ack's fence no longer matches, everything it wrote is rolled back.
+        Pass it to ``backend.enqueue(..., connection=ctx.connection)`` to enqueue follow-up
+        jobs that exist only if this attempt commits. ``connection.transaction()`` nests a
+        savepoint; never run ``COMMIT`` or ``ROLLBACK`` yourself (the attempt then fails).
+        The connection is unusable once the attempt ends. A sync handler (run in a thread)
+        calls it through ``trio.from_thread.run(ctx.connection.execute, query, ...)``.
+
         Raises:
             RuntimeError: when the pool is not in transactional mode.
         """

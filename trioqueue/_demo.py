@@ -1,4 +1,4 @@
-"""``trioqueue demo``: a small, realistic workload on the memory backend, watched live.
+"""``trioqueue demo``: a small, realistic workload on PostgreSQL (or in memory), watched live.
 
 Theory of operation. The demo enqueues report-style jobs and runs one worker pool over them
 under the real clock. Handlers step through their work and call ``ctx.report_progress``; the
@@ -13,6 +13,11 @@ end ``failed`` with ``last_error`` starting "cancelled".
 demo in a second or two. Only the lease keeps a floor (:data:`MIN_LEASE`): a lease of a few
 milliseconds would measure the machine's scheduling jitter rather than the protocol.
 
+On PostgreSQL the demo works in a schema of its own (:data:`SCHEMA` unless told otherwise),
+dropped and migrated afresh at the start of each run and left in place afterwards, so
+``trioqueue --schema trioqueue_demo jobs`` can show what it did. Without a DSN the command
+line starts an embedded server first (``trioqueue._embedded``); this module only gets a DSN.
+
 The demo uses the public API only.
 """
 
@@ -23,8 +28,8 @@ import dataclasses
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
@@ -43,6 +48,8 @@ from trioqueue._terminal import (
 )
 
 QUEUE = "demo"
+#: The PostgreSQL schema the demo drops and migrates afresh on each run.
+SCHEMA = "trioqueue_demo"
 CONCURRENCY = 4
 FINAL = frozenset({"succeeded", "failed"})
 
@@ -83,6 +90,15 @@ class DemoOptions:
     speed: float = 1.0
     live: bool = True
     verbose: bool = False
+    #: Where the jobs live: ``"memory"``, or ``"postgres"`` at :attr:`dsn`.
+    backend: str = "memory"
+    dsn: str | None = None
+    schema: str = SCHEMA
+    #: Shown in the header instead of the DSN (which may hold a password).
+    where: str = ""
+
+
+DemoBackend = trioqueue.MemoryBackend | trioqueue.PostgresBackend
 
 
 @dataclass(frozen=True)
@@ -355,9 +371,39 @@ def retry_hook(view: View) -> Callable[[trioqueue.Job, float], Awaitable[None]]:
 def header(options: DemoOptions, pace: Pace) -> str:
     """The first line of either view: what runs, and at what timings."""
     return (
-        f"trioqueue demo: {options.jobs} jobs on the memory backend, {CONCURRENCY} workers, "
+        f"trioqueue demo: {options.jobs} jobs on {backend_name(options)}, {CONCURRENCY} workers, "
         f"lease {pace.lease:g}s, heartbeat {pace(HEARTBEAT):g}s, speed {options.speed:g}x"
     )
+
+
+def backend_name(options: DemoOptions) -> str:
+    """How the header names the backend."""
+    if options.backend == "memory":
+        return "the memory backend"
+    where = f" ({options.where})" if options.where else ""
+    return f"PostgreSQL{where}, schema {options.schema}"
+
+
+@asynccontextmanager
+async def open_backend(options: DemoOptions) -> AsyncIterator[DemoBackend]:
+    """The backend the options ask for; on PostgreSQL, in a freshly migrated schema."""
+    if options.backend == "memory":
+        async with trioqueue.open_memory() as memory:
+            yield memory
+        return
+    if options.dsn is None:
+        raise ValueError("the postgres demo needs a DSN")
+    async with trioqueue.open_postgres(options.dsn, schema=options.schema) as postgres:
+        await fresh_schema(postgres)
+        yield postgres
+
+
+async def fresh_schema(backend: trioqueue.PostgresBackend) -> None:
+    """Drop the demo's schema (jobs of an earlier run) and migrate it again."""
+    async with backend.acquire() as connection:
+        # The schema name is validated and lower-case, so quoting it is all it needs.
+        await connection.execute(f'DROP SCHEMA IF EXISTS "{backend.schema}" CASCADE')
+    await backend.migrate()
 
 
 def time_budget(jobs: int, pace: Pace) -> float:
@@ -366,7 +412,7 @@ def time_budget(jobs: int, pace: Pace) -> float:
 
 
 async def enqueue_all(
-    backend: trioqueue.MemoryBackend, specs: Sequence[JobSpec], pace: Pace
+    backend: DemoBackend, specs: Sequence[JobSpec], pace: Pace
 ) -> dict[int, JobSpec]:
     """Enqueue every job; the specs by job id."""
     by_id = {}
@@ -382,17 +428,13 @@ async def enqueue_all(
     return by_id
 
 
-async def snapshot(
-    backend: trioqueue.MemoryBackend, ids: Sequence[int]
-) -> dict[int, trioqueue.JobInfo]:
+async def snapshot(backend: DemoBackend, ids: Sequence[int]) -> dict[int, trioqueue.JobInfo]:
     """The stored state of the demo's jobs, by id."""
     infos = await backend.list_jobs(queue=QUEUE, limit=max(100, len(ids)))
     return {info.id: info for info in infos if info.id in ids}
 
 
-async def watch(
-    backend: trioqueue.MemoryBackend, ids: Sequence[int], view: View, pace: Pace
-) -> None:
+async def watch(backend: DemoBackend, ids: Sequence[int], view: View, pace: Pace) -> None:
     """Show the stored jobs every refresh until every one of them has finished."""
     while True:
         jobs = await snapshot(backend, ids)
@@ -402,9 +444,7 @@ async def watch(
         await trio.sleep(pace.refresh)
 
 
-async def cancel_midway(
-    backend: trioqueue.MemoryBackend, job_id: int, view: View, pace: Pace
-) -> None:
+async def cancel_midway(backend: DemoBackend, job_id: int, view: View, pace: Pace) -> None:
     """Cancel ``job_id`` once its *stored* progress reaches :data:`CANCEL_AT`.
 
     Waiting on the stored value, not on a timer, shows that heartbeats carry progress.
@@ -437,7 +477,7 @@ class Result:
 
 async def run_jobs(options: DemoOptions, pace: Pace, view: View) -> Result:
     """Enqueue the workload, run a pool over it until every job finished, stop the pool."""
-    async with trioqueue.open_memory() as backend:
+    async with open_backend(options) as backend:
         specs = await enqueue_all(backend, build_jobs(options.jobs), pace)
         ids = list(specs)
         view.update(await snapshot(backend, ids))

@@ -74,7 +74,7 @@ RowStatus = Literal["queued", "running", "succeeded", "failed"]
 NOTICE_BUFFER = 1000
 
 #: Operations counted in ``statistics().calls`` besides the fault-injectable ones.
-READ_OPERATIONS = ("get_job", "list_jobs")
+READ_OPERATIONS = ("get_job", "list_jobs", "retry")
 
 
 @asynccontextmanager
@@ -334,6 +334,19 @@ class MemoryBackend:
         """
         check_job_id(job_id)
         return await self._execute("cancel", lambda _: self._cancel_now(job_id))
+
+    async def retry(self, job_id: int) -> bool:
+        """Put a failed job back on its queue for one more attempt.
+
+        The attempt count and ``last_error`` are kept; ``max_attempts`` grows to allow one
+        more attempt when it was used up, and a cancel flag is cleared.
+
+        Returns:
+            False when the job is unknown, not failed, or its dedup key is held by another
+            unfinished job; else True.
+        """
+        check_job_id(job_id)
+        return await self._execute("retry", lambda _: self._retry_now(job_id))
 
     async def get_job(self, job_id: int) -> JobInfo:
         """A snapshot of one job.
@@ -742,6 +755,22 @@ class MemoryBackend:
         row.status = "queued"
         row.attempts -= 1  # a released attempt is not charged
         self._show_at(row, now)
+        self._notify_available(row.queue)
+        return True
+
+    def _retry_now(self, job_id: int) -> bool:
+        row = self._rows.get(job_id)
+        if row is None or row.status != "failed":
+            return False
+        if row.dedup_key is not None:
+            key = (row.queue, row.dedup_key)
+            if key in self._dedup:
+                return False  # another unfinished job holds the key
+            self._dedup[key] = row.id
+        row.status = "queued"
+        row.finished_at = row.cancel_requested_at = row.worker_id = None
+        row.max_attempts = max(row.max_attempts, row.attempts + 1)
+        self._show_at(row, trio.current_time())
         self._notify_available(row.queue)
         return True
 

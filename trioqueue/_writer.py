@@ -37,6 +37,11 @@ class OutcomeWriter:
         self._queue: list[_Pending] = []
         self._wake = trio.Event()
 
+    @property
+    def backend(self) -> Backend:
+        """The backend written to (batches open transactions on it in transactional mode)."""
+        return self._backend
+
     async def write(self, item: Write) -> bool:
         """Write ``item`` with whatever else is ready; True if the fence let it through.
 

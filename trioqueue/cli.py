@@ -2,25 +2,63 @@
 
 Each subcommand is a pair of functions: ``_add_<name>(commands)`` declares its arguments on
 the shared subparsers, and sets ``run``, a function of the parsed arguments that returns the
-exit code. :func:`main` parses, dispatches, and turns Ctrl-C into exit code 130. Options every
-subcommand takes (``-v``) come from :func:`_common_options`, passed as an argparse parent.
+exit code. The database work of each command is an async function of its own (``migrate``,
+``enqueue``, ``serve_worker``, ...), which tests may call directly.
+
+:func:`main` parses, dispatches and turns errors into exit codes, with one clear line on
+stderr and no traceback: a usage problem found after parsing (no DSN, bad JSON, an invalid
+worker configuration, a handler that cannot be imported) exits 2, like argparse's own usage
+errors; a failure of the database or an unknown job exits 1; Ctrl-C exits 130.
+
+Options every subcommand takes (``-v``, ``--dsn``, ``--schema``) come from
+:func:`_common_options`, an argparse parent, and are accepted before the subcommand too
+(``trioqueue --dsn ... jobs``). The DSN is ``--dsn``, else ``TRIOQUEUE_DSN``; only ``demo``
+goes on without one, on an embedded server it starts and stops (``trioqueue._embedded``).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import dataclasses
+import importlib
+import json
+import logging
 import math
+import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TextIO, TypeAlias
 
 import trio
 
 import trioqueue
-from trioqueue import _demo
+from trioqueue import _demo, _embedded
+from trioqueue._config import check as check_config
+from trioqueue._terminal import clip, format_table
+from trioqueue._types import JOB_STATUSES
 
 Runner = Callable[[argparse.Namespace], int]
 
+EXIT_FAILED = 1
+EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+#: The environment variable holding the DSN when ``--dsn`` is not given.
+DSN_ENV = "TRIOQUEUE_DSN"
+DEFAULT_SCHEMA = "trioqueue"
+#: ``list_jobs`` page size when ``status`` counts jobs without a counting operation.
+COUNT_PAGE = 10_000
+
+
+class CliError(Exception):
+    """A problem to report in one line and exit with ``code`` (no traceback)."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -33,6 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run: Runner = args.run
     try:
         return run(args)
+    except CliError as exc:
+        print(f"trioqueue {args.command}: error: {exc}", file=sys.stderr)
+        return exc.code
     except (KeyboardInterrupt, BaseExceptionGroup) as exc:
         if not _only_interrupts(exc):
             raise
@@ -54,11 +95,36 @@ def build_parser() -> argparse.ArgumentParser:
         description="A PostgreSQL-backed job queue for trio.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {trioqueue.__version__}")
+    _add_database_options(parser, default=None)
     commands = parser.add_subparsers(
         title="commands", dest="command", metavar="COMMAND", required=True
     )
-    _add_demo(commands)
+    for add in (
+        _add_migrate,
+        _add_worker,
+        _add_enqueue,
+        _add_cancel,
+        _add_retry,
+        _add_status,
+        _add_jobs,
+        _add_demo,
+    ):
+        add(commands)
     return parser
+
+
+def _add_database_options(parser: argparse.ArgumentParser, default: Any) -> None:
+    """``--dsn`` and ``--schema`` on ``parser``, both defaulting to ``default``."""
+    parser.add_argument(
+        "--dsn",
+        default=default,
+        help=f"PostgreSQL connection URI (default: ${DSN_ENV})",
+    )
+    parser.add_argument(
+        "--schema",
+        default=default,
+        help=f"the schema holding trioqueue's tables (default: {DEFAULT_SCHEMA})",
+    )
 
 
 def _common_options() -> argparse.ArgumentParser:
@@ -67,28 +133,471 @@ def _common_options() -> argparse.ArgumentParser:
     common.add_argument(
         "-v", "--verbose", action="store_true", help="show the library's info log lines"
     )
+    # SUPPRESS: when given only before the subcommand, the main parser's value stands.
+    _add_database_options(common, default=argparse.SUPPRESS)
     return common
+
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _subcommand(
+    commands: Subparsers, name: str, run: Runner, help: str, description: str | None = None
+) -> argparse.ArgumentParser:
+    """Declare subcommand ``name`` (with the common options), run by ``run``."""
+    parser = commands.add_parser(
+        name, parents=[_common_options()], help=help, description=description or help
+    )
+    parser.set_defaults(run=run)
+    return parser
+
+
+# -- where the jobs live -----------------------------------------------------------------
+
+
+def resolve_dsn(args: argparse.Namespace) -> str | None:
+    """``--dsn``, else ``$TRIOQUEUE_DSN``, else None."""
+    dsn: str | None = args.dsn or os.environ.get(DSN_ENV) or None
+    return dsn
+
+
+def require_dsn(args: argparse.Namespace) -> str:
+    """The DSN, or a usage error that says how to give one."""
+    dsn = resolve_dsn(args)
+    if dsn is None:
+        raise CliError(f"no database given: pass --dsn postgresql://USER@HOST/DB or set {DSN_ENV}")
+    return dsn
+
+
+def schema_of(args: argparse.Namespace, default: str = DEFAULT_SCHEMA) -> str:
+    """``--schema``, else ``default``."""
+    schema: str = args.schema or default
+    return schema
+
+
+def run_on_database(args: argparse.Namespace, fn: Callable[..., Any], *fn_args: Any) -> Any:
+    """``trio.run(fn, dsn, schema, *fn_args)``, with database and input errors as CliError."""
+    dsn = require_dsn(args)
+    with _library_logs(verbose=args.verbose), _errors_as_cli_errors():
+        return trio.run(fn, dsn, schema_of(args), *fn_args)
+
+
+@contextmanager
+def _errors_as_cli_errors() -> Iterator[None]:
+    """The library's errors as :class:`CliError`: bad input exits 2, the database 1."""
+    try:
+        yield
+    except trioqueue.ConfigError as exc:
+        raise CliError(str(exc)) from exc
+    except trioqueue.UnknownJobError as exc:
+        raise CliError(str(exc), EXIT_FAILED) from exc
+    except trioqueue.BackendError as exc:
+        hint = "; has the schema been migrated (trioqueue migrate)?"
+        message = str(exc) + (hint if "does not exist" in str(exc) else "")
+        raise CliError(message, EXIT_FAILED) from exc
+    except (TypeError, ValueError) as exc:  # the library's checks of names, ids and options
+        raise CliError(str(exc)) from exc
+
+
+@contextmanager
+def _library_logs(*, verbose: bool) -> Iterator[None]:
+    """The library's warnings (info with ``-v``) on stderr while a command runs."""
+    logger = logging.getLogger("trioqueue")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    previous = logger.level
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
+
+
+# -- migrate ------------------------------------------------------------------------------
+
+
+def _add_migrate(commands: Subparsers) -> None:
+    _subcommand(
+        commands, "migrate", _run_migrate, "create the schema or bring it up to date (idempotent)"
+    )
+
+
+def _run_migrate(args: argparse.Namespace) -> int:
+    run_on_database(args, migrate)
+    print(f"schema {schema_of(args)} is up to date")
+    return 0
+
+
+async def migrate(dsn: str, schema: str) -> None:
+    """Create ``schema`` or bring it up to date."""
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        await backend.migrate()
+
+
+# -- worker -------------------------------------------------------------------------------
+
+
+def _add_worker(commands: Subparsers) -> None:
+    worker = _subcommand(
+        commands,
+        "worker",
+        _run_worker,
+        "run a worker pool until Ctrl-C (or SIGTERM), then shut it down gracefully",
+    )
+    worker.add_argument(
+        "handler",
+        metavar="MODULE:HANDLER",
+        help="the handler, async def handler(payload, ctx), e.g. myapp.jobs:send_email",
+    )
+    worker.add_argument("--queue", required=True, help="the queue to work on")
+    worker.add_argument("--concurrency", type=int, help="batches handled at once")
+    worker.add_argument("--batch-size", type=int, help="jobs claimed per batch")
+    worker.add_argument("--visibility-timeout", type=float, metavar="S", help="lease length")
+    worker.add_argument(
+        "--heartbeat-interval", type=_heartbeat, metavar="S", help="renewal cadence, or auto"
+    )
+    worker.add_argument(
+        "--max-job-duration", type=float, metavar="S", help="longest a handler may run"
+    )
+    worker.add_argument(
+        "--shutdown-grace", type=float, metavar="S", help="on shutdown, how long handlers go on"
+    )
+
+
+#: ``worker`` options passed to WorkerConfig when given (argparse dest -> field).
+WORKER_OPTIONS = (
+    "concurrency",
+    "batch_size",
+    "visibility_timeout",
+    "heartbeat_interval",
+    "max_job_duration",
+    "shutdown_grace",
+)
+
+
+def _run_worker(args: argparse.Namespace) -> int:
+    handler = import_handler(args.handler)
+    given = {name: getattr(args, name) for name in WORKER_OPTIONS}
+    options = {name: value for name, value in given.items() if value is not None}
+    config = trioqueue.WorkerConfig(handler=handler, queue=args.queue, **options)
+    with _errors_as_cli_errors():
+        check_config(config)  # every problem at once, before connecting
+    run_on_database(args, run_worker, config, sys.stdout)
+    return 0
+
+
+def import_handler(spec: str) -> Callable[..., Any]:
+    """The callable named by ``MODULE:HANDLER`` (``HANDLER`` may be dotted).
+
+    The current directory is importable, as with ``python -m``.
+
+    Raises:
+        CliError: the spec is malformed, the module or attribute is missing, or it is not
+            callable.
+    """
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise CliError(f"handler must look like MODULE:HANDLER, got {spec!r}")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CliError(f"cannot import module {module_name!r}: {exc}") from exc
+    for part in attribute.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise CliError(f"module {module_name!r} has no attribute {attribute!r}") from None
+    if not callable(target):
+        raise CliError(f"{spec} is not callable")
+    handler: Callable[..., Any] = target
+    return handler
+
+
+async def run_worker(dsn: str, schema: str, config: trioqueue.WorkerConfig, out: TextIO) -> None:
+    """Run a pool until SIGINT or SIGTERM, then shut it down gracefully.
+
+    A second signal during the shutdown stops at once (KeyboardInterrupt, exit 130).
+    """
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            pool = trio.CancelScope()
+            await nursery.start(_pool_task, pool, nursery.cancel_scope, dsn, schema, config)
+            _say(out, f"worker pool on queue {config.queue!r} (schema {schema}); Ctrl-C to stop")
+            async for signum in signals:
+                if pool.cancel_called:
+                    raise KeyboardInterrupt
+                _say(
+                    out,
+                    f"{signal.Signals(signum).name}: shutting down; handlers may finish for "
+                    f"up to {config.shutdown_grace:g}s (signal again to stop at once)",
+                )
+                pool.cancel()
+    _say(out, "worker pool stopped")
+
+
+async def _pool_task(
+    pool: trio.CancelScope,
+    done: trio.CancelScope,
+    dsn: str,
+    schema: str,
+    config: trioqueue.WorkerConfig,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run the pool in the ``pool`` scope; when it has stopped, cancel ``done``."""
+    with pool:
+        await serve_worker(dsn, schema, config, task_status=task_status)
+    done.cancel()
+
+
+def _say(out: TextIO, line: str) -> None:
+    out.write(line + "\n")
+    out.flush()
+
+
+async def serve_worker(
+    dsn: str,
+    schema: str,
+    config: trioqueue.WorkerConfig,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Open the backend and run a worker pool on it until cancelled (graceful shutdown)."""
+    async with trioqueue.open_postgres(
+        dsn, schema=schema, max_connections=worker_connections(config)
+    ) as backend:
+        await trioqueue.run_worker_pool(backend, config, task_status=task_status)
+
+
+def worker_connections(config: trioqueue.WorkerConfig) -> int:
+    """A pool budget: the claim, the renewal plus one abandoned one, acks, and slack."""
+    return 6 + (config.concurrency if config.transactional else 0)
+
+
+def _heartbeat(text: str) -> float | str:
+    """An argparse type: seconds, or ``auto``."""
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number or 'auto': {text!r}") from None
+
+
+# -- enqueue ------------------------------------------------------------------------------
+
+
+def _add_enqueue(commands: Subparsers) -> None:
+    enqueue = _subcommand(commands, "enqueue", _run_enqueue, "add a job; prints its id")
+    enqueue.add_argument("queue", metavar="QUEUE")
+    enqueue.add_argument("payload", metavar="JSON", help="the payload, as JSON text")
+    enqueue.add_argument("--priority", type=int, default=0, help="higher runs first")
+    enqueue.add_argument("--delay", type=float, metavar="S", help="run no sooner than in S s")
+    enqueue.add_argument("--max-attempts", type=int, default=10, metavar="N")
+    enqueue.add_argument(
+        "--dedup-key", metavar="KEY", help="skip if an unfinished job of the queue has this key"
+    )
+
+
+def _run_enqueue(args: argparse.Namespace) -> int:
+    payload = parse_payload(args.payload)
+    options = {
+        "priority": args.priority,
+        "delay": args.delay,
+        "max_attempts": args.max_attempts,
+        "dedup_key": args.dedup_key,
+    }
+    job_id = run_on_database(args, enqueue, args.queue, payload, options)
+    print(job_id)
+    return 0
+
+
+def parse_payload(text: str) -> Any:
+    """JSON text as a payload, or a usage error naming where the JSON went wrong."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"the payload is not valid JSON: {exc}; nothing was enqueued") from None
+
+
+async def enqueue(dsn: str, schema: str, queue: str, payload: Any, options: dict[str, Any]) -> int:
+    """Enqueue one job; its id (a duplicate's, with a dedup key that is taken)."""
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        return await backend.enqueue(queue, payload, **options)
+
+
+# -- cancel and retry ---------------------------------------------------------------------
+
+
+def _add_cancel(commands: Subparsers) -> None:
+    cancel = _subcommand(
+        commands,
+        "cancel",
+        _run_cancel,
+        "cancel a job: at once if it waits, via its worker if it runs",
+    )
+    cancel.add_argument("job_id", metavar="ID", type=_job_id)
+
+
+def _run_cancel(args: argparse.Namespace) -> int:
+    if not run_on_database(args, cancel, args.job_id):
+        raise CliError(f"job {args.job_id} is unknown or already finished", EXIT_FAILED)
+    print(f"job {args.job_id}: cancel requested")
+    return 0
+
+
+async def cancel(dsn: str, schema: str, job_id: int) -> bool:
+    """Cancel a job; False when it is unknown or finished."""
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        return await backend.cancel(job_id)
+
+
+def _add_retry(commands: Subparsers) -> None:
+    retry = _subcommand(
+        commands, "retry", _run_retry, "put a failed job back on its queue for another attempt"
+    )
+    retry.add_argument("job_id", metavar="ID", type=_job_id)
+
+
+def _run_retry(args: argparse.Namespace) -> int:
+    if not run_on_database(args, retry, args.job_id):
+        raise CliError(f"job {args.job_id} is unknown or has not failed", EXIT_FAILED)
+    print(f"job {args.job_id}: back on its queue")
+    return 0
+
+
+async def retry(dsn: str, schema: str, job_id: int) -> bool:
+    """Put a failed job back on its queue; False when it is unknown or has not failed.
+
+    Needs the backend's ``retry(job_id) -> bool`` operation.
+    """
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        operation = getattr(backend, "retry", None)
+        if operation is None:
+            raise CliError("this version of trioqueue cannot retry jobs yet", EXIT_FAILED)
+        retried: bool = await operation(job_id)
+        return retried
+
+
+# -- status and jobs ----------------------------------------------------------------------
+
+
+def _add_status(commands: Subparsers) -> None:
+    _subcommand(commands, "status", _run_status, "count jobs per queue and state")
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    counts: dict[str, collections.Counter[str]] = run_on_database(args, count_jobs)
+    if not counts:
+        print(f"no jobs in schema {schema_of(args)}")
+        return 0
+    print("\n".join(status_table(counts)))
+    return 0
+
+
+async def count_jobs(dsn: str, schema: str) -> dict[str, collections.Counter[str]]:
+    """Jobs per queue and state.
+
+    Reads every job page by page through ``list_jobs`` (the backend has no counting
+    operation yet), so it takes a while on a table of millions of rows.
+    """
+    counts: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        offset = 0
+        while page := await backend.list_jobs(limit=COUNT_PAGE, offset=offset):
+            for info in page:
+                counts[info.queue][info.status] += 1
+            offset += len(page)
+    return dict(counts)
+
+
+def status_table(counts: dict[str, collections.Counter[str]]) -> list[str]:
+    """A row per queue, a column per state, and totals."""
+    headers = ("QUEUE", *(status.upper() for status in JOB_STATUSES), "TOTAL")
+    rows = [
+        [queue, *(str(counter[status]) for status in JOB_STATUSES), str(counter.total())]
+        for queue, counter in sorted(counts.items())
+    ]
+    return format_table(headers, rows)
+
+
+def _add_jobs(commands: Subparsers) -> None:
+    jobs = _subcommand(commands, "jobs", _run_jobs, "list jobs, oldest first")
+    jobs.add_argument("--queue", help="only this queue")
+    jobs.add_argument("--status", choices=JOB_STATUSES, help="only jobs in this state")
+    jobs.add_argument("--limit", type=_bounded_int(1, 10_000), default=50, metavar="N")
+    jobs.add_argument("--offset", type=_bounded_int(0, 2**63 - 1), default=0, metavar="N")
+
+
+def _run_jobs(args: argparse.Namespace) -> int:
+    infos = run_on_database(args, list_jobs, args.queue, args.status, args.limit, args.offset)
+    if not infos:
+        print("no jobs")
+        return 0
+    print("\n".join(jobs_table(infos)))
+    return 0
+
+
+async def list_jobs(
+    dsn: str,
+    schema: str,
+    queue: str | None,
+    status: trioqueue.JobStatus | None,
+    limit: int,
+    offset: int,
+) -> list[trioqueue.JobInfo]:
+    """One page of jobs, as ``list_jobs``."""
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        return await backend.list_jobs(queue=queue, status=status, limit=limit, offset=offset)
+
+
+def jobs_table(infos: Sequence[trioqueue.JobInfo]) -> list[str]:
+    """Jobs as a table, long cells clipped."""
+    headers = ("ID", "QUEUE", "STATUS", "TRIES", "PRIO", "PROGRESS", "CREATED", "ERROR", "PAYLOAD")
+    rows = [
+        [
+            str(info.id),
+            clip(info.queue, 20),
+            info.status,
+            f"{info.attempts}/{info.max_attempts}",
+            str(info.priority),
+            "-" if info.progress is None else f"{info.progress:.0%}",
+            info.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
+            clip(info.last_error or "", 40),
+            clip(json.dumps(info.payload, separators=(",", ":")), 40),
+        ]
+        for info in infos
+    ]
+    return format_table(headers, rows)
 
 
 # -- demo ---------------------------------------------------------------------------------
 
 
-def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    demo = commands.add_parser(
+def _add_demo(commands: Subparsers) -> None:
+    demo = _subcommand(
+        commands,
         "demo",
-        parents=[_common_options()],
-        help="run a small workload and watch it live",
+        _run_demo,
+        "run a small workload and watch it live",
         description=(
             "Run a small, realistic workload (reports with progress, a job that fails once "
             "and succeeds on its retry, a long job cancelled mid-run) and watch the stored "
-            "state of every job. Exits 0 when every job ended as expected."
+            "state of every job. Exits 0 when every job ended as expected. On PostgreSQL it "
+            f"works in its own schema (default {_demo.SCHEMA}), dropped and created afresh; "
+            f"without --dsn or ${DSN_ENV} it starts an embedded PostgreSQL "
+            f"({_embedded.INSTALL_HINT}) and stops it afterwards."
         ),
     )
     demo.add_argument(
         "--backend",
-        choices=["memory"],
-        default="memory",
-        help="where the jobs live (default: %(default)s, in-process, no database)",
+        choices=["postgres", "memory"],
+        default="postgres",
+        help="where the jobs live (default: %(default)s; memory: in-process, no database)",
     )
     demo.add_argument(
         "--jobs",
@@ -110,17 +619,51 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         action="store_false",
         help="print a line per state change instead of redrawing a table",
     )
-    demo.set_defaults(run=_run_demo)
 
 
 def _run_demo(args: argparse.Namespace) -> int:
     options = _demo.DemoOptions(
-        jobs=args.jobs, speed=args.speed, live=args.live, verbose=args.verbose
+        jobs=args.jobs,
+        speed=args.speed,
+        live=args.live,
+        verbose=args.verbose,
+        backend=args.backend,
+        schema=schema_of(args, _demo.SCHEMA),
     )
-    return trio.run(_demo.run_demo, options, sys.stdout)
+    if args.backend == "memory":
+        return _demo_on(options)
+    dsn = resolve_dsn(args)
+    if dsn is not None:
+        return _demo_on(_with_dsn(options, dsn, "your server"))
+    print("starting an embedded PostgreSQL server (pgserver) ...", file=sys.stderr, flush=True)
+    try:
+        with _embedded.embedded_postgres() as embedded:
+            return _demo_on(_with_dsn(options, embedded, "embedded"))
+    except _embedded.EmbeddedPostgresError as exc:
+        raise CliError(str(exc), EXIT_FAILED) from exc
+
+
+def _with_dsn(options: _demo.DemoOptions, dsn: str, where: str) -> _demo.DemoOptions:
+    """``options`` on the server at ``dsn``, named ``where`` in the demo's header."""
+    return dataclasses.replace(options, dsn=dsn, where=where)
+
+
+def _demo_on(options: _demo.DemoOptions) -> int:
+    """Run the demo; its exit code."""
+    with _errors_as_cli_errors():
+        code: int = trio.run(_demo.run_demo, options, sys.stdout)
+    return code
 
 
 # -- argument types -----------------------------------------------------------------------
+
+
+def _job_id(text: str) -> int:
+    """An argparse type: a job id (a whole number)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a job id: {text!r}") from None
 
 
 def _bounded_int(low: int, high: int) -> Callable[[str], int]:

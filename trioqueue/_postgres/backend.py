@@ -15,6 +15,28 @@ agree (PROTOCOL.md §7).
 
 The SQL lives in ``queries.sql`` and ``migrations/``; ``sql.py`` explains the naming and the
 one spliced value, the checked and quoted schema name.
+
+Transactional mode
+------------------
+:meth:`PostgresBackend.job_transaction` gives one handler a pooled connection inside an
+open transaction (``ctx.connection``). On success the runtime calls
+:meth:`_JobTransaction.commit_with_ack`: the fenced ack statement and ``COMMIT`` run in one
+crossing, and the ack's fence decides: when ``claim_seq`` moved on (the lease was lost and
+the job reclaimed) the ack touches no row and the transaction is rolled back, so the
+handler's writes are discarded. The ack's row lock then serialises the commit against any
+reclaim (claims skip locked rows), so a job's effects commit exactly once (I13). Anything
+else (the handler raised or was stopped, the fence fired) rolls back; failures and retries
+are written outside the transaction, fenced as usual.
+
+Connection budget: every running transactional handler holds one pooled connection, from
+just before its handler starts until its transaction ends. ``RUNTIME_RESERVE`` connections
+are kept out of the handlers' reach for the pool's own work (a claim, the current renewal,
+one abandoned renewal, the outcome writer), so handlers can never starve the renewals that
+keep their leases: at most ``max_connections - RUNTIME_RESERVE`` (at least 1) handlers hold
+a transaction at once, and the others wait for one inside their cancel scope (the lease
+fence and ``max_job_duration`` bound the wait). Size ``max_connections`` as
+``concurrency × batch_size + RUNTIME_RESERVE``, plus whatever producers in the same process
+use, to run every handler at once.
 """
 
 from __future__ import annotations
@@ -67,7 +89,7 @@ DEFAULT_MAX_CONNECTIONS = 10
 NOTICE_BUFFER = 1000
 
 #: Operations counted in ``statistics().calls`` besides the protocol's writes.
-READ_OPERATIONS = ("get_job", "list_jobs", "migrate", "prune")
+READ_OPERATIONS = ("get_job", "list_jobs", "migrate", "prune", "retry")
 
 # Column ranges. The shared validation accepts any int; the columns are integer/bigint.
 _INT32 = 2**31 - 1
@@ -76,6 +98,10 @@ _INT64 = 2**63 - 1
 MAX_SECONDS = 100 * 365.25 * 86400
 #: Enough jobs for any claim; larger limits are clamped to it.
 _MAX_CLAIM = 2**31 - 1
+
+#: Pooled connections transactional handlers never get: one claim, the current renewal, one
+#: abandoned renewal, the outcome writer (see the module docstring).
+RUNTIME_RESERVE = 4
 
 
 @asynccontextmanager
@@ -125,14 +151,19 @@ class PostgresBackend:
     """A :class:`~trioqueue._backend.Backend` on PostgreSQL. Create it with :func:`open_postgres`.
 
     Jobs live in ``<schema>.jobs`` (columns documented in API.md and in the first migration).
-    Besides the Backend protocol it offers :meth:`migrate`, :meth:`prune` (retention) and
-    :meth:`acquire` (a pooled connection for the caller's own SQL).
+    Besides the Backend protocol it offers :meth:`migrate`, :meth:`prune` (retention),
+    :meth:`acquire` (a pooled connection for the caller's own SQL, also for transactional
+    enqueue) and :meth:`job_transaction` (transactional mode).
     """
 
-    supports_transactions: bool = False  # transactional mode is not wired up yet
+    supports_transactions: bool = True
 
     def __init__(self, driver: Driver, schema: str) -> None:
         self._driver = driver
+        # Transactional handlers share what the runtime's own operations leave over.
+        self._transaction_slots = trio.CapacityLimiter(
+            max(1, driver.max_connections - RUNTIME_RESERVE)
+        )
         self._schema = check_schema(schema)
         self._channel = channel_name(schema)
         self._sql = {name: render(sql, schema) for name, sql in QUERIES.items()}
@@ -212,10 +243,30 @@ class PostgresBackend:
     async def acquire(self) -> AsyncIterator[PgConnection]:
         """A pooled connection for the caller's own SQL (asyncpg's methods, as trio coroutines).
 
-        It counts toward ``connections_in_use`` while held.
+        It counts toward ``connections_in_use`` while held, and is unusable after the block.
+        ``connection.transaction()`` opens a transaction on it, for example to enqueue jobs
+        atomically with the caller's own writes::
+
+            async with backend.acquire() as conn, conn.transaction():
+                await conn.execute("INSERT INTO orders ...")
+                await backend.enqueue("emails", {"order": 42}, connection=conn)
         """
         async with self._driver.acquire() as connection:
             yield connection
+
+    @asynccontextmanager
+    async def job_transaction(self) -> AsyncIterator[_JobTransaction]:
+        """A connection inside an open transaction, for one transactional handler.
+
+        Used by the runtime in transactional mode (see the module docstring for the
+        connection budget). Entering may wait for one of the handlers' connections; leaving
+        rolls back unless :meth:`_JobTransaction.commit_with_ack` committed.
+
+        Raises:
+            BackendError: the database cannot be reached.
+        """
+        async with self._transaction_slots, self._driver.transaction() as connection:
+            yield _JobTransaction(connection, self._sql["ack"])
 
     # -- producers and operators ---------------------------------------------------------
 
@@ -228,12 +279,19 @@ class PostgresBackend:
         delay: float | None = None,
         max_attempts: int = 10,
         dedup_key: str | None = None,
+        connection: PgConnection | None = None,
     ) -> int:
         """Add one job; with ``dedup_key``, return the unfinished duplicate's id instead.
 
+        Args:
+            connection: enqueue inside the caller's transaction on this connection (from
+                :meth:`acquire`, or ``ctx.connection`` of a transactional handler): the job
+                exists, and its NOTIFY is sent, only if that transaction commits.
+
         Raises:
             TypeError: ``payload`` is not JSON-serialisable, or an option has a wrong type.
-            ValueError: an option is out of range.
+            ValueError: an option is out of range, or ``connection`` is not one of this
+                backend's connections.
         """
         [job_id] = await self.enqueue_many(
             queue,
@@ -242,6 +300,7 @@ class PostgresBackend:
             delay=delay,
             max_attempts=max_attempts,
             dedup_key=dedup_key,
+            connection=connection,
         )
         return job_id
 
@@ -254,16 +313,23 @@ class PostgresBackend:
         delay: float | None = None,
         max_attempts: int = 10,
         dedup_key: str | None = None,
+        connection: PgConnection | None = None,
     ) -> list[int]:
         """Add several jobs in one statement (counted as one ``"enqueue"`` call).
 
         Everything is validated first: on any error nothing is written. An empty list
         issues no statement. One NOTIFY wakes the queue's listeners.
 
+        Args:
+            connection: enqueue inside the caller's transaction on this connection; see
+                :meth:`enqueue`. Without one, the jobs are committed at once.
+
         Raises:
             TypeError: a payload is not JSON-serialisable, or an option has a wrong type.
-            ValueError: an option is out of range, or ``dedup_key`` comes with several payloads.
+            ValueError: an option is out of range, ``dedup_key`` comes with several payloads,
+                or ``connection`` is not one of this backend's connections.
         """
+        self._check_connection(connection)
         request = check_enqueue(
             queue,
             payloads,
@@ -278,7 +344,8 @@ class PostgresBackend:
         if not request.payloads:
             await trio.lowlevel.checkpoint()
             return []
-        return await self._driver.run(
+        run = self._driver.run if connection is None else connection.run
+        return await run(
             "enqueue",
             self._aio_enqueue,
             request.queue,
@@ -288,6 +355,18 @@ class PostgresBackend:
             request.delay,
             request.dedup_key,
         )
+
+    def _check_connection(self, connection: object) -> None:
+        if connection is None:
+            return
+        if not isinstance(connection, PgConnection):
+            raise TypeError(
+                f"connection must come from backend.acquire() or ctx.connection, "
+                f"not {type(connection).__name__}"
+            )
+        if connection._driver is not self._driver:
+            # asyncpg connections belong to their own event loop: another backend's is unusable.
+            raise ValueError("connection belongs to another backend")
 
     async def _aio_enqueue(
         self,
@@ -321,6 +400,23 @@ class PostgresBackend:
             return False
         row = await self._driver.run("cancel", _fetchrow, self._sql["cancel"], job_id)
         return row is not None
+
+    async def retry(self, job_id: int) -> bool:
+        """Put a failed job back on its queue for one more attempt.
+
+        The attempt count and ``last_error`` are kept; ``max_attempts`` grows to allow one
+        more attempt when it was used up, and a cancel flag is cleared.
+
+        Returns:
+            False when the job is unknown, not failed, or its dedup key is held by another
+            unfinished job; else True.
+        """
+        check_job_id(job_id)
+        if not _is_bigint(job_id):
+            await trio.lowlevel.checkpoint()
+            return False
+        retried: int = await self._driver.run("retry", _fetchval, self._sql["retry"], job_id)
+        return retried == 1
 
     async def get_job(self, job_id: int) -> JobInfo:
         """A snapshot of one job.
@@ -520,6 +616,50 @@ class PostgresBackend:
         finally:
             send.close()
             await listener.aclose()
+
+
+class _JobTransaction:
+    """One handler's transaction: :class:`~trioqueue._backend.JobTransaction` on PostgreSQL."""
+
+    def __init__(self, connection: PgConnection, ack_sql: str) -> None:
+        self._connection = connection
+        self._ack_sql = ack_sql
+        self._commit_sent = False
+
+    @property
+    def connection(self) -> PgConnection:
+        return self._connection
+
+    @property
+    def commit_sent(self) -> bool:
+        return self._commit_sent
+
+    async def commit_with_ack(self, item: Ack) -> bool:
+        """The fenced ack and COMMIT, in one crossing; False (and nothing committed) when
+        the fence did not match.
+
+        Raises:
+            BackendError: the database failed, or the handler ended the transaction itself.
+        """
+        items = (item,)
+        return await self._connection.run(
+            "ack",
+            self._aio_commit_with_ack,
+            _ints(i.job_id for i in items),
+            _ints(i.claim_seq for i in items),
+            _progress(items),
+        )
+
+    async def _aio_commit_with_ack(self, connection: Any, *arrays: list[Any]) -> bool:
+        if not connection.is_in_transaction():
+            # The handler ran COMMIT or ROLLBACK itself: its writes were not made together
+            # with the ack, so the ack must not be made as if they were.
+            raise BackendError("the handler ended ctx.connection's transaction itself")
+        if not await connection.fetch(self._ack_sql, *arrays):
+            return False  # claim_seq moved on: the caller's block rolls back
+        self._commit_sent = True
+        await connection.execute("COMMIT")
+        return True
 
 
 class _NoticeParser:

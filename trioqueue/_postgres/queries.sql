@@ -87,6 +87,23 @@ SELECT c.status,
                               WHERE c.status = 'running') AS notified) AS notices
 FROM cancelled AS c;
 
+-- name: retry
+-- A failed job goes back to its queue for one more attempt: attempts and last_error stay,
+-- max_attempts grows when it was used up, a cancel flag is cleared. No row (refused) when
+-- another unfinished job of the queue holds its dedup key.
+WITH retried AS (
+    UPDATE {schema}.jobs AS j
+    SET status = 'queued', finished_at = NULL, cancel_requested_at = NULL, worker_id = NULL,
+        not_visible_until = now(), max_attempts = greatest(j.max_attempts, j.attempts + 1)
+    WHERE j.id = $1::bigint AND j.status = 'failed'
+      AND (j.dedup_key IS NULL OR NOT EXISTS (
+          SELECT FROM {schema}.jobs AS o
+          WHERE o.queue = j.queue AND o.dedup_key = j.dedup_key
+            AND o.status IN ('queued', 'running')))
+    RETURNING j.queue
+)
+SELECT count(pg_notify({channel}, 'a:' || r.queue)) FROM retried AS r;
+
 -- name: get_job
 SELECT j.id, j.queue, j.payload::text AS payload,
        CASE

@@ -1,0 +1,479 @@
+"""Benchmarks of the PostgreSQL backend (numbers, never asserts).
+
+    python bench/bench_postgres.py                          # everything, full sizes (minutes)
+    python bench/bench_postgres.py drain --jobs 50000       # drain: pools vs the raw bound
+    python bench/bench_postgres.py heartbeat --inflight 1000 10000 --beats 5
+    python bench/bench_postgres.py latency --samples 200
+    python bench/bench_postgres.py --jobs 2000 --inflight 1000 --beats 3 --samples 50
+                                                            # a quick run, under a minute
+
+drain:     N pre-enqueued no-op jobs drained by ``--consumers`` worker pools (one backend,
+           each pool ``--concurrency`` batches), at batch 1, 10 and 50 -> jobs/s. In the
+           same run, the bound: a minimal hand-written asyncpg claim+ack loop through
+           trio-asyncio with the same SQL shape (claim a batch with FOR UPDATE SKIP LOCKED;
+           a fenced batch update to 'succeeded' by unnest(ids, claim_seqs), as the backend's
+           ack), the same batch and ``--consumers`` loops, one bridge crossing per claim and
+           per ack. Printed: both rates and pool/bound.
+heartbeat: N sleeping jobs in flight (batches of 50): renewal statements started per
+           heartbeat, the time of each (the backend's ``renew`` call, timed, waited for up to
+           2 minutes after the window), the jobs it named and the rows it wrote (its
+           ``extended`` verdicts: one row UPDATE each).
+latency:   with an idle pool (poll interval 30 s, so NOTIFY does the work): enqueue ->
+           handler start, and cancel -> handler cancelled; p50 and p95.
+
+The server: ``--dsn``, else ``$TRIOQUEUE_DSN``, else the local one at 127.0.0.1:5432 if it
+answers, else an embedded one (pgserver). Connections run with ``synchronous_commit=off``
+(as the test suite), unless ``--durable``: on a small machine's disk a flushed commit costs
+milliseconds and then dominates every number (pools and bound alike).
+Each measurement runs in a fresh schema ``trioqueue_bench_<hex>``, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import math
+import os
+import secrets
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import trio
+import trio_asyncio
+
+import trioqueue
+from trioqueue._embedded import embedded_postgres
+
+LOCAL_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+QUEUE = "bench"
+ENQUEUE_CHUNK = 5000
+
+
+# -- the server and the schemas -----------------------------------------------------------
+
+
+async def _answers(dsn: str) -> bool:
+    try:
+        connection = await asyncpg.connect(dsn, timeout=3)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+        return False
+    await connection.close()
+    return True
+
+
+@contextmanager
+def find_server(dsn: str | None) -> Iterator[tuple[str, str]]:
+    """(DSN, where it came from): ``dsn``, ``$TRIOQUEUE_DSN``, local, else embedded."""
+    given = dsn or os.environ.get("TRIOQUEUE_DSN")
+    if given:
+        yield given, "given DSN"
+    elif asyncio.run(_answers(LOCAL_DSN)):
+        yield LOCAL_DSN, "local server 127.0.0.1:5432"
+    else:
+        with embedded_postgres() as embedded:
+            yield embedded, "embedded pgserver"
+
+
+@asynccontextmanager
+async def fresh_backend(
+    dsn: str, *, max_connections: int = 10
+) -> AsyncIterator[trioqueue.PostgresBackend]:
+    """A backend on a new, migrated schema, dropped at the end."""
+    schema = f"trioqueue_bench_{secrets.token_hex(4)}"
+    async with trioqueue.open_postgres(
+        dsn, schema=schema, max_connections=max_connections
+    ) as backend:
+        await backend.migrate()
+        try:
+            yield backend
+        finally:
+            with trio.CancelScope(shield=True):
+                async with backend.acquire() as connection:
+                    await connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+async def fill(backend: trioqueue.PostgresBackend, jobs: int) -> None:
+    """Enqueue ``jobs`` empty payloads."""
+    for start in range(0, jobs, ENQUEUE_CHUNK):
+        await backend.enqueue_many(QUEUE, [{}] * min(ENQUEUE_CHUNK, jobs - start))
+
+
+def fast_commits(dsn: str) -> str:
+    """``dsn`` with ``synchronous_commit=off`` (asyncpg passes it on as a server setting)."""
+    if "://" not in dsn or "synchronous_commit" in dsn:
+        return dsn
+    return dsn + ("&" if "?" in dsn else "?") + "synchronous_commit=off"
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """The ``fraction`` quantile of ``values`` (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]
+
+
+# -- drain: the pools ---------------------------------------------------------------------
+
+
+async def _noop(payload: Any, ctx: trioqueue.JobContext) -> None:
+    return None
+
+
+async def drain_pools(dsn: str, jobs: int, batch: int, consumers: int, concurrency: int) -> float:
+    """Jobs/s of ``consumers`` pools draining ``jobs`` pre-enqueued no-op jobs."""
+    done = 0
+    finished = trio.Event()
+
+    async def count(job: trioqueue.Job) -> None:
+        nonlocal done
+        done += 1
+        if done == jobs:
+            finished.set()
+
+    config = trioqueue.WorkerConfig(
+        handler=_noop,
+        queue=QUEUE,
+        concurrency=concurrency,
+        batch_size=batch,
+        on_job_succeeded=count,
+        max_job_duration=600,
+        poll_interval=0.5,
+    )
+    connections = consumers * (concurrency + 3) + 2
+    async with fresh_backend(dsn, max_connections=connections) as backend:
+        await fill(backend, jobs)
+        async with trio.open_nursery() as nursery:
+            began = time.perf_counter()
+            for _ in range(consumers):
+                nursery.start_soon(trioqueue.run_worker_pool, backend, config)
+            await finished.wait()
+            elapsed = time.perf_counter() - began
+            nursery.cancel_scope.cancel()
+    return jobs / elapsed
+
+
+# -- drain: the raw bound -----------------------------------------------------------------
+
+CLAIM = """
+WITH picked AS (
+    SELECT id FROM {schema}.jobs
+    WHERE queue = $1 AND status = 'queued' AND not_visible_until <= now()
+    ORDER BY priority DESC, id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {schema}.jobs AS j
+SET status = 'running', attempts = j.attempts + 1, claim_seq = j.claim_seq + 1,
+    worker_id = $3, not_visible_until = now() + interval '60 seconds'
+FROM picked AS p
+WHERE j.id = p.id
+RETURNING j.id, j.claim_seq, j.payload
+"""
+
+ACK = """
+UPDATE {schema}.jobs AS j
+SET status = 'succeeded', finished_at = now()
+FROM unnest($1::bigint[], $2::bigint[]) AS i (id, claim_seq)
+WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
+"""
+
+
+async def drain_raw(dsn: str, jobs: int, batch: int, consumers: int) -> float:
+    """Jobs/s of ``consumers`` hand-written claim+ack loops (asyncpg through trio-asyncio)."""
+    async with fresh_backend(dsn, max_connections=2) as backend:
+        await fill(backend, jobs)
+        claim = CLAIM.format(schema=f'"{backend.schema}"')
+        ack = ACK.format(schema=f'"{backend.schema}"')
+        async with trio_asyncio.open_loop():
+            pool = await trio_asyncio.aio_as_trio(asyncpg.create_pool)(
+                dsn, min_size=consumers, max_size=consumers
+            )
+            try:
+                began = time.perf_counter()
+                async with trio.open_nursery() as nursery:
+                    for n in range(consumers):
+                        nursery.start_soon(_raw_consumer, pool, claim, ack, batch, f"raw-{n}")
+                elapsed = time.perf_counter() - began
+            finally:
+                await trio_asyncio.aio_as_trio(pool.close)()
+    return jobs / elapsed
+
+
+async def _raw_consumer(pool: Any, claim: str, ack: str, batch: int, worker: str) -> None:
+    """Claim a batch, 'run' it, ack it; until the queue is empty. One crossing per step."""
+
+    async def claim_batch() -> list[Any]:
+        async with pool.acquire() as connection:
+            rows: list[Any] = await connection.fetch(claim, QUEUE, batch, worker)
+            return rows
+
+    async def ack_batch(ids: list[int], seqs: list[int]) -> None:
+        async with pool.acquire() as connection:
+            await connection.execute(ack, ids, seqs)
+
+    while rows := await trio_asyncio.aio_as_trio(claim_batch)():
+        await trio.lowlevel.checkpoint()  # the "handler"
+        await trio_asyncio.aio_as_trio(ack_batch)(
+            [row["id"] for row in rows], [row["claim_seq"] for row in rows]
+        )
+
+
+# -- heartbeat ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Renewal:
+    """One renewal statement: when it began (perf_counter), how long it took, its rows
+    (``extended`` is -1 when the call did not answer: given up by the guard, or failed)."""
+
+    began: float
+    seconds: float
+    items: int
+    extended: int
+
+
+def timed_renewals(backend: trioqueue.PostgresBackend, record: list[Renewal]) -> None:
+    """Wrap ``backend.renew`` to append a :class:`Renewal` to ``record`` per call."""
+    renew = backend.renew
+
+    async def timed(items: Any, *, visibility_timeout: float) -> Any:
+        items = tuple(items)
+        began = time.perf_counter()
+        extended = -1  # the guard gave up on the call (cancelled), or it failed
+        try:
+            verdicts = await renew(items, visibility_timeout=visibility_timeout)
+            extended = sum(1 for v in verdicts.values() if v is trioqueue.Verdict.EXTENDED)
+            return verdicts
+        finally:
+            record.append(Renewal(began, time.perf_counter() - began, len(items), extended))
+
+    backend.renew = timed  # type: ignore[method-assign]
+
+
+async def heartbeat(dsn: str, jobs: int, beats: int, interval: float) -> dict[str, float]:
+    """Renewal cost with ``jobs`` sleeping jobs in flight.
+
+    Statements per beat count the renewals *started* in a window of ``beats`` heartbeats
+    (after three to settle); times, jobs and rows are those of every renewal still running
+    or begun once all jobs ran (slow ones waited for up to two minutes after the window).
+    """
+    running = 0
+    all_running = trio.Event()
+
+    async def sleeper(payload: Any, ctx: trioqueue.JobContext) -> None:
+        nonlocal running
+        running += 1
+        if running == jobs:
+            all_running.set()
+        await trio.sleep_forever()
+
+    batch = min(50, jobs)
+    config = trioqueue.WorkerConfig(
+        handler=sleeper,
+        queue=QUEUE,
+        concurrency=math.ceil(jobs / batch),
+        batch_size=batch,
+        visibility_timeout=interval * 30,
+        heartbeat_interval=interval,
+        shutdown_grace=0,
+        max_job_duration=3600,
+    )
+    record: list[Renewal] = []
+    async with fresh_backend(dsn, max_connections=10) as backend:
+        await fill(backend, jobs)
+        timed_renewals(backend, record)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(trioqueue.run_worker_pool, backend, config)
+            await all_running.wait()
+            since = time.perf_counter()
+            await trio.sleep(interval * 3)  # let the first beats settle into the pool beat
+            started = backend.statistics().calls["renew"]
+            await trio.sleep(interval * beats)
+            issued = backend.statistics().calls["renew"]
+            with trio.move_on_after(120):  # let slow statements finish, to time them
+                while len(record) < issued:  # noqa: ASYNC110 - a bench, polling is fine
+                    await trio.sleep(0.05)
+            renewals = [r for r in record if r.began + r.seconds >= since]  # ran after "since"
+            nursery.cancel_scope.cancel()
+    statements = issued - started
+    return _renewal_summary(renewals, statements / beats)
+
+
+def _renewal_summary(renewals: Sequence[Renewal], per_beat: float) -> dict[str, float]:
+    times = [renewal.seconds for renewal in renewals] or [math.nan]
+    answered = [renewal for renewal in renewals if renewal.extended >= 0]
+    return {
+        "statements_per_beat": per_beat,
+        "statements_timed": len(renewals),
+        "statements_given_up": len(renewals) - len(answered),
+        "items_per_statement": statistics.fmean(r.items for r in renewals) if renewals else 0,
+        "rows_per_statement": statistics.fmean(r.extended for r in answered) if answered else 0,
+        "ms_p50": percentile(times, 0.5) * 1000,
+        "ms_max": max(times) * 1000,
+    }
+
+
+# -- latency ------------------------------------------------------------------------------
+
+
+async def start_latency(dsn: str, samples: int) -> list[float]:
+    """Seconds from calling ``enqueue`` to the handler starting, with an idle pool."""
+    started: dict[int, float] = {}
+    arrived = trio.Event()
+
+    async def handler(payload: Any, ctx: trioqueue.JobContext) -> None:
+        nonlocal arrived
+        started[payload["n"]] = time.perf_counter()
+        arrived.set()
+
+    config = trioqueue.WorkerConfig(handler=handler, queue=QUEUE, concurrency=4, poll_interval=30)
+    latencies = []
+    async with fresh_backend(dsn) as backend, trio.open_nursery() as nursery:
+        await nursery.start(trioqueue.run_worker_pool, backend, config)
+        await trio.sleep(0.2)
+        for n in range(samples):
+            arrived = trio.Event()
+            began = time.perf_counter()
+            await backend.enqueue(QUEUE, {"n": n})
+            with trio.fail_after(30):
+                await arrived.wait()
+            latencies.append(started[n] - began)
+            await trio.sleep(0.02)  # idle again
+        nursery.cancel_scope.cancel()
+    return latencies
+
+
+async def cancel_latency(dsn: str, samples: int) -> list[float]:
+    """Seconds from calling ``cancel`` on a running job to its handler being cancelled."""
+    running = trio.Event()
+    stopped = trio.Event()
+    stopped_at = 0.0
+
+    async def handler(payload: Any, ctx: trioqueue.JobContext) -> None:
+        nonlocal stopped_at
+        running.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            stopped_at = time.perf_counter()
+            stopped.set()
+
+    config = trioqueue.WorkerConfig(
+        handler=handler,
+        queue=QUEUE,
+        concurrency=1,
+        poll_interval=30,
+        visibility_timeout=60,
+        heartbeat_interval=20,  # no scheduled beat during a sample: only the notice acts
+    )
+    latencies = []
+    async with fresh_backend(dsn) as backend, trio.open_nursery() as nursery:
+        await nursery.start(trioqueue.run_worker_pool, backend, config)
+        for n in range(samples):
+            running, stopped = trio.Event(), trio.Event()
+            job_id = await backend.enqueue(QUEUE, {"n": n}, max_attempts=1)
+            with trio.fail_after(30):
+                await running.wait()
+                await trio.sleep(0.02)
+                began = time.perf_counter()
+                await backend.cancel(job_id)
+                await stopped.wait()
+            latencies.append(stopped_at - began)
+        nursery.cancel_scope.cancel()
+    return latencies
+
+
+# -- main ---------------------------------------------------------------------------------
+
+
+def _ms(values: Sequence[float]) -> str:
+    return f"p50 {percentile(values, 0.5) * 1000:7.2f} ms   p95 {percentile(values, 0.95) * 1000:7.2f} ms"
+
+
+def run_drain(dsn: str, args: argparse.Namespace) -> None:
+    jobs = args.jobs
+    print(
+        f"drain: {jobs:,} no-op jobs, {args.consumers} consumers (pool concurrency {args.concurrency})"
+    )
+    for batch in (1, 10, 50):
+        pools = trio.run(drain_pools, dsn, jobs, batch, args.consumers, args.concurrency)
+        bound = trio.run(drain_raw, dsn, jobs, batch, args.consumers)
+        print(
+            f"  batch {batch:<3} pools {pools:>9,.0f} jobs/s   raw bound {bound:>9,.0f} jobs/s   "
+            f"ratio {pools / bound:5.0%}"
+        )
+
+
+def run_heartbeat(dsn: str, args: argparse.Namespace) -> None:
+    for jobs in args.inflight:
+        result = trio.run(heartbeat, dsn, jobs, args.beats, args.heartbeat)
+        print(f"heartbeat: {jobs:,} sleeping jobs in flight, heartbeat {args.heartbeat:g}s")
+        print(f"  renewal statements per beat    {result['statements_per_beat']:.2f}")
+        print(
+            f"  renewal statements timed       {result['statements_timed']:.0f} "
+            f"({result['statements_given_up']:.0f} given up or failed)"
+        )
+        print(f"  jobs per renewal statement     {result['items_per_statement']:,.0f}")
+        print(f"  rows written per statement     {result['rows_per_statement']:,.0f}")
+        print(
+            f"  time per renewal statement     p50 {result['ms_p50']:.1f} ms, "
+            f"max {result['ms_max']:.1f} ms"
+        )
+
+
+def run_latency(dsn: str, args: argparse.Namespace) -> None:
+    starts = trio.run(start_latency, dsn, args.samples)
+    print(f"latency: enqueue -> handler start (idle pool, {len(starts)} jobs)   {_ms(starts)}")
+    cancels = trio.run(cancel_latency, dsn, max(10, args.samples // 4))
+    print(f"latency: cancel -> handler cancelled (NOTIFY, {len(cancels)} jobs)  {_ms(cancels)}")
+
+
+BENCHES: dict[str, Callable[[str, argparse.Namespace], None]] = {
+    "drain": run_drain,
+    "heartbeat": run_heartbeat,
+    "latency": run_latency,
+}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("which", nargs="?", default="all", choices=["all", *BENCHES])
+    parser.add_argument("--dsn", help="default: $TRIOQUEUE_DSN, the local server, or embedded")
+    parser.add_argument("--durable", action="store_true", help="keep synchronous_commit on")
+    parser.add_argument("--jobs", type=int, default=50_000, help="drain: jobs per run")
+    parser.add_argument("--consumers", type=int, default=5, help="drain: pools / raw loops")
+    parser.add_argument("--concurrency", type=int, default=2, help="drain: batches per pool")
+    parser.add_argument("--inflight", type=int, nargs="+", default=[1000, 10_000])
+    parser.add_argument("--beats", type=int, default=5)
+    parser.add_argument("--heartbeat", type=float, default=1.0, help="heartbeat interval (s)")
+    parser.add_argument("--samples", type=int, default=200, help="latency: jobs measured")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.ERROR)
+    with find_server(args.dsn) as (server, where):
+        dsn = server if args.durable else fast_commits(server)
+        commits = "durable commits" if args.durable else "synchronous_commit=off"
+        print(
+            f"server: {where}; {commits}; {os.cpu_count()} CPUs; "
+            f"load average {os.getloadavg()[0]:.2f}"
+        )
+        sys.stdout.flush()
+        for name, bench in BENCHES.items():
+            if args.which in ("all", name):
+                bench(dsn, args)
+                sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

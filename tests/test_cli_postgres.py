@@ -1,0 +1,263 @@
+"""The database commands of ``trioqueue`` against a real server, each test in its own schema.
+
+Commands run through :func:`trioqueue.cli.main` (which calls ``trio.run`` itself, so these
+are plain ``def`` tests), except the worker: its pool runs until a signal, so one test
+drives the async ``serve_worker`` directly and one runs ``python -m trioqueue worker`` in a
+subprocess and stops it with SIGINT, as an operator would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import trioqueue
+from trioqueue import cli
+from trioqueue.cli import main
+
+pytestmark = pytest.mark.postgres
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Cli:
+    """Runs ``trioqueue --dsn DSN --schema SCHEMA ...`` and captures what it printed."""
+
+    def __init__(self, dsn: str, schema: str, capsys: pytest.CaptureFixture[str]) -> None:
+        self.dsn = dsn
+        self.schema = schema
+        self._capsys = capsys
+
+    def __call__(self, *argv: str) -> tuple[int, str, str]:
+        code = main(["--dsn", self.dsn, "--schema", self.schema, *argv])
+        captured = self._capsys.readouterr()
+        return code, captured.out, captured.err
+
+    def jobs(self, **filters: Any) -> list[trioqueue.JobInfo]:
+        infos: list[trioqueue.JobInfo] = trio.run(
+            cli.list_jobs,
+            self.dsn,
+            self.schema,
+            filters.get("queue"),
+            filters.get("status"),
+            100,
+            0,
+        )
+        return infos
+
+
+@pytest.fixture
+def run(postgres_dsn: str, postgres_schema: str, capsys: pytest.CaptureFixture[str]) -> Cli:
+    """The command line on a migrated schema of its own."""
+    tq = Cli(postgres_dsn, postgres_schema, capsys)
+    code, out, err = tq("migrate")
+    assert code == 0, err
+    assert out == f"schema {postgres_schema} is up to date\n"
+    return tq
+
+
+def test_migrate_is_idempotent(run: Cli) -> None:
+    code, out, _ = run("migrate")
+    assert code == 0
+    assert "is up to date" in out
+
+
+def test_dsn_comes_from_the_environment(run: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRIOQUEUE_DSN", run.dsn)
+    assert main(["--schema", run.schema, "status"]) == 0
+
+
+def test_enqueue_prints_the_id_and_stores_the_options(run: Cli) -> None:
+    code, out, err = run(
+        "enqueue", "mail", '{"to": "a@example.com"}', "--priority", "7", "--max-attempts", "2"
+    )
+    assert code == 0, err
+    job_id = int(out)
+    [info] = run.jobs()
+    assert (info.id, info.queue, info.payload) == (job_id, "mail", {"to": "a@example.com"})
+    assert (info.priority, info.max_attempts, info.status) == (7, 2, "ready")
+
+
+def test_enqueue_with_delay_and_dedup_key(run: Cli) -> None:
+    first = run("enqueue", "q", "1", "--delay", "60", "--dedup-key", "k")
+    second = run("enqueue", "q", "2", "--dedup-key", "k")
+    assert first[1] == second[1]  # the duplicate's id
+    [info] = run.jobs()
+    assert (info.status, info.payload) == ("scheduled", 1)
+
+
+def test_enqueue_bad_json_writes_nothing(run: Cli) -> None:
+    code, out, err = run("enqueue", "q", "{'single': 'quotes'}")
+    assert (code, out) == (2, "")
+    assert "the payload is not valid JSON" in err
+    assert run.jobs() == []
+
+
+def test_enqueue_bad_options_are_clear_errors(run: Cli) -> None:
+    code, _, err = run("enqueue", "q", "{}", "--max-attempts", "0")
+    assert code == 2
+    assert "max_attempts" in err
+    assert run.jobs() == []
+
+
+def test_jobs_lists_with_filters(run: Cli) -> None:
+    for queue, payload in (("a", "1"), ("b", '"two"'), ("a", "[3]")):
+        assert run("enqueue", queue, payload)[0] == 0
+    code, out, _ = run("jobs", "--queue", "a")
+    lines = out.splitlines()
+    assert code == 0
+    assert lines[0].split() == cli.jobs_table([])[0].split()
+    assert [line.split()[1] for line in lines[1:]] == ["a", "a"]
+    _, out, _ = run("jobs", "--limit", "1", "--offset", "1")
+    assert out.splitlines()[1].split()[:3] == ["2", "b", "ready"]
+    _, out, _ = run("jobs", "--status", "failed")
+    assert out == "no jobs\n"
+
+
+def test_status_counts_per_queue_and_state(run: Cli) -> None:
+    assert run("status")[1] == f"no jobs in schema {run.schema}\n"
+    for argv in (("a", "1"), ("a", "2", "--delay", "60"), ("b", "3")):
+        run("enqueue", *argv)
+    run("cancel", "3")
+    code, out, _ = run("status")
+    assert code == 0
+    assert out.splitlines() == [
+        "QUEUE  SCHEDULED  READY  RUNNING  SUCCEEDED  FAILED  TOTAL",
+        "a      1          1      0        0          0       2",
+        "b      0          0      0        0          1       1",
+    ]
+
+
+def test_cancel_a_waiting_job_and_an_unknown_one(run: Cli) -> None:
+    job_id = run("enqueue", "q", "{}")[1].strip()
+    code, out, _ = run("cancel", job_id)
+    assert (code, out) == (0, f"job {job_id}: cancel requested\n")
+    [info] = run.jobs()
+    assert info.status == "failed"
+    assert info.last_error == "cancelled before it ran"
+    code, _, err = run("cancel", job_id)
+    assert code == 1
+    assert "unknown or already finished" in err
+    assert run("cancel", "999999")[0] == 1
+
+
+def test_retry_without_a_backend_operation_is_a_clear_error(run: Cli) -> None:
+    job_id = run("enqueue", "q", "{}")[1].strip()
+    run("cancel", job_id)
+    code, out, err = run("retry", job_id)
+    if hasattr(trioqueue.PostgresBackend, "retry"):  # once the backend has the operation
+        assert (code, out) == (0, f"job {job_id}: back on its queue\n")
+        assert run.jobs()[0].status == "ready"
+    else:
+        assert code == 1
+        assert "cannot retry jobs yet" in err
+
+
+def test_commands_on_a_schema_never_migrated_fail_cleanly(
+    postgres_dsn: str, postgres_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["--dsn", postgres_dsn, "--schema", postgres_schema, "jobs"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "does not exist" in err
+    assert "trioqueue migrate" in err
+    assert "Traceback" not in err
+
+
+# -- worker -------------------------------------------------------------------------------
+
+HANDLED: list[Any] = []
+
+
+async def record(payload: Any, ctx: trioqueue.JobContext) -> None:
+    """A handler that records each payload (the in-process worker test)."""
+    HANDLED.append(payload)
+
+
+async def noop(payload: Any, ctx: trioqueue.JobContext) -> None:
+    """A handler for the subprocess worker test."""
+
+
+async def test_serve_worker_runs_jobs_until_cancelled(
+    postgres_dsn: str, postgres_schema: str
+) -> None:
+    HANDLED.clear()
+    await cli.migrate(postgres_dsn, postgres_schema)
+    for n in range(3):
+        await cli.enqueue(postgres_dsn, postgres_schema, "work", {"n": n}, {})
+    config = trioqueue.WorkerConfig(handler=record, queue="work", concurrency=2, poll_interval=0.1)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(cli.serve_worker, postgres_dsn, postgres_schema, config)
+        with trio.fail_after(20):
+            while len(HANDLED) < 3:
+                await trio.sleep(0.02)
+        nursery.cancel_scope.cancel()
+    assert sorted(payload["n"] for payload in HANDLED) == [0, 1, 2]
+    infos = await cli.list_jobs(postgres_dsn, postgres_schema, "work", None, 100, 0)
+    # Ack writes are flushed before the pool returns from its graceful shutdown.
+    assert [info.status for info in infos] == ["succeeded"] * 3
+
+
+def test_worker_command_runs_jobs_and_stops_gracefully_on_ctrl_c(run: Cli) -> None:
+    for n in range(2):
+        run("enqueue", "work", json.dumps({"n": n}))
+    argv = [sys.executable, "-m", "trioqueue", "--dsn", run.dsn, "--schema", run.schema]
+    argv += ["worker", "tests.test_cli_postgres:noop", "--queue", "work", "--concurrency", "2"]
+    argv += ["--visibility-timeout", "10", "--heartbeat-interval", "2", "--shutdown-grace", "1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as worker:
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and {j.status for j in run.jobs()} != {"succeeded"}:
+                time.sleep(0.05)
+            worker.send_signal(signal.SIGINT)
+            out, err = worker.communicate(timeout=30)
+        finally:
+            worker.kill()
+    assert worker.returncode == 0, err
+    assert [info.status for info in run.jobs()] == ["succeeded", "succeeded"]
+    assert "worker pool on queue 'work'" in out
+    assert "SIGINT: shutting down" in out
+    assert out.endswith("worker pool stopped\n")
+
+
+# -- demo ---------------------------------------------------------------------------------
+
+
+def test_demo_on_postgres_ends_as_expected(
+    postgres_dsn: str, postgres_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--dsn", postgres_dsn, "demo", "--schema", postgres_schema]
+    code = main([*argv, "--speed", "20", "--no-live"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"on PostgreSQL (your server), schema {postgres_schema}" in out
+    assert "invoice-sync: succeeded on attempt 2, after a retry, as expected" in out
+    assert "export-customer-archive: failed as expected, last_error: cancelled" in out
+    # A second run starts from a fresh schema: the same ids again.
+    assert main([*argv, "--jobs", "3", "--speed", "40", "--no-live"]) == 0
+    assert "job   1 export-customer-archive" in capsys.readouterr().out
+
+
+def test_demo_without_a_dsn_runs_on_an_embedded_server(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's main command: ``trioqueue demo`` with no server configured."""
+    pytest.importorskip("pgserver")
+    monkeypatch.delenv("TRIOQUEUE_DSN", raising=False)
+    assert main(["demo", "--jobs", "3", "--speed", "40", "--no-live"]) == 0
+    captured = capsys.readouterr()
+    assert "starting an embedded PostgreSQL server" in captured.err
+    assert "on PostgreSQL (embedded), schema trioqueue_demo" in captured.out
+    assert "demo OK" in captured.out
