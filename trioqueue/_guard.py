@@ -143,7 +143,9 @@ class Guard:
         for batch_id in effects.moved:
             handle = self._batches.get(batch_id)
             if handle is not None:
-                handle.scope.deadline = self.core.scope_deadline(batch_id)
+                deadline = self.core.scope_deadline(batch_id)
+                if handle.scope.deadline != deadline:  # setting it costs trio a heap update
+                    handle.scope.deadline = deadline
         for batch_id, job_id in effects.cancels:
             log.info("job %d: cancel requested, cancelling its handler", job_id)
             self._stop_job(batch_id, job_id)
