@@ -107,9 +107,9 @@ def freeze(value: object) -> object:
     dataclasses are copied field by field; everything else there is immutable."""
     if isinstance(value, dict):
         return {key: freeze(item) for key, item in value.items()}
-    if isinstance(value, list | set):
-        return (type(value), *(freeze(item) for item in value))
-    if isinstance(value, BatchLease | JobLease):
+    if isinstance(value, (list, set)):
+        return (type(value), *map(freeze, value))
+    if isinstance(value, (BatchLease, JobLease)):
         return (type(value), *(freeze(getattr(value, f.name)) for f in fields(value)))
     return value
 
@@ -548,6 +548,10 @@ class GuardMachine(RuleBasedStateMachine):
         for batch in carried:
             assert batch.stop is None
             assert batch.next_due <= now
+            # A batch past its fence (or another deadline) is stopped, never renewed.
+            assert not expected_stop(
+                batch.lease_deadline, batch.duration_deadline, core.shutdown_at, now
+            )
         job_ids = [item.job_id for item in renewal.items]
         assert len(job_ids) == len(set(job_ids)), "I10: a job carried twice"
         pending = {j.job_id for batch in carried for j in batch.jobs.values() if j.pending}
