@@ -108,53 +108,26 @@ class BatchRunner:
     # -- one job ------------------------------------------------------------------------
 
     async def _attempt(self, handle: BatchHandle, job: Job, scope: trio.CancelScope) -> None:
-        """One job: ``scope`` is its own, or the batch scope itself in a batch of one."""
-        if self._transactions is not None:
-            await self._attempt_in_transaction(handle, job, scope, self._transactions)
-            return
-        ctx = JobContext(job, self._guard.lease(handle.batch_id, job.id), handle.scope, scope)
-        error: str | None = None
-        self._monitor.watch(job.id)
-        try:
-            with scope:
-                try:
-                    if self._config.on_job_claimed is not None:
-                        await self._config.on_job_claimed(job)  # under the scope; counts for D
-                    await self._call_handler(job, ctx)
-                except* Exception as group:
-                    error = describe(group)
-                    log.info("job %d attempt %d raised: %s", job.id, job.attempt, error)
-        finally:
-            self._monitor.unwatch()
-            outcome = self._decide(handle, job, error)
-            with trio.CancelScope(shield=True):
-                await self._settle(handle, job, outcome)
+        """One job: ``scope`` is its own, or the batch scope itself in a batch of one.
 
-    async def _attempt_in_transaction(
-        self,
-        handle: BatchHandle,
-        job: Job,
-        scope: trio.CancelScope,
-        transactions: TransactionalBackend,
-    ) -> None:
-        """One job of a transactional pool: as :meth:`_attempt`, its handler in a transaction.
-
-        The transaction is entered inside the scope but left only in :meth:`_settle`, after
-        the outcome is decided: committed with the ack, or rolled back before anything else
-        is written.
+        In transactional mode the handler's transaction is entered inside the scope but left
+        only in :meth:`_settle`, after the outcome is decided: committed with the ack, or
+        rolled back before anything else is written.
         """
         error: str | None = None
-        held = AsyncExitStack()
+        held = AsyncExitStack() if self._transactions is not None else None
         tx: JobTransaction | None = None
         self._monitor.watch(job.id)
         try:
             with scope:
                 try:
                     if self._config.on_job_claimed is not None:
-                        await self._config.on_job_claimed(job)
-                    tx = await held.enter_async_context(transactions.job_transaction())
+                        await self._config.on_job_claimed(job)  # under the scope; counts for D
+                    if self._transactions is not None and held is not None:
+                        tx = await held.enter_async_context(self._transactions.job_transaction())
                     lease = self._guard.lease(handle.batch_id, job.id)
-                    ctx = JobContext(job, lease, handle.scope, scope, tx.connection)
+                    connection = None if tx is None else tx.connection
+                    ctx = JobContext(job, lease, handle.scope, scope, connection)
                     await self._call_handler(job, ctx)
                 except* Exception as group:
                     error = describe(group)
@@ -166,7 +139,8 @@ class BatchRunner:
                 try:
                     await self._settle(handle, job, outcome, tx, held)
                 finally:
-                    await held.aclose()  # a no-op once _settle closed it
+                    if held is not None:
+                        await held.aclose()  # a no-op once _settle closed it
 
     async def _call_handler(self, job: Job, ctx: JobContext) -> None:
         if self._handler_is_async:

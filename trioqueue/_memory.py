@@ -226,7 +226,8 @@ class MemoryBackend:
 
     Create it with :func:`open_memory`. Besides the Backend protocol it offers the testing
     hooks :meth:`inject` (fault injection) and :meth:`lock_rows` / :meth:`unlock_rows`
-    (rows "locked by someone else", which a renewal reports as ``UNCHANGED``).
+    (rows "locked by someone else", which a renewal reports as ``UNCHANGED``) and
+    :meth:`expire` (a running job's lease runs out now).
     """
 
     supports_transactions: bool = False
@@ -508,6 +509,24 @@ class MemoryBackend:
 
     def unlock_rows(self, job_ids: Iterable[int]) -> None:
         self._locked.difference_update(job_ids)
+
+    def expire(self, job_id: int) -> None:
+        """Make a running job's lease expire now (one second ago), as if its worker died.
+
+        The PostgreSQL equivalent is ``UPDATE jobs SET not_visible_until = now() - interval
+        '1 second' WHERE id = ...``. The row stays ``running``: the next claim takes it again,
+        or dead-letters it when its attempts are used up or it was asked to cancel.
+
+        Raises:
+            UnknownJobError: no job has this id.
+            ValueError: the job is not running.
+        """
+        row = self._rows.get(job_id)
+        if row is None:
+            raise UnknownJobError(job_id)
+        if row.status != "running":
+            raise ValueError(f"job {job_id} is {row.status}, not running")
+        self._show_at(row, trio.current_time() - 1.0)  # pushes a live heap entry, due now
 
     # -- connections and faults ----------------------------------------------------------
 
