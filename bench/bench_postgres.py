@@ -31,7 +31,6 @@ Each measurement runs in a fresh schema ``trioqueue_bench_<hex>``, dropped after
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import math
 import os
@@ -39,8 +38,8 @@ import secrets
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,36 +48,13 @@ import trio
 import trio_asyncio
 
 import trioqueue
-from trioqueue._embedded import embedded_postgres
+from trioqueue._embedded import fast_commits, find_postgres
 
-LOCAL_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 QUEUE = "bench"
 ENQUEUE_CHUNK = 5000
 
 
 # -- the server and the schemas -----------------------------------------------------------
-
-
-async def _answers(dsn: str) -> bool:
-    try:
-        connection = await asyncpg.connect(dsn, timeout=3)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-        return False
-    await connection.close()
-    return True
-
-
-@contextmanager
-def find_server(dsn: str | None) -> Iterator[tuple[str, str]]:
-    """(DSN, where it came from): ``dsn``, ``$TRIOQUEUE_DSN``, local, else embedded."""
-    given = dsn or os.environ.get("TRIOQUEUE_DSN")
-    if given:
-        yield given, "given DSN"
-    elif asyncio.run(_answers(LOCAL_DSN)):
-        yield LOCAL_DSN, "local server 127.0.0.1:5432"
-    else:
-        with embedded_postgres() as embedded:
-            yield embedded, "embedded pgserver"
 
 
 @asynccontextmanager
@@ -103,13 +79,6 @@ async def fill(backend: trioqueue.PostgresBackend, jobs: int) -> None:
     """Enqueue ``jobs`` empty payloads."""
     for start in range(0, jobs, ENQUEUE_CHUNK):
         await backend.enqueue_many(QUEUE, [{}] * min(ENQUEUE_CHUNK, jobs - start))
-
-
-def fast_commits(dsn: str) -> str:
-    """``dsn`` with ``synchronous_commit=off`` (asyncpg passes it on as a server setting)."""
-    if "://" not in dsn or "synchronous_commit" in dsn:
-        return dsn
-    return dsn + ("&" if "?" in dsn else "?") + "synchronous_commit=off"
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
@@ -461,7 +430,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
-    with find_server(args.dsn) as (server, where):
+    with find_postgres(args.dsn or os.environ.get("TRIOQUEUE_DSN")) as (server, where):
         dsn = server if args.durable else fast_commits(server)
         commits = "durable commits" if args.durable else "synchronous_commit=off"
         print(

@@ -18,64 +18,28 @@ ahead on a thread as well was tried: on a 2-core machine it made the suite slowe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import queue
 import secrets
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import asyncpg
 import pytest
 
-#: Where a developer machine or CI usually has a server (NOTES.md).
-LOCAL_DSN = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-async def _answers(dsn: str) -> bool:
-    try:
-        connection = await asyncpg.connect(dsn, timeout=3)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-        return False
-    await connection.close()
-    return True
-
-
-def _embedded_server(data_dir: Path) -> Iterator[str]:
-    try:
-        from pgserver.postgres_server import get_server
-    except ImportError:
-        pytest.skip("no PostgreSQL: set TRIOQUEUE_TEST_DSN, run one on :5432, or install pgserver")
-    server = get_server(data_dir, cleanup_mode="stop")
-    try:
-        yield server.get_uri()
-    finally:
-        server.cleanup()
-
-
-def _fast_commits(dsn: str) -> str:
-    """``dsn`` with ``synchronous_commit=off`` (asyncpg passes unknown URI parameters on as
-    server settings). A keyword-style DSN is left as it is."""
-    if "://" not in dsn or "synchronous_commit" in dsn:
-        return dsn
-    return dsn + ("&" if "?" in dsn else "?") + "synchronous_commit=off"
-
-
-def _find_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    dsn = os.environ.get("TRIOQUEUE_TEST_DSN")
-    if dsn:
-        yield dsn
-    elif asyncio.run(_answers(LOCAL_DSN)):
-        yield LOCAL_DSN
-    else:
-        yield from _embedded_server(tmp_path_factory.mktemp("pgserver"))
+from trioqueue._embedded import EmbeddedPostgresError, fast_commits, find_postgres
 
 
 @pytest.fixture(scope="session")
-def postgres_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def postgres_dsn() -> Iterator[str]:
     """A DSN of a PostgreSQL server for the whole session."""
-    for dsn in _find_server(tmp_path_factory):
-        yield _fast_commits(dsn)
+    with contextlib.ExitStack() as stack:
+        try:
+            dsn, _ = stack.enter_context(find_postgres(os.environ.get("TRIOQUEUE_TEST_DSN")))
+        except EmbeddedPostgresError as exc:
+            pytest.skip(f"no PostgreSQL (set TRIOQUEUE_TEST_DSN or run one on :5432): {exc}")
+        yield fast_commits(dsn)
 
 
 class Janitor:

@@ -11,6 +11,7 @@ it before ``trio.run``, or from a worker thread.
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -18,7 +19,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["INSTALL_HINT", "EmbeddedPostgresError", "embedded_postgres"]
+import asyncpg
+
+__all__ = [
+    "INSTALL_HINT",
+    "LOCAL_DSN",
+    "EmbeddedPostgresError",
+    "embedded_postgres",
+    "fast_commits",
+    "find_postgres",
+]
+
+#: Where a developer machine or CI usually has a server (NOTES.md).
+LOCAL_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
 #: How to get the optional dependency.
 INSTALL_HINT = "pip install 'trioqueue[embedded]'"
@@ -59,6 +72,46 @@ def embedded_postgres() -> Iterator[str]:
             yield server.get_uri()
         finally:
             server.cleanup()
+
+
+@contextmanager
+def find_postgres(given: str | None = None) -> Iterator[tuple[str, str]]:
+    """A server to use, and where it came from: ``given`` if set; else the local server if
+    it answers; else an embedded one for the duration of the block.
+
+    Blocking (it may start a server): call it before ``trio.run``.
+
+    Raises:
+        EmbeddedPostgresError: no server was given or found, and none could be started.
+    """
+    if given:
+        yield given, "given DSN"
+    elif asyncio.run(_answers(LOCAL_DSN)):
+        yield LOCAL_DSN, "local server 127.0.0.1:5432"
+    else:
+        with embedded_postgres() as dsn:
+            yield dsn, "embedded pgserver"
+
+
+def fast_commits(dsn: str) -> str:
+    """``dsn`` with ``synchronous_commit=off``, for tests and benchmarks.
+
+    Durability is not under test there, and on a small machine a flushed commit costs
+    milliseconds that would dominate every number. asyncpg passes unknown URI parameters on
+    as server settings; a keyword-style DSN is left as it is.
+    """
+    if "://" not in dsn or "synchronous_commit" in dsn:
+        return dsn
+    return dsn + ("&" if "?" in dsn else "?") + "synchronous_commit=off"
+
+
+async def _answers(dsn: str) -> bool:
+    try:
+        connection = await asyncpg.connect(dsn, timeout=3)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+        return False
+    await connection.close()
+    return True
 
 
 def _import_pgserver() -> _GetServer:
