@@ -150,16 +150,15 @@ def test_cancel_a_waiting_job_and_an_unknown_one(run: Cli) -> None:
     assert run("cancel", "999999")[0] == 1
 
 
-def test_retry_without_a_backend_operation_is_a_clear_error(run: Cli) -> None:
+def test_retry_puts_a_failed_job_back(run: Cli) -> None:
     job_id = run("enqueue", "q", "{}")[1].strip()
     run("cancel", job_id)
-    code, out, err = run("retry", job_id)
-    if hasattr(trioqueue.PostgresBackend, "retry"):  # once the backend has the operation
-        assert (code, out) == (0, f"job {job_id}: back on its queue\n")
-        assert run.jobs()[0].status == "ready"
-    else:
-        assert code == 1
-        assert "cannot retry jobs yet" in err
+    code, out, _ = run("retry", job_id)
+    assert (code, out) == (0, f"job {job_id}: back on its queue\n")
+    assert run.jobs()[0].status == "ready"
+    code, _, err = run("retry", job_id)  # no longer failed
+    assert code == 1
+    assert "has not failed" in err
 
 
 def test_commands_on_a_schema_never_migrated_fail_cleanly(

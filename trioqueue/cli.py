@@ -471,16 +471,9 @@ def _run_retry(args: argparse.Namespace) -> int:
 
 
 async def retry(dsn: str, schema: str, job_id: int) -> bool:
-    """Put a failed job back on its queue; False when it is unknown or has not failed.
-
-    Needs the backend's ``retry(job_id) -> bool`` operation.
-    """
+    """Put a failed job back on its queue; False when it is unknown or has not failed."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        operation = getattr(backend, "retry", None)
-        if operation is None:
-            raise CliError("this version of trioqueue cannot retry jobs yet", EXIT_FAILED)
-        retried: bool = await operation(job_id)
-        return retried
+        return await backend.retry(job_id)
 
 
 # -- status and jobs ----------------------------------------------------------------------
