@@ -72,6 +72,10 @@ class Backend(Protocol):
 
     async def cancel(self, job_id: int) -> bool: ...
 
+    async def counts(self) -> dict[str, dict[JobStatus, int]]:
+        """Jobs per queue and state, as :class:`JobInfo` reports states."""
+        ...
+
     async def retry(self, job_id: int) -> bool:
         """Put a failed job back on its queue for one more attempt; False if not failed."""
         ...

@@ -488,6 +488,21 @@ class BackendConformance:
         assert await backend.cancel(10**9) is False
         assert (await backend.get_job(job_id)).status == "succeeded"
 
+    async def test_counts_per_queue_and_state(self, backend: Backend, clock: object) -> None:
+        assert await backend.counts() == {}
+        first = await backend.enqueue(Q, "a")
+        await backend.enqueue(Q, "b")
+        await backend.enqueue(Q, "c", delay=3600)
+        await backend.enqueue("other", "d")
+        claimed = await self._claim_one(backend)
+        assert claimed.job.id == first
+        await backend.ack([Ack(first, claimed.job.claim_seq)])
+        await backend.claim(Q, limit=1, worker_id=WORKER, visibility_timeout=60)
+        assert await backend.counts() == {
+            Q: {"succeeded": 1, "running": 1, "scheduled": 1},
+            "other": {"ready": 1},
+        }
+
     async def test_retry_puts_a_failed_job_back_for_one_more_attempt(
         self, backend: Backend, clock: object
     ) -> None:

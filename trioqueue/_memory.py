@@ -74,7 +74,7 @@ RowStatus = Literal["queued", "running", "succeeded", "failed"]
 NOTICE_BUFFER = 1000
 
 #: Operations counted in ``statistics().calls`` besides the fault-injectable ones.
-READ_OPERATIONS = ("get_job", "list_jobs", "retry")
+READ_OPERATIONS = ("get_job", "list_jobs", "counts", "retry")
 
 
 @asynccontextmanager
@@ -335,6 +335,19 @@ class MemoryBackend:
         """
         check_job_id(job_id)
         return await self._execute("cancel", lambda _: self._cancel_now(job_id))
+
+    async def counts(self) -> dict[str, dict[JobStatus, int]]:
+        """Jobs per queue and state (states with no jobs are left out)."""
+        return await self._execute("counts", lambda _: self._counts_now())
+
+    def _counts_now(self) -> dict[str, dict[JobStatus, int]]:
+        now = trio.current_time()
+        counts: dict[str, dict[JobStatus, int]] = {}
+        for row in self._rows.values():
+            per_state = counts.setdefault(row.queue, {})
+            state = self._public_status(row, now)
+            per_state[state] = per_state.get(state, 0) + 1
+        return counts
 
     async def retry(self, job_id: int) -> bool:
         """Put a failed job back on its queue for one more attempt.

@@ -49,8 +49,6 @@ EXIT_INTERRUPTED = 130
 #: The environment variable holding the DSN when ``--dsn`` is not given.
 DSN_ENV = "TRIOQUEUE_DSN"
 DEFAULT_SCHEMA = "trioqueue"
-#: ``list_jobs`` page size when ``status`` counts jobs without a counting operation.
-COUNT_PAGE = 10_000
 
 
 class CliError(Exception):
@@ -493,19 +491,10 @@ def _run_status(args: argparse.Namespace) -> int:
 
 
 async def count_jobs(dsn: str, schema: str) -> dict[str, collections.Counter[str]]:
-    """Jobs per queue and state.
-
-    Reads every job page by page through ``list_jobs`` (the backend has no counting
-    operation yet), so it takes a while on a table of millions of rows.
-    """
-    counts: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    """Jobs per queue and state, counted by the database."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        offset = 0
-        while page := await backend.list_jobs(limit=COUNT_PAGE, offset=offset):
-            for info in page:
-                counts[info.queue][info.status] += 1
-            offset += len(page)
-    return dict(counts)
+        counts = await backend.counts()
+    return {queue: collections.Counter(per_state) for queue, per_state in counts.items()}
 
 
 def status_table(counts: dict[str, collections.Counter[str]]) -> list[str]:

@@ -89,7 +89,7 @@ DEFAULT_MAX_CONNECTIONS = 10
 NOTICE_BUFFER = 1000
 
 #: Operations counted in ``statistics().calls`` besides the protocol's writes.
-READ_OPERATIONS = ("get_job", "list_jobs", "migrate", "prune", "retry")
+READ_OPERATIONS = ("get_job", "list_jobs", "counts", "migrate", "prune", "retry")
 
 # Column ranges. The shared validation accepts any int; the columns are integer/bigint.
 _INT32 = 2**31 - 1
@@ -451,6 +451,14 @@ class PostgresBackend:
             "list_jobs", _fetch, self._sql["list_jobs"], queue, status, limit, min(offset, _INT64)
         )
         return [_job_info(row) for row in rows]
+
+    async def counts(self) -> dict[str, dict[JobStatus, int]]:
+        """Jobs per queue and state (states with no jobs are left out)."""
+        rows = await self._driver.run("counts", _fetch, self._sql["counts"])
+        counts: dict[str, dict[JobStatus, int]] = {}
+        for row in rows:
+            counts.setdefault(row["queue"], {})[row["state"]] = row["n"]
+        return counts
 
     def statistics(self) -> BackendStatistics:
         driver = self._driver

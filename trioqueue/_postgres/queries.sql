@@ -135,6 +135,19 @@ WHERE $2::text IS NULL OR info.state = $2::text
 ORDER BY info.id
 LIMIT $3::bigint OFFSET $4::bigint;
 
+-- name: counts
+-- Jobs per queue and state, the state derived as list_jobs derives it.
+SELECT j.queue,
+       CASE
+           WHEN j.status IN ('succeeded', 'failed') THEN j.status
+           WHEN j.status = 'running' AND j.not_visible_until > now() THEN 'running'
+           WHEN j.not_visible_until > now() THEN 'scheduled'
+           ELSE 'ready'
+       END AS state,
+       count(*) AS n
+FROM {schema}.jobs AS j
+GROUP BY 1, 2;
+
 -- name: claim
 -- One statement: dead-letter the queue's expired leases that must not run again (a cancel
 -- flag, or the final attempt used up), then lease up to $2 claimable rows, priority DESC
