@@ -85,7 +85,7 @@ class _Pool:
 
     async def run(self, task_status: trio.TaskStatus[None]) -> None:
         self._log_start()
-        trio.lowlevel.add_instrument(self.monitor)
+        self.monitor.install()
         try:
             async with trio.open_nursery() as nursery:
                 batches = await nursery.start(self.serve)
@@ -94,7 +94,7 @@ class _Pool:
                 finally:
                     self.stop()
         finally:
-            trio.lowlevel.remove_instrument(self.monitor)
+            self.monitor.uninstall()
             log.info("worker pool %s stopped", self.worker_id)
 
     def stop(self) -> None:
