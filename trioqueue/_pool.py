@@ -136,7 +136,7 @@ class _Pool:
                 self.slots.release()
                 failures += 1
                 log.warning("claim failed (%d in a row): %r", failures, exc)
-                await trio.sleep(min(self.config.poll_interval, 0.1 * 2**failures))
+                await trio.sleep(self._pause_after(failures))
                 continue
             failures = 0
             if not claimed:
@@ -175,7 +175,11 @@ class _Pool:
             if task_status is not trio.TASK_STATUS_IGNORED:
                 task_status.started()  # polling still works without notices
                 task_status = trio.TASK_STATUS_IGNORED
-            await trio.sleep(min(self.config.poll_interval, 0.1 * 2**failures))
+            await trio.sleep(self._pause_after(failures))
+
+    def _pause_after(self, failures: int) -> float:
+        """Back off after consecutive failures: 0.2 s, 0.4 s, ... up to ``poll_interval``."""
+        return min(self.config.poll_interval, 0.1 * 2.0 ** min(failures, 30))
 
     def _log_start(self) -> None:
         t, c = self.timing, self.config
