@@ -488,6 +488,16 @@ class BackendConformance:
         assert await backend.cancel(10**9) is False
         assert (await backend.get_job(job_id)).status == "succeeded"
 
+    async def test_renewal_naming_a_job_twice_is_refused(
+        self, backend: Backend, clock: object
+    ) -> None:
+        job_id = await backend.enqueue(Q, "x")
+        seq = (await self._claim_one(backend)).job.claim_seq
+        twice = [RenewItem(job_id, seq, 0.5), RenewItem(job_id, seq, None)]
+        with pytest.raises(ValueError, match="more than once"):
+            await backend.renew(twice, visibility_timeout=60)
+        assert (await backend.get_job(job_id)).progress is None  # nothing renewed
+
     async def test_counts_per_queue_and_state(self, backend: Backend, clock: object) -> None:
         assert await backend.counts() == {}
         first = await backend.enqueue(Q, "a")

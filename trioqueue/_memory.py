@@ -59,6 +59,7 @@ from trioqueue._validation import (
     check_job_id,
     check_list_jobs,
     check_queue,
+    check_renew_items,
     check_retry_delay,
     check_timeout,
     decode_payload,
@@ -441,7 +442,7 @@ class MemoryBackend:
     ) -> Mapping[int, Verdict]:
         """Renew every item in one statement, storing progress; one verdict per job."""
         check_timeout("visibility_timeout", visibility_timeout)
-        items = tuple(items)
+        items = check_renew_items(items)
 
         def effect(fault: Fault | None) -> dict[int, Verdict]:
             omitted = fault.job_ids if isinstance(fault, OmitFault) else frozenset()

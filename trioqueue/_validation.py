@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trioqueue._core.guard import RenewItem
 from trioqueue._types import JOB_STATUSES, JobStatus
 
 #: Longest queue name, in characters.
@@ -128,6 +129,21 @@ def check_claim(
     if not isinstance(worker_id, str):
         raise TypeError(f"worker_id must be a str, not {type(worker_id).__name__}")
     check_timeout("visibility_timeout", visibility_timeout)
+
+
+def check_renew_items(items: Iterable[RenewItem]) -> tuple[RenewItem, ...]:
+    """A renewal names each job once: it answers one verdict per job.
+
+    Raises:
+        ValueError: a job is named twice (nothing is renewed).
+    """
+    items = tuple(items)
+    seen: set[int] = set()
+    for item in items:
+        if item.job_id in seen:
+            raise ValueError(f"a renewal names job {item.job_id} more than once")
+        seen.add(item.job_id)
+    return items
 
 
 def check_timeout(name: str, value: object) -> float:

@@ -75,6 +75,7 @@ from trioqueue._validation import (
     check_job_id,
     check_list_jobs,
     check_queue,
+    check_renew_items,
     check_retry_delay,
     check_timeout,
     decode_payload,
@@ -516,7 +517,7 @@ class PostgresBackend:
         """
         check_timeout("visibility_timeout", visibility_timeout)
         lease = _check_seconds("visibility_timeout", visibility_timeout)
-        items = tuple(items)
+        items = check_renew_items(items)
         if not items:
             await trio.lowlevel.checkpoint()
             return {}

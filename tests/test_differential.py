@@ -1,0 +1,389 @@
+"""Differential test: the memory backend and the PostgreSQL backend, step by step.
+
+Each hypothesis example opens a fresh memory backend and a PostgreSQL backend on a fresh
+schema, draws a sequence of operations (enqueue, enqueue_many, claim, renew, ack, fail,
+release, cancel, retry, expire, and bad input), runs each one against both backends, and
+compares every answer and, after every step, a normalised view of every job.
+
+Both run on trio's real clock with a long lease (``V``), so no lease runs out by itself
+during an example: only the ``expire`` step ends one, with the memory backend's
+:meth:`~trioqueue._memory.MemoryBackend.expire` hook and the equivalent SQL on PostgreSQL.
+
+What is not compared, on purpose:
+
+* Job ids as numbers: PostgreSQL's come from a sequence, which an enqueue that meets a dedup
+  key's duplicate (``ON CONFLICT DO NOTHING``) still advances, so its ids have gaps where
+  the memory backend's do not. Ids are opaque; the test maps each memory id to the
+  PostgreSQL id enqueued in its place (in order), and compares everything in memory ids.
+* ``lease_until`` of claims, and ``created_at`` / ``finished_at`` of jobs beyond whether
+  ``finished_at`` is set: the backends' clocks differ (trio time vs. the database's).
+* Payloads are JSON without floats: ``jsonb`` normalises numbers (``1e300`` comes back as
+  an int, ``1.0`` may lose its type), a documented and accepted difference. Dict key order
+  is normalised by ``jsonb`` too, and is ignored since payloads are compared with ``==``.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import trio
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from trioqueue._core.guard import RenewItem
+from trioqueue._memory import MemoryBackend, open_memory
+from trioqueue._postgres import PostgresBackend, open_postgres
+from trioqueue._types import Ack, Claimed, Failure, JobInfo, Release
+
+from .conftest import Janitor
+
+pytestmark = pytest.mark.postgres
+
+QUEUES = ("a", "b")
+#: Leases long enough that none runs out by itself during an example.
+V = 60.0
+STEPS = 30
+#: Added to an id no job has, to name no PostgreSQL job either.
+UNKNOWN_OFFSET = 10**12
+
+# Small JSON without floats (see the module docstring). Text avoids NUL, which both refuse.
+json_text = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=6)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | json_text,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(json_text, children, max_size=3)
+    ),
+    max_leaves=6,
+)
+priorities = st.integers(-2, 2)
+max_attempts = st.integers(1, 3)
+delays = st.sampled_from([None, None, None, 0, 0.0, 3600])
+dedup_keys = st.none() | st.none() | st.none() | st.sampled_from(["k1", "k2"])
+#: Progress values as the runtime might send them: valid, None, and invalid ones a backend
+#: must filter out (never store).
+progresses = st.sampled_from(
+    [None, None, 0.0, 0.25, 1.0, 0.5, -0.1, 1.5, math.nan, math.inf, -math.inf]
+)
+retry_delays = st.sampled_from([None, 0, 0.0])
+
+
+def normalised(job: JobInfo, id_of: Callable[[int], int]) -> tuple[Any, ...]:
+    """A job as compared across backends: everything but the clock readings."""
+    return (
+        id_of(job.id),
+        job.queue,
+        job.payload,
+        job.status,
+        job.attempts,
+        job.max_attempts,
+        job.priority,
+        job.progress,
+        job.last_error,
+        job.finished_at is None,
+    )
+
+
+def view(result: Any, id_of: Callable[[int], int]) -> Any:
+    """An answer with its job ids in memory ids; claims without their ``lease_until``."""
+    if isinstance(result, list) and result and isinstance(result[0], Claimed):
+        return [
+            (
+                id_of(c.job.id),
+                c.job.queue,
+                c.job.payload,
+                c.job.attempt,
+                c.job.max_attempts,
+                c.job.claim_seq,
+            )
+            for c in result
+        ]
+    if isinstance(result, dict):  # renewal verdicts
+        return {id_of(job_id): verdict for job_id, verdict in result.items()}
+    if result and isinstance(result, list) and type(result[0]) is int:  # enqueue_many's ids
+        return [id_of(job_id) for job_id in result]
+    if isinstance(result, int) and not isinstance(result, bool):  # enqueue's id
+        return id_of(result)
+    return result
+
+
+async def outcome(call: Callable[[], Awaitable[Any]]) -> tuple[str, Any]:
+    """``("ok", result)`` or ``("raised", exception type)``."""
+    try:
+        return ("ok", await call())
+    except Exception as exc:
+        return ("raised", type(exc))
+
+
+async def expire_postgres(backend: PostgresBackend, job_id: int) -> None:
+    async with backend.acquire() as connection:
+        status = await connection.fetchval(
+            f'UPDATE "{backend.schema}".jobs SET not_visible_until = now() - interval '
+            f"'1 second' WHERE id = $1 AND status = 'running' RETURNING status",
+            job_id,
+        )
+    assert status == "running", f"job {job_id} is not running in PostgreSQL"
+
+
+class Differential:
+    """Runs each operation on both backends and asserts they agree."""
+
+    def __init__(self, memory: MemoryBackend, postgres: PostgresBackend, data: st.DataObject):
+        self.memory = memory
+        self.postgres = postgres
+        self.data = data
+        self.jobs = 0  # ids 1..jobs exist (both backends number from 1)
+        self.pairs: list[tuple[int, int]] = []  # every (id, claim_seq) ever claimed
+        self.running: list[int] = []  # ids whose row status is "running"
+        self.failed: list[int] = []
+        self.log: list[str] = []
+        self.postgres_ids: dict[int, int] = {}  # memory id -> PostgreSQL id
+        self.memory_ids: dict[int, int] = {}  # PostgreSQL id -> memory id
+
+    def draw(self, strategy: st.SearchStrategy[Any], label: str) -> Any:
+        return self.data.draw(strategy, label=label)
+
+    def to_postgres(self, job_id: int) -> int:
+        """The PostgreSQL id of the job with memory id ``job_id``; an unknown id stays unknown."""
+        if job_id in self.postgres_ids:
+            return self.postgres_ids[job_id]
+        return job_id + UNKNOWN_OFFSET if 0 < job_id < 2**62 else job_id
+
+    def to_memory(self, job_id: int) -> int:
+        """The inverse of :meth:`to_postgres`."""
+        if job_id in self.memory_ids:
+            return self.memory_ids[job_id]
+        return (
+            job_id - UNKNOWN_OFFSET if UNKNOWN_OFFSET < job_id < 2**62 + UNKNOWN_OFFSET else job_id
+        )
+
+    async def both(
+        self, name: str, call: Callable[[Any, Callable[[int], int]], Awaitable[Any]]
+    ) -> Any:
+        """Call ``call(backend, id_of)`` on both backends; assert the outcomes agree.
+
+        ``id_of`` turns a memory id into the backend's id; answers are compared in memory
+        ids. Returns the memory backend's answer (claims as :func:`claimed_view`).
+        """
+        self.log.append(name)
+        expected = await outcome(lambda: call(self.memory, lambda i: i))
+        actual = await outcome(lambda: call(self.postgres, self.to_postgres))
+        if name.startswith("enqueue") and expected[0] == actual[0] == "ok":
+            # Map new ids in order (see the module docstring: PostgreSQL's ids have gaps).
+            ids = expected[1] if isinstance(expected[1], list) else [expected[1]]
+            pg_ids = actual[1] if isinstance(actual[1], list) else [actual[1]]
+            for memory_id, postgres_id in zip(ids, pg_ids, strict=False):
+                if memory_id not in self.postgres_ids and postgres_id not in self.memory_ids:
+                    self.postgres_ids[memory_id] = postgres_id
+                    self.memory_ids[postgres_id] = memory_id
+        expected = (expected[0], view(expected[1], lambda i: i))
+        actual = (actual[0], view(actual[1], self.to_memory))
+        assert actual == expected, f"{name}: memory {expected!r}, postgres {actual!r}"
+        return expected[1]
+
+    async def compare_jobs(self) -> None:
+        memory = [normalised(job, lambda i: i) for job in await self.memory.list_jobs(limit=10_000)]
+        postgres = [
+            normalised(job, self.to_memory) for job in await self.postgres.list_jobs(limit=10_000)
+        ]
+        assert postgres == memory, "job views differ after: " + " | ".join(self.log)
+        for job in memory:  # what the example reached (--hypothesis-show-statistics)
+            event(f"reached: {job[3]}, last_error={job[8]!r}")
+        self.jobs = len(memory)
+        self.running = [job[0] for job in memory if job[3] == "running"]
+        self.failed = [job[0] for job in memory if job[3] == "failed"]
+
+    def some_id(self) -> int:
+        known = list(range(1, self.jobs + 1))
+        unknown = [self.jobs + 1, self.jobs + 7, 0, -3, 2**70]
+        return self.draw(
+            st.sampled_from(known + unknown) if known else st.sampled_from(unknown), "id"
+        )
+
+    def some_pairs(self, max_size: int) -> list[tuple[int, int]]:
+        if not self.pairs:
+            return []
+        # Mostly recent claims (likely still current), also old (stale) ones and made-up ones.
+        pair = (
+            st.sampled_from(self.pairs[-4:])
+            | st.sampled_from(self.pairs)
+            | st.tuples(st.integers(1, self.jobs + 2), st.integers(0, 4))
+        )
+        return self.draw(st.lists(pair, max_size=max_size), "pairs")
+
+    # -- operations --------------------------------------------------------------------------
+
+    async def enqueue(self) -> None:
+        queue = self.draw(st.sampled_from(QUEUES), "queue")
+        payload = self.draw(json_values, "payload")
+        options = {
+            "priority": self.draw(priorities, "priority"),
+            "delay": self.draw(delays, "delay"),
+            "max_attempts": self.draw(max_attempts, "max_attempts"),
+            "dedup_key": self.draw(dedup_keys, "dedup_key"),
+        }
+        await self.both(
+            f"enqueue({queue!r}, {payload!r}, {options})",
+            lambda b, _: b.enqueue(queue, payload, **options),
+        )
+
+    async def enqueue_many(self) -> None:
+        queue = self.draw(st.sampled_from(QUEUES), "queue")
+        payloads = self.draw(st.lists(json_values, max_size=3), "payloads")
+        options = {
+            "priority": self.draw(priorities, "priority"),
+            "delay": self.draw(delays, "delay"),
+            "max_attempts": self.draw(max_attempts, "max_attempts"),
+            # With several payloads a dedup key is an error, on both.
+            "dedup_key": self.draw(dedup_keys, "dedup_key"),
+        }
+        await self.both(
+            f"enqueue_many({queue!r}, {payloads!r}, {options})",
+            lambda b, _: b.enqueue_many(queue, payloads, **options),
+        )
+
+    async def claim(self) -> None:
+        queue = self.draw(st.sampled_from(QUEUES), "queue")
+        limit = self.draw(st.integers(1, 3), "limit")
+        claims = await self.both(
+            f"claim({queue!r}, limit={limit})",
+            lambda b, _: b.claim(queue, limit=limit, worker_id="w", visibility_timeout=V),
+        )
+        for job_id, *_, claim_seq in claims:
+            self.pairs.append((job_id, claim_seq))
+
+    async def renew(self) -> None:
+        # One item per job: with the same job twice in one renewal the backends disagree
+        # (PostgreSQL's UPDATE ... FROM applies one of the duplicates, not predictably
+        # which; memory applies each in turn). The guard never sends duplicates.
+        pairs = list({job_id: (job_id, seq) for job_id, seq in self.some_pairs(4)}.values())
+        items = [RenewItem(i, s, self.draw(progresses, "progress")) for i, s in pairs]
+        await self.both(
+            f"renew({items})",
+            lambda b, id_of: b.renew(
+                [RenewItem(id_of(i.job_id), i.claim_seq, i.progress) for i in items],
+                visibility_timeout=V,
+            ),
+        )
+
+    async def ack(self) -> None:
+        items = [Ack(i, s, self.draw(progresses, "progress")) for i, s in self.some_pairs(3)]
+        await self.both(
+            f"ack({items})",
+            lambda b, id_of: b.ack([replace(i, job_id=id_of(i.job_id)) for i in items]),
+        )
+
+    async def fail(self) -> None:
+        items = [
+            Failure(
+                i,
+                s,
+                "boom",
+                self.draw(retry_delays, "retry_delay"),
+                self.draw(progresses, "progress"),
+            )
+            for i, s in self.some_pairs(3)
+        ]
+        await self.both(
+            f"fail({items})",
+            lambda b, id_of: b.fail([replace(i, job_id=id_of(i.job_id)) for i in items]),
+        )
+
+    async def release(self) -> None:
+        items = [Release(i, s, self.draw(progresses, "progress")) for i, s in self.some_pairs(3)]
+        await self.both(
+            f"release({items})",
+            lambda b, id_of: b.release([replace(i, job_id=id_of(i.job_id)) for i in items]),
+        )
+
+    async def cancel(self) -> None:
+        if self.running and self.draw(st.booleans(), "cancel a running job"):
+            job_id = self.draw(st.sampled_from(self.running), "id")
+        else:
+            job_id = self.some_id()
+        await self.both(f"cancel({job_id})", lambda b, id_of: b.cancel(id_of(job_id)))
+
+    async def retry(self) -> None:
+        job_id = self.draw(st.sampled_from(self.failed), "id") if self.failed else self.some_id()
+        await self.both(f"retry({job_id})", lambda b, id_of: b.retry(id_of(job_id)))
+
+    async def expire(self) -> None:
+        if not self.running:
+            return
+        job_id = self.draw(st.sampled_from(self.running), "id")
+        self.log.append(f"expire({job_id})")
+        self.memory.expire(job_id)
+        await expire_postgres(self.postgres, self.to_postgres(job_id))
+
+    async def bad_input(self) -> None:
+        calls: dict[str, Callable[[Any, Callable[[int], int]], Awaitable[Any]]] = {
+            "enqueue(max_attempts=0)": lambda b, _: b.enqueue("a", 1, max_attempts=0),
+            "enqueue(payload={1})": lambda b, _: b.enqueue("a", {1}),
+            "enqueue(payload='\\x00')": lambda b, _: b.enqueue("a", "\x00"),
+            "enqueue(queue='')": lambda b, _: b.enqueue("", 1),
+            "enqueue(delay=-1)": lambda b, _: b.enqueue("a", 1, delay=-1),
+            "enqueue_many(dedup_key, 2 payloads)": lambda b, _: b.enqueue_many(
+                "a", [1, 2], dedup_key="k1"
+            ),
+            "claim(limit=0)": lambda b, _: b.claim(
+                "a", limit=0, worker_id="w", visibility_timeout=V
+            ),
+            "claim(visibility_timeout=0)": lambda b, _: b.claim(
+                "a", limit=1, worker_id="w", visibility_timeout=0
+            ),
+            "cancel('1')": lambda b, _: b.cancel("1"),
+            "retry(1.0)": lambda b, _: b.retry(1.0),
+            "get_job(unknown)": lambda b, id_of: b.get_job(id_of(self.jobs + 1)),
+            "fail(retry_delay=-1)": lambda b, _: b.fail([Failure(1, 1, "x", -1)]),
+            "renew(visibility_timeout=-1)": lambda b, _: b.renew(
+                [RenewItem(1, 1, None)], visibility_timeout=-1
+            ),
+        }
+        name = self.draw(st.sampled_from(sorted(calls)), "bad input")
+        await self.both(name, calls[name])
+
+    async def step(self) -> None:
+        operations = [
+            (self.enqueue, 4),
+            (self.enqueue_many, 2),
+            (self.claim, 5),
+            (self.renew, 2),
+            (self.ack, 2),
+            (self.fail, 2),
+            (self.release, 1),
+            (self.cancel, 2),
+            (self.retry, 1),
+            (self.expire, 2),
+            (self.bad_input, 1),
+        ]
+        weighted = [op for op, weight in operations for _ in range(weight)]
+        operation = self.draw(st.sampled_from(weighted), "operation")
+        await operation()
+        await self.compare_jobs()
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data())
+async def test_memory_and_postgres_backends_agree(
+    data: st.DataObject, postgres_dsn: str, postgres_janitor: Janitor
+) -> None:
+    schema = f"tq_diff_{secrets.token_hex(6)}"
+    try:
+        async with open_memory() as memory, open_postgres(postgres_dsn, schema=schema) as pg:
+            await pg.migrate()
+            started = trio.current_time()
+            differential = Differential(memory, pg, data)
+            for _ in range(STEPS):
+                await differential.step()
+            # No lease ran out by itself: the example stayed well inside V.
+            assert trio.current_time() - started < V / 2
+    finally:
+        postgres_janitor.drop(schema)
