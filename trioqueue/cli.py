@@ -28,7 +28,7 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO, TypeAlias
 
@@ -442,16 +442,10 @@ def _add_cancel(commands: Subparsers) -> None:
 
 
 def _run_cancel(args: argparse.Namespace) -> int:
-    if not run_on_database(args, cancel, args.job_id):
-        raise CliError(f"job {args.job_id} is unknown or already finished", EXIT_FAILED)
-    print(f"job {args.job_id}: cancel requested")
-    return 0
-
-
-async def cancel(dsn: str, schema: str, job_id: int) -> bool:
-    """Cancel a job; False when it is unknown or finished."""
-    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        return await backend.cancel(job_id)
+    return _on_job(
+        args, trioqueue.PostgresBackend.cancel, "cancel requested",
+        refused="is unknown or already finished",
+    )  # fmt: skip
 
 
 def _add_retry(commands: Subparsers) -> None:
@@ -462,16 +456,26 @@ def _add_retry(commands: Subparsers) -> None:
 
 
 def _run_retry(args: argparse.Namespace) -> int:
-    if not run_on_database(args, retry, args.job_id):
-        raise CliError(f"job {args.job_id} is unknown or has not failed", EXIT_FAILED)
-    print(f"job {args.job_id}: back on its queue")
+    return _on_job(
+        args, trioqueue.PostgresBackend.retry, "back on its queue",
+        refused="is unknown or has not failed",
+    )  # fmt: skip
+
+
+JobOperation = Callable[[trioqueue.PostgresBackend, int], Awaitable[bool]]
+
+
+def _on_job(args: argparse.Namespace, operation: JobOperation, done: str, *, refused: str) -> int:
+    """Run ``operation(backend, job_id)``; a False answer is an error saying ``refused``."""
+    if not run_on_database(args, _job_operation, operation, args.job_id):
+        raise CliError(f"job {args.job_id} {refused}", EXIT_FAILED)
+    print(f"job {args.job_id}: {done}")
     return 0
 
 
-async def retry(dsn: str, schema: str, job_id: int) -> bool:
-    """Put a failed job back on its queue; False when it is unknown or has not failed."""
+async def _job_operation(dsn: str, schema: str, operation: JobOperation, job_id: int) -> bool:
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        return await backend.retry(job_id)
+        return await operation(backend, job_id)
 
 
 # -- status and jobs ----------------------------------------------------------------------

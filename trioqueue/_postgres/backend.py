@@ -528,8 +528,7 @@ class PostgresBackend:
             "renew",
             _fetch,
             self._sql["renew"],
-            _ints(item.job_id for item in items),
-            _ints(item.claim_seq for item in items),
+            *_fences(items),
             _progress(items),
             lease,
         )
@@ -539,13 +538,7 @@ class PostgresBackend:
     async def ack(self, items: Sequence[Ack]) -> list[bool]:
         """Mark attempts succeeded. Fenced: True for each item that was applied."""
         items = tuple(items)
-        return await self._fenced_write(
-            "ack",
-            items,
-            _ints(item.job_id for item in items),
-            _ints(item.claim_seq for item in items),
-            _progress(items),
-        )
+        return await self._fenced_write("ack", items, *_fences(items), _progress(items))
 
     async def fail(self, items: Sequence[Failure]) -> list[bool]:
         """Record failed attempts. Fenced: True for each item that was applied.
@@ -563,8 +556,7 @@ class PostgresBackend:
         return await self._fenced_write(
             "fail",
             items,
-            _ints(item.job_id for item in items),
-            _ints(item.claim_seq for item in items),
+            *_fences(items),
             [_storable_text(item.error) for item in items],
             _floats(delays),
             _progress(items),
@@ -573,13 +565,7 @@ class PostgresBackend:
     async def release(self, items: Sequence[Release]) -> list[bool]:
         """Give attempts back uncharged. Fenced: True for each item that was applied."""
         items = tuple(items)
-        return await self._fenced_write(
-            "release",
-            items,
-            _ints(item.job_id for item in items),
-            _ints(item.claim_seq for item in items),
-            _progress(items),
-        )
+        return await self._fenced_write("release", items, *_fences(items), _progress(items))
 
     async def _fenced_write(
         self, op: str, items: Sequence[object], *arrays: list[Any]
@@ -733,6 +719,11 @@ def _ints(values: Iterable[int]) -> list[str]:
     """Ids or claim_seqs as a text[] parameter (see queries.sql). A value out of bigint range
     names no row, so 0, which names none either, stands in for it."""
     return [str(value) if _is_bigint(value) else "0" for value in values]
+
+
+def _fences(items: Sequence[RenewItem | Ack | Failure | Release]) -> tuple[list[str], list[str]]:
+    """The ``(id, claim_seq)`` arrays every fenced statement starts with."""
+    return _ints(item.job_id for item in items), _ints(item.claim_seq for item in items)
 
 
 def _progress(items: Iterable[RenewItem | Ack | Failure | Release]) -> list[str | None]:
