@@ -220,27 +220,24 @@ class Differential:
     async def enqueue(self) -> None:
         queue = self.draw(st.sampled_from(QUEUES), "queue")
         payload = self.draw(json_values, "payload")
-        options = {
-            "priority": self.draw(priorities, "priority"),
-            "delay": self.draw(delays, "delay"),
-            "max_attempts": self.draw(max_attempts, "max_attempts"),
-            "dedup_key": self.draw(dedup_keys, "dedup_key"),
-        }
+        options = self.enqueue_options()
         await self.both(
             f"enqueue({queue!r}, {payload!r}, {options})",
             lambda b, _: b.enqueue(queue, payload, **options),
         )
 
-    async def enqueue_many(self) -> None:
-        queue = self.draw(st.sampled_from(QUEUES), "queue")
-        payloads = self.draw(st.lists(json_values, max_size=3), "payloads")
-        options = {
+    def enqueue_options(self) -> dict[str, Any]:
+        return {
             "priority": self.draw(priorities, "priority"),
             "delay": self.draw(delays, "delay"),
             "max_attempts": self.draw(max_attempts, "max_attempts"),
-            # With several payloads a dedup key is an error, on both.
             "dedup_key": self.draw(dedup_keys, "dedup_key"),
         }
+
+    async def enqueue_many(self) -> None:
+        queue = self.draw(st.sampled_from(QUEUES), "queue")
+        payloads = self.draw(st.lists(json_values, max_size=3), "payloads")
+        options = self.enqueue_options()  # with several payloads a dedup key is an error
         await self.both(
             f"enqueue_many({queue!r}, {payloads!r}, {options})",
             lambda b, _: b.enqueue_many(queue, payloads, **options),
