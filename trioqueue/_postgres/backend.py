@@ -97,6 +97,12 @@ _INT32 = 2**31 - 1
 _INT64 = 2**63 - 1
 #: Longest delay, retry delay or lease (seconds): about a century keeps timestamps in range.
 MAX_SECONDS = 100 * 365.25 * 86400
+#: Renewals of up to this many jobs run on PostgreSQL's cached (generic) plan of the
+#: prepared statement, which saves planning the statement anew each time (planning took as
+#: long as running it, for ten jobs). A generic plan cannot know how many jobs the arrays
+#: hold and joins them as if they were few: for 10,000 jobs it was measured 45x slower (26 s
+#: instead of 0.56 s), so larger renewals ask for a plan made for their arguments.
+_GENERIC_PLAN_ITEMS = 100
 #: Enough jobs for any claim; larger limits are clamped to it.
 _MAX_CLAIM = 2**31 - 1
 
@@ -526,7 +532,7 @@ class PostgresBackend:
         items = tuple(item for item in items if item.job_id not in verdicts)
         rows = await self._driver.run(
             "renew",
-            _fetch,
+            _fetch if len(items) <= _GENERIC_PLAN_ITEMS else _fetch_planned_for_arguments,
             self._sql["renew"],
             *_fences(items),
             _progress(items),
@@ -681,6 +687,18 @@ class _NoticeParser:
 
 async def _fetch(connection: Any, query: str, *args: Any) -> list[Any]:
     rows: list[Any] = await connection.fetch(query, *args)
+    return rows
+
+
+async def _fetch_planned_for_arguments(connection: Any, query: str, *args: Any) -> list[Any]:
+    """``_fetch`` with a plan made for these very arguments (see ``_GENERIC_PLAN_ITEMS``).
+
+    ``SET LOCAL`` needs a transaction: two more round trips, which a statement this large
+    does not notice.
+    """
+    async with connection.transaction():
+        await connection.execute("SET LOCAL plan_cache_mode = force_custom_plan")
+        rows: list[Any] = await connection.fetch(query, *args)
     return rows
 
 

@@ -42,6 +42,7 @@ import trio
 import trio_asyncio
 
 from trioqueue._errors import BackendError
+from trioqueue._postgres.pool import ConnectionPool, PooledConnection
 
 __all__ = ["Driver", "Listener", "PgConnection", "open_driver"]
 
@@ -75,11 +76,6 @@ async def open_driver(
         BackendError: the database cannot be reached.
     """
     settings = {} if "application_name" in dsn else {"application_name": application_name[:63]}
-    # asyncpg prepares every statement; after five runs PostgreSQL may switch a prepared
-    # statement to a generic plan, which for the unnest()-driven renewal of thousands of
-    # jobs was measured 20x slower (1.4 s -> 28 s for 10,000 jobs). Custom plans only.
-    if "plan_cache_mode" not in dsn:
-        settings["plan_cache_mode"] = "force_custom_plan"
     try:
         async with trio_asyncio.open_loop() as loop:
             driver = Driver(loop, dsn, max_connections, settings)
@@ -129,7 +125,7 @@ class Driver:
         self._dsn = dsn
         self._server_settings = server_settings
         self._max_connections = max_connections
-        self._pool: Any = None
+        self._pool: ConnectionPool | None = None
         self._in_use = 0
         self._peak = 0
         self._listeners = 0
@@ -190,41 +186,50 @@ class Driver:
         **kwargs: P.kwargs,
     ) -> T:
         connection = await self._acquire()
+        failed = True
         try:
             if op is not None:
                 self.calls[op] += 1
-            return await fn(connection, *args, **kwargs)
+            result = await fn(connection, *args, **kwargs)
+            failed = False
+            return result
         except asyncpg.InternalClientError:
             connection.terminate()  # its protocol state is broken: never reuse it
             raise
         finally:
-            await self._release(connection)
+            await self._release(connection, failed=failed)
 
-    async def _acquire(self) -> Any:
+    async def _acquire(self, *, lend: bool = False) -> Any:
+        assert self._pool is not None, "the driver is not open"
         connection = await self._pool.acquire()
+        if lend:
+            connection.mark_dirty()  # code outside the driver may change its session
         self._in_use += 1
         self._peak = max(self._peak, self._in_use)
         return connection
 
-    async def _release(self, connection: Any, give_up_after: float | None = None) -> None:
+    async def _release(
+        self, connection: Any, *, failed: bool = False, give_up_after: float | None = None
+    ) -> None:
         # Without a timeout, a connection whose statement is being cancelled stays checked
         # out until the server confirms (PROTOCOL.md §6: a wedged call keeps its connection).
+        assert self._pool is not None, "the driver is not open"
         try:
-            await self._pool.release(connection, timeout=give_up_after)
+            await self._pool.release(connection, failed=failed, give_up_after=give_up_after)
         finally:
             self._in_use -= 1
 
     @asynccontextmanager
     async def acquire(self) -> AsyncIterator[PgConnection]:
         """Hold one pooled connection in trio code; each query on it is one crossing."""
-        connection = await self.cross(self._acquire())
+        connection = await self.cross(self._acquire(lend=True))
         held = PgConnection(self, connection)
         try:
             yield held
         finally:
             held._detach()
-            with trio.CancelScope(shield=True):  # bounded: asyncpg terminates it on timeout
-                await self.cross(self._release(connection, CLOSE_TIMEOUT))
+            with trio.CancelScope(shield=True):  # bounded: terminated on timeout
+                await self.cross(self._release(connection, give_up_after=CLOSE_TIMEOUT))
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PgConnection]:
@@ -249,11 +254,11 @@ class Driver:
                     pass  # the release terminated the connection: nothing was committed
 
     async def _begin(self) -> Any:
-        connection = await self._acquire()
+        connection = await self._acquire(lend=True)
         try:
             await connection.execute("BEGIN")
         except BaseException:
-            await self._release(connection, CLOSE_TIMEOUT)
+            await self._release(connection, failed=True, give_up_after=CLOSE_TIMEOUT)
             raise
         return connection
 
@@ -265,7 +270,7 @@ class Driver:
         except Exception:
             pass  # the release below resets (ROLLBACK) or terminates the connection
         finally:
-            await self._release(connection, CLOSE_TIMEOUT)
+            await self._release(connection, give_up_after=CLOSE_TIMEOUT)
 
     # -- listening -----------------------------------------------------------------------
 
@@ -308,11 +313,12 @@ class Driver:
         await self.cross(self._create_pool())
 
     async def _create_pool(self) -> None:
-        self._pool = await asyncpg.create_pool(
-            self._dsn,
-            min_size=1,
-            max_size=self._max_connections,
-            server_settings=self._server_settings,
+        self._pool = ConnectionPool(self._connect, self._max_connections)
+        await self._pool.release(await self._pool.acquire(), failed=False, give_up_after=None)
+
+    async def _connect(self) -> Any:
+        return await asyncpg.connect(
+            self._dsn, server_settings=self._server_settings, connection_class=PooledConnection
         )
 
     async def _close(self) -> None:
@@ -323,10 +329,8 @@ class Driver:
                 pass  # closing anyway: terminate() already dropped what would not close
 
     async def _close_pool(self) -> None:
-        try:
-            await asyncio.wait_for(self._pool.close(), CLOSE_TIMEOUT)
-        except TimeoutError:
-            self._pool.terminate()
+        assert self._pool is not None
+        await self._pool.close(CLOSE_TIMEOUT)
 
 
 class PgConnection:
