@@ -117,7 +117,7 @@ class BatchRunner:
         error: str | None = None
         held = AsyncExitStack() if self._transactions is not None else None
         tx: JobTransaction | None = None
-        self._monitor.watch(job.id)
+        self._monitor.watch(job.id, self._config.blocking_threshold)
         try:
             with scope:
                 try:

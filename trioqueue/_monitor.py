@@ -8,6 +8,9 @@ any other task.
 
 A garbage collection that happens to run during a job's step is not the job's doing: the
 monitor times collections (``gc.callbacks``) and leaves them out of the step's duration.
+
+Trio calls every instrument at every step of every task, so the pools of one run share one
+monitor (:func:`shared_monitor`), each job watched with its own pool's threshold.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from __future__ import annotations
 import gc
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import trio
@@ -27,9 +33,10 @@ class BlockingMonitor(trio.abc.Instrument):
 
     def __init__(self, threshold: float) -> None:
         self.threshold = threshold
-        self._watched: dict[trio.lowlevel.Task, int] = {}
-        # The watched step under way: (task, job id, when it started).
-        self._step: tuple[trio.lowlevel.Task, int, float] | None = None
+        # Watched tasks: their job id and threshold.
+        self._watched: dict[trio.lowlevel.Task, tuple[int, float]] = {}
+        # The watched step under way: (task, (job id, threshold), when it started).
+        self._step: tuple[trio.lowlevel.Task, tuple[int, float], float] | None = None
         self._gc_started = 0.0
         self._gc_seconds = 0.0  # collection time since the watched step started
 
@@ -48,20 +55,23 @@ class BlockingMonitor(trio.abc.Instrument):
         else:
             self._gc_seconds += time.perf_counter() - self._gc_started
 
-    def watch(self, job_id: int) -> None:
+    def watch(self, job_id: int, threshold: float | None = None) -> None:
+        """Time the current task's steps as job ``job_id``'s (``threshold``: this job's,
+        else the monitor's)."""
         task = trio.lowlevel.current_task()
-        self._watched[task] = job_id
+        job = (job_id, self.threshold if threshold is None else threshold)
+        self._watched[task] = job
         # Called mid-step: time the rest of this step too (a job may never checkpoint).
-        self._step = (task, job_id, time.perf_counter())
+        self._step = (task, job, time.perf_counter())
         self._gc_seconds = 0.0
 
     def unwatch(self) -> None:
         self._watched.pop(trio.lowlevel.current_task(), None)  # this step still counts
 
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        job_id = self._watched.get(task)
-        if job_id is not None:
-            self._step = (task, job_id, time.perf_counter())
+        job = self._watched.get(task)
+        if job is not None:
+            self._step = (task, job, time.perf_counter())
             self._gc_seconds = 0.0
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
@@ -70,11 +80,47 @@ class BlockingMonitor(trio.abc.Instrument):
             return
         self._step = None
         took = time.perf_counter() - step[2] - self._gc_seconds
-        if took > self.threshold:
+        job_id, threshold = step[1]
+        if took > threshold:
             log.warning(
                 "job %d blocked the event loop for %.3fs without a checkpoint: heartbeats "
                 "and fences of every job stalled meanwhile (run blocking code in a sync "
                 "handler or trio.to_thread.run_sync)",
-                step[1],
+                job_id,
                 took,
             )
+
+
+@dataclass
+class _Sharing:
+    monitor: BlockingMonitor | None = None
+    users: int = 0
+
+
+_SHARED: trio.lowlevel.RunVar[_Sharing] = trio.lowlevel.RunVar("trioqueue.monitor")
+
+
+@contextmanager
+def shared_monitor(threshold: float) -> Iterator[BlockingMonitor]:
+    """The run's one monitor, installed while at least one pool uses it.
+
+    ``threshold`` becomes the monitor's default if this call installs it; each pool passes
+    its own to :meth:`BlockingMonitor.watch`.
+    """
+    try:
+        sharing = _SHARED.get()
+    except LookupError:
+        sharing = _Sharing()
+        _SHARED.set(sharing)
+    if sharing.monitor is None:
+        sharing.monitor = BlockingMonitor(threshold)
+        sharing.monitor.install()
+    monitor = sharing.monitor
+    sharing.users += 1
+    try:
+        yield monitor
+    finally:
+        sharing.users -= 1
+        if sharing.users == 0:
+            sharing.monitor = None
+            monitor.uninstall()

@@ -33,7 +33,7 @@ from trioqueue._core.guard import GuardCore
 from trioqueue._core.timing import Timing
 from trioqueue._errors import ConfigError
 from trioqueue._guard import Guard
-from trioqueue._monitor import BlockingMonitor
+from trioqueue._monitor import shared_monitor
 from trioqueue._types import NoticeKind
 from trioqueue._writer import OutcomeWriter
 
@@ -70,32 +70,37 @@ async def run_worker_pool(
 
 
 class _Pool:
+    runner: BatchRunner  # made in run(), with the run's shared blocking monitor
+
     def __init__(self, backend: Backend, config: WorkerConfig, timing: Timing) -> None:
         self.backend = backend
         self.config = config
         self.timing = timing
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.guard = Guard(GuardCore(timing), backend)
-        self.monitor = BlockingMonitor(config.blocking_threshold)
         self.writer = OutcomeWriter(backend, statement_timeout=timing.visibility_timeout)
         self.slots = trio.Semaphore(config.concurrency)
-        self.runner = BatchRunner(self.guard, self.writer, self.slots, config, timing, self.monitor)
         self.work_available = trio.Event()
         self.stopping = trio.Event()
 
     async def run(self, task_status: trio.TaskStatus[None]) -> None:
         self._log_start()
-        self.monitor.install()
         try:
-            async with trio.open_nursery() as nursery:
-                batches = await nursery.start(self.serve)
-                try:
-                    await self.claim_loop(batches, task_status)
-                finally:
-                    self.stop()
+            with shared_monitor(self.config.blocking_threshold) as monitor:
+                self.runner = BatchRunner(
+                    self.guard, self.writer, self.slots, self.config, self.timing, monitor
+                )
+                await self._run(task_status)
         finally:
-            self.monitor.uninstall()
             log.info("worker pool %s stopped", self.worker_id)
+
+    async def _run(self, task_status: trio.TaskStatus[None]) -> None:
+        async with trio.open_nursery() as nursery:
+            batches = await nursery.start(self.serve)
+            try:
+                await self.claim_loop(batches, task_status)
+            finally:
+                self.stop()
 
     def stop(self) -> None:
         if not self.stopping.is_set():
