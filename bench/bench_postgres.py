@@ -154,43 +154,37 @@ WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
 
 
 async def drain_raw(dsn: str, jobs: int, batch: int, consumers: int) -> float:
-    """Jobs/s of ``consumers`` hand-written claim+ack loops (asyncpg through trio-asyncio)."""
+    """Jobs/s of ``consumers`` hand-written claim+ack loops (asyncpg through trio-asyncio).
+
+    Each loop owns one connection (no pool, so no reset on release): the least a loop can
+    do per batch is one crossing and one round trip for the claim, and one for the ack.
+    """
     async with fresh_backend(dsn, max_connections=2) as backend:
         await fill(backend, jobs)
         claim = CLAIM.format(schema=f'"{backend.schema}"')
         ack = ACK.format(schema=f'"{backend.schema}"')
         async with trio_asyncio.open_loop():
-            pool = await trio_asyncio.aio_as_trio(asyncpg.create_pool)(
-                dsn, min_size=consumers, max_size=consumers
-            )
+            connect = trio_asyncio.aio_as_trio(asyncpg.connect)
+            connections = [await connect(dsn) for _ in range(consumers)]
             try:
                 began = time.perf_counter()
                 async with trio.open_nursery() as nursery:
-                    for n in range(consumers):
-                        nursery.start_soon(_raw_consumer, pool, claim, ack, batch, f"raw-{n}")
+                    for n, connection in enumerate(connections):
+                        nursery.start_soon(_raw_consumer, connection, claim, ack, batch, f"raw-{n}")
                 elapsed = time.perf_counter() - began
             finally:
-                await trio_asyncio.aio_as_trio(pool.close)()
+                for connection in connections:
+                    await trio_asyncio.aio_as_trio(connection.close)()
     return jobs / elapsed
 
 
-async def _raw_consumer(pool: Any, claim: str, ack: str, batch: int, worker: str) -> None:
+async def _raw_consumer(connection: Any, claim: str, ack: str, batch: int, worker: str) -> None:
     """Claim a batch, 'run' it, ack it; until the queue is empty. One crossing per step."""
-
-    async def claim_batch() -> list[Any]:
-        async with pool.acquire() as connection:
-            rows: list[Any] = await connection.fetch(claim, QUEUE, batch, worker)
-            return rows
-
-    async def ack_batch(ids: list[int], seqs: list[int]) -> None:
-        async with pool.acquire() as connection:
-            await connection.execute(ack, ids, seqs)
-
-    while rows := await trio_asyncio.aio_as_trio(claim_batch)():
+    fetch = trio_asyncio.aio_as_trio(connection.fetch)
+    execute = trio_asyncio.aio_as_trio(connection.execute)
+    while rows := await fetch(claim, QUEUE, batch, worker):
         await trio.lowlevel.checkpoint()  # the "handler"
-        await trio_asyncio.aio_as_trio(ack_batch)(
-            [row["id"] for row in rows], [row["claim_seq"] for row in rows]
-        )
+        await execute(ack, [row["id"] for row in rows], [row["claim_seq"] for row in rows])
 
 
 # -- heartbeat ----------------------------------------------------------------------------
