@@ -253,6 +253,31 @@ async def test_I12_cancel_without_notice_arrives_with_next_heartbeat(
     assert 0 < rec.of("stopped", job_id)[0].at - cancelled_at <= 2
 
 
+async def test_I12_failure_after_an_unseen_cancel_is_reported_final_not_retried(
+    autojump_clock: object,
+) -> None:
+    """The handler raises before the worker hears of a cancel: the backend refuses the retry,
+    and the hooks say so (on_job_failed, never on_job_retry)."""
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        [job_id] = await _enqueue(backend, {"sleep": 1, "fail_attempts": 1}, max_attempts=3)
+        cfg = config(rec, heartbeat_interval=5, visibility_timeout=20)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        await rec.wait_for("started", job_id)
+        backend.drop_notices = True  # the worker will not hear of the cancel before t=5
+        await trio.sleep(0.5)  # after the first beat (t=0), before the raise (t=1)
+        await backend.cancel(job_id)
+        with trio.fail_after(30):  # virtual seconds: a retry instead would never say failed
+            failed = await rec.wait_for("failed", job_id)
+        info = await backend.get_job(job_id)
+        nursery.cancel_scope.cancel()
+    assert rec.of("raised", job_id) and rec.of("retry") == []
+    assert (
+        failed.detail == "cancelled: cancel requested (RuntimeError: planned failure on attempt 1)"
+    )
+    assert (info.status, info.last_error) == ("failed", failed.detail)
+
+
 async def test_I12_cancel_before_start_fails_at_once() -> None:
     async with trioqueue.open_memory() as backend:
         [job_id] = await _enqueue(backend, {"sleep": 1})
@@ -315,6 +340,30 @@ async def test_I13_dead_after_max_attempts(autojump_clock: object) -> None:
         nursery.cancel_scope.cancel()
     assert len(rec.of("started", job_id)) == 3 and len(rec.of("retry", job_id)) == 2
     assert info.status == "failed" and info.attempts == 3
+
+
+async def test_I13_outcome_unwritable_until_the_lease_ends_says_why(autojump_clock: object) -> None:
+    """Every ack fails (the database is down, say): retried while the lease holds, then the
+    job is reported unavailable with the write failure as its reason, and runs again."""
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        [job_id] = await _enqueue(backend, {"sleep": 0.5})
+        cfg = config(rec, visibility_timeout=4, heartbeat_interval=1)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        await rec.wait_for("started", job_id)
+        for op in ("renew", "ack"):  # the database goes away after the first beat
+            backend.inject(op, error(OSError("connection refused")))
+        with trio.fail_after(30):
+            unavailable = await rec.wait_for("unavailable", job_id)
+        for op in ("renew", "ack"):
+            backend.inject(op, None)
+        with trio.fail_after(30):
+            await rec.wait_for("succeeded", job_id)
+        nursery.cancel_scope.cancel()
+    assert unavailable.detail.startswith("outcome (succeeded) not recorded: writing it failed")
+    assert "connection refused" in unavailable.detail
+    assert backend.statistics()["calls"]["ack"] > 2  # retried meanwhile
+    assert [e.attempt for e in rec.of("started", job_id)] == [1, 2]
 
 
 async def test_graceful_shutdown_lets_short_jobs_finish_and_releases_the_rest(

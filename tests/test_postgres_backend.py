@@ -18,7 +18,7 @@ from trioqueue._core.verdict import Verdict
 from trioqueue._errors import BackendError
 from trioqueue._postgres import PostgresBackend, open_postgres
 from trioqueue._postgres.sql import MIGRATIONS, QUERIES, render
-from trioqueue._types import Ack, Claimed, Failure, Notice, NoticeKind, Release
+from trioqueue._types import Ack, Claimed, Failure, Notice, NoticeKind, Recorded, Release
 from trioqueue.testing import BackendConformance
 
 from .conftest import Janitor
@@ -339,8 +339,8 @@ async def test_fencing_after_another_session_bumps_claim_seq(backend: PostgresBa
     }
     seq = old.job.claim_seq
     assert await backend.ack([Ack(job_id, seq, progress=0.9)]) == [False]
-    assert await backend.fail([Failure(job_id, seq, "late", 0.0)]) == [False]
-    assert await backend.fail([Failure(job_id, seq, "late", None)]) == [False]
+    assert await backend.fail([Failure(job_id, seq, "late", 0.0)]) == [None]
+    assert await backend.fail([Failure(job_id, seq, "late", None)]) == [None]
     assert await backend.release([Release(job_id, seq)]) == [False]
     assert dict(await row(backend, job_id)) == dict(before)
     new = RenewItem(job_id, seq + 1, None)
@@ -358,7 +358,7 @@ async def test_batched_outcomes_answer_per_item(backend: PostgresBackend) -> Non
         Failure(b.job.id, b.job.claim_seq, "again", retry_delay=0.0),
         Failure(c.job.id, c.job.claim_seq, "final", retry_delay=None),
     ]
-    assert await backend.fail(failures) == [True, True]
+    assert await backend.fail(failures) == [Recorded.RETRY, Recorded.FINAL]
     assert await backend.release([Release(d.job.id, d.job.claim_seq)]) == [True]
     states = {i.id: (i.status, i.attempts, i.last_error) for i in await backend.list_jobs()}
     assert states == {
@@ -530,7 +530,7 @@ async def test_error_text_postgres_cannot_hold_is_stored_escaped(backend: Postgr
     job_id = await backend.enqueue(Q, "x")
     [claimed] = await claim(backend)
     failure = Failure(job_id, claimed.job.claim_seq, "bad\x00byte \ud800", retry_delay=None)
-    assert await backend.fail([failure]) == [True]
+    assert await backend.fail([failure]) == [Recorded.FINAL]
     assert (await backend.get_job(job_id)).last_error == "bad\\x00byte \\ud800"
 
 

@@ -8,6 +8,7 @@ only PostgreSQL makes real (LISTEN/NOTIFY) arrive.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -151,3 +152,45 @@ async def test_batch_whose_row_is_locked_elsewhere_stops_at_its_fence(
     assert stopped_at - locked_at <= v + 0.5  # the fence: at most V after the last renewal
     # Nothing was written for the fenced attempt: the row still says it is running.
     assert (row["status"], row["attempts"], row["last_error"]) == ("running", 1, None)
+
+
+async def test_work_enqueued_while_the_listener_was_down_is_found_on_relisten(
+    backend: PostgresBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A NOTIFY sent while the pool was not listening is lost; on LISTEN again the pool looks
+    for work at once instead of waiting out its poll interval (30 s here)."""
+    relistening, reopen = trio.Event(), trio.Event()
+    listen = backend.listen
+    calls = 0
+
+    @asynccontextmanager
+    async def gated_listen(queue: str, worker_id: str) -> AsyncIterator[Any]:
+        nonlocal calls
+        calls += 1
+        if calls > 1:  # hold the re-LISTEN until the test has enqueued
+            relistening.set()
+            await reopen.wait()
+        async with listen(queue, worker_id) as notices:
+            yield notices
+
+    monkeypatch.setattr(backend, "listen", gated_listen)
+    started = trio.Event()
+
+    async def handler(payload: Any, ctx: JobContext) -> None:
+        started.set()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trioqueue.run_worker_pool, backend, config(handler, poll_interval=30))
+        async with backend.acquire() as connection:
+            await connection.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE query LIKE 'LISTEN %' AND application_name = $1",
+                f"trioqueue:{backend.schema}",
+            )
+        with trio.fail_after(5):
+            await relistening.wait()  # the old LISTEN is gone
+        await backend.enqueue(Q, "while deaf")  # its NOTIFY reaches nobody
+        reopen.set()
+        with trio.fail_after(5):
+            await started.wait()
+        nursery.cancel_scope.cancel()

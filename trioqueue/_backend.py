@@ -29,6 +29,7 @@ from trioqueue._types import (
     JobInfo,
     JobStatus,
     Notice,
+    Recorded,
     Release,
 )
 
@@ -117,8 +118,8 @@ class Backend(Protocol):
         """Fenced: True for each item that was applied."""
         ...
 
-    async def fail(self, items: Sequence[Failure]) -> list[bool]:
-        """Fenced: True for each item that was applied."""
+    async def fail(self, items: Sequence[Failure]) -> list[Recorded | None]:
+        """Fenced: for each item, what it was recorded as, or None if it was not applied."""
         ...
 
     async def release(self, items: Sequence[Release]) -> list[bool]:

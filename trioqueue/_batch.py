@@ -45,13 +45,17 @@ from trioqueue._core.outcome import Outcome, OutcomeKind, decide
 from trioqueue._core.timing import Timing, retry_delay
 from trioqueue._guard import BatchHandle, Guard
 from trioqueue._monitor import BlockingMonitor
-from trioqueue._types import Ack, Claimed, Failure, Job, Release
+from trioqueue._types import Ack, Claimed, Failure, Job, Recorded, Release
 from trioqueue._writer import OutcomeWriter
 
 log = logging.getLogger("trioqueue.worker")
 
 NOT_RECORDED = "outcome not recorded: the attempt was reclaimed or the job finished elsewhere"
 EXPIRED_ON_ARRIVAL = "lease expired before the handler started"
+UNRECORDED = (
+    "outcome ({kind}) not recorded: writing it failed until the lease expired ({error!r}); "
+    "the job runs again once its lease is over"
+)
 COMMIT_IN_DOUBT = (
     "the transaction's commit may or may not have happened ({error}); nothing else is "
     "written: the row's lease settles it"
@@ -186,10 +190,13 @@ class BatchRunner:
             if held is not None:
                 outcome, committed = await self._end_transaction(handle, job, outcome, tx, held)
             delay = self._config.backoff(job.attempt) if outcome.kind is OutcomeKind.RETRY else 0.0
-            if committed is None:
-                applied = await self._write(handle, job, outcome, delay)
+            if committed is not None:
+                applied: bool | Recorded | None = committed
             else:
-                applied = committed
+                try:
+                    applied = await self._write(handle, job, outcome, delay)
+                except _Unrecorded as exc:
+                    outcome, applied = Outcome(OutcomeKind.UNAVAILABLE, str(exc)), None
         finally:
             self._guard.job_done(handle.batch_id, job.id)
         await self._report(job, outcome, applied, delay)
@@ -238,8 +245,16 @@ class BatchRunner:
 
     async def _write(
         self, handle: BatchHandle, job: Job, outcome: Outcome, delay: float
-    ) -> bool | None:
-        """Write the outcome, fenced by claim_seq; retried while the lease holds."""
+    ) -> bool | Recorded | None:
+        """Write the outcome, fenced by claim_seq; retried while the lease holds.
+
+        Returns:
+            None if there is nothing to write; False if the fence kept it out; for a
+            failure, what the backend recorded; else True.
+
+        Raises:
+            _Unrecorded: every try failed, and the lease has run out meanwhile.
+        """
         if outcome.kind is OutcomeKind.UNAVAILABLE:
             return None
         progress = self._guard.lease(handle.batch_id, job.id).progress
@@ -249,7 +264,9 @@ class BatchRunner:
             except Exception as exc:
                 if self._guard.fence_passed(handle.batch_id):
                     log.error("job %d: could not record %s: %r", job.id, outcome.kind.value, exc)
-                    return False
+                    raise _Unrecorded(
+                        UNRECORDED.format(kind=outcome.kind.value, error=exc)
+                    ) from exc
                 log.warning(
                     "job %d: recording %s failed, retrying: %r", job.id, outcome.kind.value, exc
                 )
@@ -258,19 +275,29 @@ class BatchRunner:
 
     async def _write_once(
         self, job: Job, outcome: Outcome, delay: float, progress: float | None
-    ) -> bool:
+    ) -> bool | Recorded:
         kind = outcome.kind
         if kind is OutcomeKind.SUCCEEDED:
-            return await self._writer.write(Ack(job.id, job.claim_seq, progress))
-        if kind is OutcomeKind.RELEASE:
-            return await self._writer.write(Release(job.id, job.claim_seq, progress))
-        retry = delay if kind is OutcomeKind.RETRY else None
-        message = outcome.message or ""
-        return await self._writer.write(Failure(job.id, job.claim_seq, message, retry, progress))
+            item: Ack | Release | Failure = Ack(job.id, job.claim_seq, progress)
+        elif kind is OutcomeKind.RELEASE:
+            item = Release(job.id, job.claim_seq, progress)
+        else:
+            retry = delay if kind is OutcomeKind.RETRY else None
+            item = Failure(job.id, job.claim_seq, outcome.message or "", retry, progress)
+        result = await self._writer.write(item)
+        return False if result is None else result
 
-    async def _report(self, job: Job, outcome: Outcome, applied: bool | None, delay: float) -> None:
+    async def _report(
+        self, job: Job, outcome: Outcome, applied: bool | Recorded | None, delay: float
+    ) -> None:
         config, kind = self._config, outcome.kind
-        if applied is False:
+        if kind is OutcomeKind.RETRY and applied is Recorded.FINAL:
+            # The backend knew better: the job was asked to cancel before this worker heard
+            # (a cancelled job is never retried); it stored the error this way too.
+            error = f"cancelled: cancel requested ({outcome.message})"
+            log.warning("job %d failed: %s", job.id, error)
+            await self._hook(config.on_job_failed, job, error)
+        elif applied is False:
             log.warning("job %d: %s", job.id, NOT_RECORDED)
             await self._hook(config.on_job_unavailable, job, NOT_RECORDED)
         elif kind is OutcomeKind.SUCCEEDED:
@@ -308,6 +335,10 @@ async def _tell_thread_when_stopped(ctx: JobContext) -> None:
         await trio.sleep_forever()
     finally:
         ctx._mark_stop_seen()
+
+
+class _Unrecorded(Exception):
+    """An outcome that could not be written before the attempt's lease ran out."""
 
 
 def describe(group: BaseExceptionGroup[Exception]) -> str:

@@ -21,7 +21,16 @@ import trio
 from trioqueue._backend import Backend
 from trioqueue._core.guard import RenewItem
 from trioqueue._core.verdict import Verdict
-from trioqueue._types import Ack, Claimed, Failure, JobInfo, Notice, NoticeKind, Release
+from trioqueue._types import (
+    Ack,
+    Claimed,
+    Failure,
+    JobInfo,
+    Notice,
+    NoticeKind,
+    Recorded,
+    Release,
+)
 from trioqueue.testing import next_notice
 
 __all__ = ["BackendConformance"]
@@ -403,8 +412,8 @@ class BackendConformance:
         new = await self._claim_one(backend)
         seq = old.job.claim_seq
         assert await backend.ack([Ack(job_id, seq, progress=0.5)]) == [False]
-        assert await backend.fail([Failure(job_id, seq, "stale", None)]) == [False]
-        assert await backend.fail([Failure(job_id, seq, "stale", 0.0)]) == [False]
+        assert await backend.fail([Failure(job_id, seq, "stale", None)]) == [None]
+        assert await backend.fail([Failure(job_id, seq, "stale", 0.0)]) == [None]
         assert await backend.release([Release(job_id, seq)]) == [False]
         stale_renewal = RenewItem(job_id, seq, 0.5)
         assert await self._renew(backend, stale_renewal) == {job_id: Verdict.RECLAIMED}
@@ -419,7 +428,7 @@ class BackendConformance:
         job_id = await backend.enqueue(Q, "x", max_attempts=3)
         first = await self._claim_one(backend)
         failure = Failure(job_id, first.job.claim_seq, "boom", retry_delay=self.short_timeout)
-        assert await backend.fail([failure]) == [True]
+        assert await backend.fail([failure]) == [Recorded.RETRY]
         info = await backend.get_job(job_id)
         assert (info.status, info.attempts, info.last_error) == ("scheduled", 1, "boom")
         assert info.finished_at is None
@@ -433,12 +442,12 @@ class BackendConformance:
         job_id = await backend.enqueue(Q, "x")
         claimed = await self._claim_one(backend)
         failure = Failure(job_id, claimed.job.claim_seq, "it broke", retry_delay=None)
-        assert await backend.fail([failure]) == [True]
+        assert await backend.fail([failure]) == [Recorded.FINAL]
         info = await backend.get_job(job_id)
         assert (info.status, info.last_error) == ("failed", "it broke")
         assert info.finished_at is not None
         assert await self._claim(backend) == []
-        assert await backend.fail([failure]) == [False]
+        assert await backend.fail([failure]) == [None]
 
     async def test_retry_of_the_final_attempt_is_final(
         self, backend: Backend, clock: object
@@ -446,7 +455,9 @@ class BackendConformance:
         """A job never runs past max_attempts, even if asked to retry."""
         job_id = await backend.enqueue(Q, "x", max_attempts=1)
         claimed = await self._claim_one(backend)
-        assert await backend.fail([Failure(job_id, claimed.job.claim_seq, "boom", 0.0)]) == [True]
+        assert await backend.fail([Failure(job_id, claimed.job.claim_seq, "boom", 0.0)]) == [
+            Recorded.FINAL
+        ]
         assert (await backend.get_job(job_id)).status == "failed"
         assert await self._claim(backend) == []
 
@@ -557,7 +568,9 @@ class BackendConformance:
         job_id = await backend.enqueue(Q, "x")
         claimed = await self._claim_one(backend)
         await backend.cancel(job_id)
-        assert await backend.fail([Failure(job_id, claimed.job.claim_seq, "boom", 0.0)]) == [True]
+        assert await backend.fail([Failure(job_id, claimed.job.claim_seq, "boom", 0.0)]) == [
+            Recorded.FINAL
+        ]
         info = await backend.get_job(job_id)
         assert info.status == "failed"
         assert info.last_error is not None

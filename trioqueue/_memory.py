@@ -50,6 +50,7 @@ from trioqueue._types import (
     JobStatus,
     Notice,
     NoticeKind,
+    Recorded,
     Release,
 )
 from trioqueue._validation import (
@@ -460,8 +461,8 @@ class MemoryBackend:
         items = tuple(items)
         return await self._execute("ack", lambda _: [self._ack_one(item) for item in items])
 
-    async def fail(self, items: Sequence[Failure]) -> list[bool]:
-        """Record failed attempts. Fenced: True for each item that was applied.
+    async def fail(self, items: Sequence[Failure]) -> list[Recorded | None]:
+        """Record failed attempts. Fenced: per item, what it became (None: not applied).
 
         A retry is recorded as final when the attempt was the last one allowed, or when the
         job was asked to cancel (a cancelled job is never retried, PROTOCOL.md §5).
@@ -754,10 +755,10 @@ class MemoryBackend:
         self._finish(row, "succeeded", None, trio.current_time())
         return True
 
-    def _fail_one(self, item: Failure) -> bool:
+    def _fail_one(self, item: Failure) -> Recorded | None:
         row = self._fenced(item.job_id, item.claim_seq)
         if row is None:
-            return False
+            return None
         now = trio.current_time()
         self._store_progress(row, item.progress)
         if row.cancel_requested_at is not None:
@@ -773,7 +774,8 @@ class MemoryBackend:
             row.last_error = item.error
             self._show_at(row, now + item.retry_delay)
             self._notify_available(row.queue)
-        return True
+            return Recorded.RETRY
+        return Recorded.FINAL
 
     def _release_one(self, item: Release) -> bool:
         row = self._fenced(item.job_id, item.claim_seq)

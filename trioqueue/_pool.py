@@ -162,12 +162,20 @@ class _Pool:
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         failures = 0
+        listened = False
         while True:
             try:
                 async with self.backend.listen(self.config.queue, self.worker_id) as notices:
                     if task_status is not trio.TASK_STATUS_IGNORED:
                         task_status.started()
                         task_status = trio.TASK_STATUS_IGNORED
+                    if listened:
+                        # Back after a lost connection: work notices sent meanwhile are
+                        # gone, so look for work once now rather than at the next poll.
+                        # (Cancel notices lost meanwhile arrive with the next heartbeat.)
+                        log.info("listening for notices again")
+                        self.work_available.set()
+                    listened = True
                     failures = 0
                     async for notice in notices:
                         if notice.kind is NoticeKind.AVAILABLE:

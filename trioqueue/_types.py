@@ -91,6 +91,17 @@ class Failure:
     progress: float | None = None
 
 
+class Recorded(enum.Enum):
+    """What a fenced :class:`Failure` became (``None`` instead when its fence did not match).
+
+    The backend may record as final a failure the worker asked to retry: the job was asked to
+    cancel meanwhile (a cancelled job is never retried), or its last attempt was used up.
+    """
+
+    RETRY = "retry"  # back in the queue, to run again after the delay
+    FINAL = "final"  # failed for good
+
+
 @final
 @dataclass(frozen=True, slots=True)
 class Release:

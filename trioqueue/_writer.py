@@ -9,22 +9,25 @@ backend's bridge crossings off the per-job path.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import trio
 
 from trioqueue._backend import Backend
 from trioqueue._errors import BackendError
-from trioqueue._types import Ack, Failure, Release
+from trioqueue._types import Ack, Failure, Recorded, Release
 
 Write = Ack | Failure | Release
+#: Per item: applied or not (acks, releases); for a failure, what it became, or None.
+Result = bool | Recorded | None
 
 
 @dataclass(eq=False)
 class _Pending:
     item: Write
     done: trio.Event = field(default_factory=trio.Event)
-    applied: bool = False
+    result: Result = None
     error: BaseException | None = None
 
 
@@ -42,8 +45,9 @@ class OutcomeWriter:
         """The backend written to (batches open transactions on it in transactional mode)."""
         return self._backend
 
-    async def write(self, item: Write) -> bool:
-        """Write ``item`` with whatever else is ready; True if the fence let it through.
+    async def write(self, item: Write) -> Result:
+        """Write ``item`` with whatever else is ready: for an ack or a release, True if the
+        fence let it through; for a failure, what it was recorded as (None: fenced out).
 
         Raises:
             Exception: whatever the backend raised for the statement that carried it.
@@ -54,7 +58,7 @@ class OutcomeWriter:
         await pending.done.wait()
         if pending.error is not None:
             raise pending.error
-        return pending.applied
+        return pending.result
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -79,13 +83,13 @@ class OutcomeWriter:
             for pending in group:
                 pending.error = exc
         else:
-            for pending, applied in zip(group, results, strict=True):
-                pending.applied = applied
+            for pending, result in zip(group, results, strict=True):
+                pending.result = result
         finally:
             for pending in group:
                 pending.done.set()
 
-    async def _call(self, group: list[_Pending]) -> list[bool]:
+    async def _call(self, group: list[_Pending]) -> Sequence[Result]:
         first = group[0].item
         if isinstance(first, Ack):
             return await self._backend.ack([p.item for p in group if isinstance(p.item, Ack)])

@@ -67,6 +67,7 @@ from trioqueue._types import (
     JobStatus,
     Notice,
     NoticeKind,
+    Recorded,
     Release,
 )
 from trioqueue._validation import (
@@ -546,8 +547,8 @@ class PostgresBackend:
         items = tuple(items)
         return await self._fenced_write("ack", items, *_fences(items), _progress(items))
 
-    async def fail(self, items: Sequence[Failure]) -> list[bool]:
-        """Record failed attempts. Fenced: True for each item that was applied.
+    async def fail(self, items: Sequence[Failure]) -> list[Recorded | None]:
+        """Record failed attempts. Fenced: per item, what it became (None: not applied).
 
         A retry is recorded as final when the attempt was the last one allowed, or when the
         job was asked to cancel (a cancelled job is never retried, PROTOCOL.md §5).
@@ -559,14 +560,23 @@ class PostgresBackend:
             if delay is not None:
                 _check_seconds("retry_delay", delay, allow_zero=True)
             delays.append(delay)
-        return await self._fenced_write(
+        if not items:
+            await trio.lowlevel.checkpoint()
+            return []
+        rows = await self._driver.run(
             "fail",
-            items,
+            _fetch,
+            self._sql["fail"],
             *_fences(items),
             [_storable_text(item.error) for item in items],
             _floats(delays),
             _progress(items),
         )
+        recorded = {
+            row["n"]: Recorded.RETRY if row["status"] == "queued" else Recorded.FINAL
+            for row in rows
+        }
+        return [recorded.get(n) for n in range(1, len(items) + 1)]
 
     async def release(self, items: Sequence[Release]) -> list[bool]:
         """Give attempts back uncharged. Fenced: True for each item that was applied."""

@@ -261,7 +261,7 @@ RETURNING i.n;
 -- name: fail
 -- A failure with a retry delay puts the job back, unless the attempt was the last one or
 -- the job was asked to cancel (never retried): then it is final. Answers the positions
--- that applied; one notice per queue that got a job back.
+-- that applied with the status each row got; one notice per queue that got a job back.
 WITH items AS (
     SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.error, i.retry_delay, i.progress, i.n
     FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[],
@@ -297,7 +297,7 @@ failed AS (
     WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
     RETURNING i.n, j.queue, j.status
 )
-SELECT f.n,
+SELECT f.n, f.status,
        (SELECT count(pg_notify({channel}, 'a:' || q.queue))
         FROM (SELECT DISTINCT r.queue FROM failed AS r WHERE r.status = 'queued') AS q) AS notices
 FROM failed AS f;
