@@ -8,7 +8,10 @@
                                                             # a quick run, under a minute
 
 drain:     N pre-enqueued no-op jobs drained by ``--consumers`` worker pools (one backend,
-           each pool ``--concurrency`` batches), at batch 1, 10 and 50 -> jobs/s. In the
+           each pool ``--concurrency`` batches), at batch 1, 10 and 50 -> jobs/s, and the
+           statements the pools issued per 1,000 jobs (a pool fills all its free slots with
+           one claim statement, and batches that start together share their first renewal
+           and, finishing together, their ack; each batch is still ``batch`` jobs). In the
            same run, the bound: a minimal hand-written asyncpg claim+ack loop through
            trio-asyncio with the same SQL shape (claim a batch with FOR UPDATE SKIP LOCKED;
            a fenced batch update to 'succeeded' by unnest(ids, claim_seqs), as the backend's
@@ -94,8 +97,11 @@ async def _noop(payload: Any, ctx: trioqueue.JobContext) -> None:
     return None
 
 
-async def drain_pools(dsn: str, jobs: int, batch: int, consumers: int, concurrency: int) -> float:
-    """Jobs/s of ``consumers`` pools draining ``jobs`` pre-enqueued no-op jobs."""
+async def drain_pools(
+    dsn: str, jobs: int, batch: int, consumers: int, concurrency: int
+) -> tuple[float, dict[str, int]]:
+    """Jobs/s of ``consumers`` pools draining ``jobs`` pre-enqueued no-op jobs, and the
+    statements they issued (claims, renewals, acks)."""
     done = 0
     finished = trio.Event()
 
@@ -124,7 +130,8 @@ async def drain_pools(dsn: str, jobs: int, batch: int, consumers: int, concurren
             await finished.wait()
             elapsed = time.perf_counter() - began
             nursery.cancel_scope.cancel()
-    return jobs / elapsed
+        calls = backend.statistics()["calls"]
+    return jobs / elapsed, {op: calls[op] for op in ("claim", "renew", "ack")}
 
 
 # -- drain: the raw bound -----------------------------------------------------------------
@@ -365,11 +372,14 @@ def run_drain(dsn: str, args: argparse.Namespace) -> None:
         f"drain: {jobs:,} no-op jobs, {args.consumers} consumers (pool concurrency {args.concurrency})"
     )
     for batch in (1, 10, 50):
-        pools = trio.run(drain_pools, dsn, jobs, batch, args.consumers, args.concurrency)
+        pools, calls = trio.run(drain_pools, dsn, jobs, batch, args.consumers, args.concurrency)
         bound = trio.run(drain_raw, dsn, jobs, batch, args.consumers)
+        per_1000 = ", ".join(f"{op} {n * 1000 / jobs:.0f}" for op, n in calls.items())
         print(
             f"  batch {batch:<3} pools {pools:>9,.0f} jobs/s   raw bound {bound:>9,.0f} jobs/s   "
-            f"ratio {pools / bound:5.0%}"
+            f"ratio {pools / bound:5.0%}\n"
+            f"            pool statements per 1,000 jobs: {per_1000} "
+            f"(raw: claim {1000 / batch:.0f}, ack {1000 / batch:.0f})"
         )
 
 

@@ -12,7 +12,7 @@ import trio.testing
 
 import trioqueue
 from tests._pool_harness import Recorder, config
-from trioqueue.testing import delay, error, hang
+from trioqueue.testing import delay, error, hang, omit
 
 
 async def _enqueue(
@@ -168,6 +168,49 @@ async def test_I10_fifty_long_batches_cost_one_renewal_per_beat(autojump_clock: 
         assert rec.of("stopped") == []  # nobody lost a lease meanwhile
         nursery.cancel_scope.cancel()
     assert after - before == 10
+
+
+async def test_free_slots_are_filled_by_one_claim_each_batch_on_its_own(
+    autojump_clock: object,
+) -> None:
+    """Three free slots, batch 2: one claim statement takes six rows as three batches, whose
+    first beats share one renewal statement."""
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        ids = await _enqueue(backend, *[{"sleep": 1}] * 6)
+        cfg = config(rec, concurrency=3, batch_size=2, heartbeat_interval=5)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        await trio.sleep(0.5)  # virtual time: the handlers sleep until t=1
+        started = backend.statistics()["calls"]
+        with trio.fail_after(30):
+            for job_id in ids:
+                await rec.wait_for("succeeded", job_id)
+        finished = backend.statistics()["calls"]
+        nursery.cancel_scope.cancel()
+    assert [e.at for e in rec.of("started")] == [0] * 6
+    assert (started["claim"], started["renew"]) == (1, 1)  # one claim, first beats together
+    assert finished["ack"] == 1  # all six finished together
+
+
+async def test_one_claim_for_several_slots_still_makes_batch_size_batches(
+    autojump_clock: object,
+) -> None:
+    """Renewals never answer for the first job: only its own batch (itself and the job
+    claimed with it) stops at the lease; the other batches of the same claim go on."""
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        ids = await _enqueue(backend, *[{"sleep": 10}] * 6)
+        backend.inject("renew", omit([ids[0]]))
+        cfg = config(rec, concurrency=3, batch_size=2, visibility_timeout=4, heartbeat_interval=1)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        with trio.fail_after(60):
+            for job_id in ids[2:]:
+                await rec.wait_for("succeeded", job_id)
+        nursery.cancel_scope.cancel()
+    for job_id in ids[:2]:
+        assert "lease expired" in rec.of("unavailable", job_id)[0].detail
+        assert rec.of("unavailable", job_id)[0].at <= 4.25
+    assert [e.at for e in rec.of("succeeded")][-4:] == [10] * 4
 
 
 async def test_I10_first_beat_is_immediate(autojump_clock: object) -> None:
