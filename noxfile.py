@@ -59,7 +59,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict on the package (settings in pyproject.toml)."""
+    """mypy --strict on the package, its tests and benchmarks (settings in pyproject.toml)."""
     # Editable, so mypy sees one copy of trioqueue: the source tree.
     session.install("-e", ".[dev]")
     session.run("mypy", "--version")

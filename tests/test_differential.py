@@ -28,7 +28,7 @@ import math
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import trio
@@ -43,6 +43,8 @@ from trioqueue._types import Ack, Claimed, Failure, JobInfo, Release
 from .conftest import Janitor
 
 pytestmark = pytest.mark.postgres
+
+T = TypeVar("T")
 
 QUEUES = ("a", "b")
 #: Leases long enough that none runs out by itself during an example.
@@ -144,7 +146,7 @@ class Differential:
         self.postgres_ids: dict[int, int] = {}  # memory id -> PostgreSQL id
         self.memory_ids: dict[int, int] = {}  # PostgreSQL id -> memory id
 
-    def draw(self, strategy: st.SearchStrategy[Any], label: str) -> Any:
+    def draw(self, strategy: st.SearchStrategy[T], label: str) -> T:
         return self.data.draw(strategy, label=label)
 
     def to_postgres(self, job_id: int) -> int:
@@ -298,7 +300,8 @@ class Differential:
         )
 
     async def cancel(self) -> None:
-        if self.running and self.draw(st.booleans(), "cancel a running job"):
+        running = self.draw(st.booleans(), "cancel a running job") if self.running else False
+        if running:
             job_id = self.draw(st.sampled_from(self.running), "id")
         else:
             job_id = self.some_id()
