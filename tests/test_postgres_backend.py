@@ -390,23 +390,7 @@ async def test_concurrent_claims_never_share_a_job(postgres_dsn: str, postgres_s
         assert 1 <= stats["peak_connections_in_use"] <= 8
 
 
-# -- inputs PostgreSQL cannot hold ----------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "options",
-    [
-        pytest.param({"priority": 2**31}, id="priority"),
-        pytest.param({"max_attempts": 2**31}, id="max-attempts"),
-        pytest.param({"delay": 1e12}, id="delay"),
-    ],
-)
-async def test_out_of_range_options_raise_and_write_nothing(
-    backend: PostgresBackend, options: dict[str, Any]
-) -> None:
-    with pytest.raises(ValueError):
-        await backend.enqueue(Q, "x", **options)
-    assert await backend.list_jobs() == []
+# -- inputs PostgreSQL cannot hold (out-of-range options: the conformance suite) -----------
 
 
 async def test_ids_out_of_bigint_range_name_no_job(backend: PostgresBackend) -> None:

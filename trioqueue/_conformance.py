@@ -71,6 +71,11 @@ BAD_OPTIONS = [
     pytest.param({"max_attempts": 2.0}, TypeError, id="float-max-attempts"),
     pytest.param({"dedup_key": ""}, ValueError, id="empty-dedup-key"),
     pytest.param({"dedup_key": 5}, TypeError, id="int-dedup-key"),
+    # What PostgreSQL's columns cannot hold is refused by every backend alike.
+    pytest.param({"priority": 2**31}, ValueError, id="priority-past-int32"),
+    pytest.param({"priority": -(2**31) - 1}, ValueError, id="priority-below-int32"),
+    pytest.param({"max_attempts": 2**31}, ValueError, id="max-attempts-past-int32"),
+    pytest.param({"delay": 1e12}, ValueError, id="delay-past-a-century"),
 ]
 
 
@@ -508,6 +513,30 @@ class BackendConformance:
         with pytest.raises(ValueError, match="more than once"):
             await backend.renew(twice, visibility_timeout=60)
         assert (await backend.get_job(job_id)).progress is None  # nothing renewed
+
+    @pytest.mark.parametrize(
+        "seconds", [0, -1, math.nan, math.inf, 1e12], ids=["zero", "negative", "nan", "inf", "huge"]
+    )
+    async def test_bad_lease_lengths_and_retry_delays_are_refused(
+        self, backend: Backend, clock: object, seconds: float
+    ) -> None:
+        job_id = await backend.enqueue(Q, "x")
+        with pytest.raises(ValueError, match="visibility_timeout must be"):
+            await backend.claim(Q, limit=1, worker_id="w", visibility_timeout=seconds)
+        claimed = await self._claim_one(backend)
+        renewal = [RenewItem(job_id, claimed.job.claim_seq, 0.5)]
+        with pytest.raises(ValueError, match="visibility_timeout must be"):
+            await backend.renew(renewal, visibility_timeout=seconds)
+        if seconds != 0:  # a retry may come due at once
+            with pytest.raises(ValueError, match="retry_delay must be"):
+                await backend.fail([Failure(job_id, claimed.job.claim_seq, "x", seconds)])
+        info = await backend.get_job(job_id)
+        assert (info.status, info.attempts, info.progress, info.last_error) == (
+            "running",
+            1,
+            None,
+            None,
+        )
 
     async def test_counts_per_queue_and_state(self, backend: Backend, clock: object) -> None:
         assert await backend.counts() == {}

@@ -24,6 +24,13 @@ MAX_QUEUE_LENGTH = 128
 #: Largest page ``list_jobs`` returns.
 MAX_LIST_LIMIT = 10_000
 
+#: Range of ``priority`` and ``max_attempts``: PostgreSQL ``integer`` columns hold 32 bits.
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+#: Longest delay, retry delay or lease, in seconds: about a century, far beyond any real use
+#: and well inside what a timestamp holds.
+MAX_SECONDS = 100 * 365.25 * 86400
+
 
 @dataclass(frozen=True, slots=True)
 class EnqueueRequest:
@@ -60,9 +67,9 @@ def check_enqueue(
     return EnqueueRequest(
         queue=check_queue(queue),
         payloads=tuple(encode_payload(payload) for payload in payloads),
-        priority=_check_int("priority", priority),
+        priority=_check_int("priority", priority, minimum=INT32_MIN, maximum=INT32_MAX),
         delay=_check_delay(delay),
-        max_attempts=_check_int("max_attempts", max_attempts, minimum=1),
+        max_attempts=_check_int("max_attempts", max_attempts, minimum=1, maximum=INT32_MAX),
         dedup_key=_check_dedup_key(dedup_key),
     )
 
@@ -149,9 +156,16 @@ def check_renew_items(items: Iterable[RenewItem]) -> tuple[RenewItem, ...]:
 def check_timeout(name: str, value: object) -> float:
     """A duration that must be finite and positive (a lease length)."""
     number = _check_number(name, value)
-    if not math.isfinite(number) or number <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, not {value!r}")
+    if not (math.isfinite(number) and 0 < number <= MAX_SECONDS):
+        raise ValueError(f"{name} must be a number > 0 and <= {MAX_SECONDS:.0f}, not {value!r}")
     return number
+
+
+def check_age(name: str, value: object) -> float:
+    """A number of seconds >= 0 (how long ago, how long to wait)."""
+    if value is None:
+        raise TypeError(f"{name} must be a number, not None")
+    return _check_delay(value, name=name)
 
 
 def check_retry_delay(value: object) -> float | None:
@@ -193,8 +207,10 @@ def _check_delay(value: object, *, name: str = "delay") -> float:
     if value is None:
         return 0.0
     number = _check_number(name, value)
-    if not math.isfinite(number) or number < 0:
-        raise ValueError(f"{name} must be None or a finite number >= 0, not {value!r}")
+    if not (math.isfinite(number) and 0 <= number <= MAX_SECONDS):
+        raise ValueError(
+            f"{name} must be None or a number >= 0 and <= {MAX_SECONDS:.0f}, not {value!r}"
+        )
     return number
 
 

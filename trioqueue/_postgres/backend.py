@@ -42,7 +42,6 @@ use, to run every handler at once.
 from __future__ import annotations
 
 import hashlib
-import math
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -71,6 +70,7 @@ from trioqueue._types import (
     Release,
 )
 from trioqueue._validation import (
+    check_age,
     check_claim,
     check_enqueue,
     check_job_id,
@@ -93,11 +93,8 @@ NOTICE_BUFFER = 1000
 #: Operations counted in ``statistics().calls`` besides the protocol's writes.
 READ_OPERATIONS = ("get_job", "list_jobs", "counts", "migrate", "prune", "retry")
 
-# Column ranges. The shared validation accepts any int; the columns are integer/bigint.
-_INT32 = 2**31 - 1
+# Ids and claim_seqs are bigint: a larger int names no row.
 _INT64 = 2**63 - 1
-#: Longest delay, retry delay or lease (seconds): about a century keeps timestamps in range.
-MAX_SECONDS = 100 * 365.25 * 86400
 #: Renewals of up to this many jobs run on PostgreSQL's cached (generic) plan of the
 #: prepared statement, which saves planning the statement anew each time (planning took as
 #: long as running it, for ten jobs). A generic plan cannot know how many jobs the arrays
@@ -239,7 +236,7 @@ class PostgresBackend:
         Returns:
             How many rows were deleted. Call again while it returns ``limit``.
         """
-        older_than = _check_seconds("older_than", older_than, allow_zero=True)
+        older_than = check_age("older_than", older_than)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be an int >= 1, not {limit!r}")
         deleted: int = await self._driver.run(
@@ -346,9 +343,6 @@ class PostgresBackend:
             max_attempts=max_attempts,
             dedup_key=dedup_key,
         )
-        _check_int32("priority", request.priority)
-        _check_int32("max_attempts", request.max_attempts)
-        _check_seconds("delay", request.delay, allow_zero=True)
         if not request.payloads:
             await trio.lowlevel.checkpoint()
             return []
@@ -496,7 +490,7 @@ class PostgresBackend:
         to cancel while running, are moved to ``failed`` instead of being run again.
         """
         check_claim(queue, limit, worker_id, visibility_timeout)
-        lease = _check_seconds("visibility_timeout", visibility_timeout)
+        lease = float(visibility_timeout)
         rows = await self._driver.run(
             "claim", _fetch, self._sql["claim"], queue, min(limit, _MAX_CLAIM), worker_id, lease
         )
@@ -522,8 +516,7 @@ class PostgresBackend:
 
         A row locked by another transaction is skipped, never waited for: ``UNCHANGED``.
         """
-        check_timeout("visibility_timeout", visibility_timeout)
-        lease = _check_seconds("visibility_timeout", visibility_timeout)
+        lease = check_timeout("visibility_timeout", visibility_timeout)
         items = check_renew_items(items)
         if not items:
             await trio.lowlevel.checkpoint()
@@ -554,12 +547,7 @@ class PostgresBackend:
         job was asked to cancel (a cancelled job is never retried, PROTOCOL.md §5).
         """
         items = tuple(items)
-        delays = []
-        for item in items:
-            delay = check_retry_delay(item.retry_delay)
-            if delay is not None:
-                _check_seconds("retry_delay", delay, allow_zero=True)
-            delays.append(delay)
+        delays = [check_retry_delay(item.retry_delay) for item in items]
         if not items:
             await trio.lowlevel.checkpoint()
             return []
@@ -772,21 +760,6 @@ def _storable_text(text: str) -> str:
     """
     text = text.replace("\x00", "\\x00")
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _check_int32(name: str, value: int) -> None:
-    if not -_INT32 - 1 <= value <= _INT32:
-        raise ValueError(f"{name} must fit in 32 bits (PostgreSQL integer), not {value}")
-
-
-def _check_seconds(name: str, value: object, *, allow_zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
-    seconds = float(value)
-    low_ok = seconds >= 0 if allow_zero else seconds > 0
-    if not (math.isfinite(seconds) and low_ok and seconds <= MAX_SECONDS):
-        raise ValueError(f"{name} must be between 0 and {MAX_SECONDS:.0f} seconds, not {value!r}")
-    return seconds
 
 
 if TYPE_CHECKING:
