@@ -95,3 +95,19 @@ async def test_connection_closed_by_the_server_while_idle_is_replaced(
     await trio.sleep(0.1)  # the pool sees a closed socket once the loop reads from it
     await backend.enqueue(Q, "after")
     assert (await backend.counts())[Q] == {"ready": 2}
+
+
+async def test_a_caller_cancelled_while_waiting_for_a_connection_takes_no_place(
+    backend: PostgresBackend,
+) -> None:
+    async with backend.acquire(), backend.acquire():  # both connections out
+        with trio.move_on_after(0.2) as waited:
+            await backend.enqueue(Q, "never")
+        assert waited.cancelled_caught
+        assert backend.statistics()["connections_in_use"] == 2
+    # The places are all free again: two callers at once get one each.
+    async with trio.open_nursery() as nursery:
+        for n in range(2):
+            nursery.start_soon(backend.enqueue, Q, n)
+    assert (await backend.counts())[Q] == {"ready": 2}
+    assert backend.statistics()["connections_in_use"] == 0
