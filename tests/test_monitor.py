@@ -1,10 +1,14 @@
-"""The blocking monitor names the job whose step blocked the loop, and not for GC pauses.
+"""The blocking monitor names the job whose step holds the event loop, and not for GC pauses.
 
-These tests block the thread on purpose (``time.sleep``): blocking is the behaviour measured.
+The monitor's looks are driven by hand here, on a fake clock, from the loop's own thread
+(where the job's frame is on the stack, as the watchdog thread would see it); one test runs
+the real watchdog thread against a job that really blocks.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 
 import pytest
@@ -13,17 +17,34 @@ import trio
 from trioqueue._monitor import BlockingMonitor, shared_monitor
 
 
-def _one_step(
-    monitor: BlockingMonitor, *, blocked: float, in_gc: float, threshold: float | None = None
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _blocked_step(
+    *, blocked: float, in_gc: float = 0.0, threshold: float | None = None, checkpoint: bool = False
 ) -> None:
+    """A job (id 7) whose step is looked at, then held for ``blocked`` + ``in_gc`` seconds
+    of fake time (``in_gc`` of it in a collection), then looked at again."""
+    clock = FakeClock()
+    monitor = BlockingMonitor(0.05, clock=clock)
+
     async def main() -> None:
-        task = trio.lowlevel.current_task()
-        monitor.watch(job_id=7, threshold=threshold)
-        time.sleep(blocked)  # noqa: ASYNC251 - the job's own blocking code
+        trio.lowlevel.add_instrument(monitor)  # counts the loop's turns (no thread here)
+        monitor.watch(7, threshold)
+        monitor.look()
+        if checkpoint:
+            await trio.lowlevel.checkpoint()  # the step ends: the next look is another turn
+        clock.now += blocked
         monitor._on_gc("start", {})
-        time.sleep(in_gc)  # noqa: ASYNC251 - stands in for a collection's pause
+        monitor.look()  # looks away during a collection
+        clock.now += in_gc
         monitor._on_gc("stop", {})
-        monitor.after_task_step(task)
+        monitor.look()
         monitor.unwatch()
 
     trio.run(main)
@@ -35,25 +56,59 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 def test_a_blocking_step_is_logged_with_its_job(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("WARNING", logger="trioqueue.blocking"):
-        _one_step(BlockingMonitor(threshold=0.05), blocked=0.1, in_gc=0.0)
+        _blocked_step(blocked=0.1)
     [message] = _warnings(caplog)
-    assert message.startswith("job 7 blocked the event loop for 0.1")
+    assert message.startswith("job 7 blocked the event loop for 0.100s")
 
 
 def test_garbage_collection_is_not_blamed_on_the_job(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("WARNING", logger="trioqueue.blocking"):
-        _one_step(BlockingMonitor(threshold=0.05), blocked=0.0, in_gc=0.1)
+        _blocked_step(blocked=0.0, in_gc=0.1)
+    assert _warnings(caplog) == []
+
+
+def test_a_checkpoint_between_looks_is_not_a_block(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="trioqueue.blocking"):
+        _blocked_step(blocked=0.1, checkpoint=True)
     assert _warnings(caplog) == []
 
 
 def test_each_job_is_held_to_its_own_pools_threshold(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("WARNING", logger="trioqueue.blocking"):
-        _one_step(BlockingMonitor(threshold=0.05), blocked=0.1, in_gc=0.0, threshold=1.0)
+        _blocked_step(blocked=0.1, threshold=1.0)
     assert _warnings(caplog) == []
 
 
+def test_the_watchdog_reports_a_job_while_it_still_blocks() -> None:
+    """The real thread: the job blocks until the warning about it has been logged (or 10 s)."""
+    logged = threading.Event()
+
+    class Signal(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            logged.set()
+
+    signal = Signal(logging.WARNING)
+    logger = logging.getLogger("trioqueue.blocking")
+    logger.addHandler(signal)
+
+    async def main() -> float:
+        with shared_monitor(0.05) as monitor:
+            began = time.perf_counter()
+            monitor.watch(9)
+            logged.wait(10)  # blocks the event loop: the behaviour under test
+            monitor.unwatch()
+            return time.perf_counter() - began
+
+    try:
+        blocked_for = trio.run(main)
+    finally:
+        logger.removeHandler(signal)
+    assert logged.is_set()
+    assert blocked_for < 10
+
+
 async def test_pools_of_one_run_share_one_monitor_installed_while_used() -> None:
-    """Trio calls every instrument at every task step: one per run, not one per pool."""
+    """One watchdog and one instrument per run, not one per pool."""
     with shared_monitor(0.1) as first:
         with shared_monitor(0.2) as second:
             assert second is first

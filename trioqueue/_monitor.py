@@ -1,26 +1,38 @@
 """Detect async handlers that block the event loop, and say which job did it.
 
 A handler that calls blocking code stalls every task in the process: heartbeats, fences,
-other jobs. A trio :class:`~trio.abc.Instrument` times each step of the tasks that run job
-code (claim hook and handler) and logs the job whose single step took longer than the
-threshold. It costs two clock reads per step of a watched task, and a set lookup per step of
-any other task.
+other jobs. The monitor is a loop-lag watchdog that costs the event loop almost nothing:
+
+* each job attempt registers its own frame (:meth:`BlockingMonitor.watch`) while it runs;
+* a trio instrument counts the event loop's turns (one call per turn, not per task step);
+* a watchdog thread looks at the event-loop thread's stack every ``threshold / 4``. When
+  two looks, ``threshold`` or more apart and within one turn of the loop, both find the
+  same job's frame on the stack, that job's step has held the loop all along: it is logged
+  once, by job id, while it is still blocking (a job that never returns is reported too).
+
+A trio task runs at most one step per turn of the loop, so "same turn, same frame" means one
+uninterrupted step. Steps are caught once they last about ``1.25 × threshold`` (the looks
+are ``threshold / 4`` apart); shorter ones may be missed.
 
 A garbage collection that happens to run during a job's step is not the job's doing: the
-monitor times collections (``gc.callbacks``) and leaves them out of the step's duration.
+monitor times collections (``gc.callbacks``), looks away while one runs, and leaves their
+time out of the step's.
 
-Trio calls every instrument at every step of every task, so the pools of one run share one
-monitor (:func:`shared_monitor`), each job watched with its own pool's threshold.
+The pools of one run share one monitor (:func:`shared_monitor`), each job held to its own
+pool's threshold.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 import trio
@@ -28,67 +40,112 @@ import trio
 log = logging.getLogger("trioqueue.blocking")
 
 
-class BlockingMonitor(trio.abc.Instrument):
-    """Logs job tasks whose single step ran longer than ``threshold`` seconds."""
+@dataclass(frozen=True, slots=True)
+class _Suspect:
+    """A job frame seen on the loop's stack: in which turn, when, after how much GC time."""
 
-    def __init__(self, threshold: float) -> None:
+    turn: int
+    frame: FrameType
+    seen_at: float
+    gc_seconds: float
+
+
+class BlockingMonitor(trio.abc.Instrument):
+    """Logs jobs whose single step holds the event loop ``threshold`` seconds or more."""
+
+    def __init__(self, threshold: float, *, clock: Callable[[], float] = time.perf_counter) -> None:
         self.threshold = threshold
-        # Watched tasks: their job id and threshold.
-        self._watched: dict[trio.lowlevel.Task, tuple[int, float]] = {}
-        # The watched step under way: (task, (job id, threshold), when it started).
-        self._step: tuple[trio.lowlevel.Task, tuple[int, float], float] | None = None
-        self._gc_started = 0.0
-        self._gc_seconds = 0.0  # collection time since the watched step started
+        self._clock = clock
+        # The frames of the job attempts running now (their coroutines' own frames).
+        self._jobs: dict[FrameType, tuple[int, float]] = {}
+        self._turn = 0  # turns of the event loop so far
+        self._loop_thread = threading.get_ident()
+        self._gc_started: float | None = None
+        self._gc_seconds = 0.0  # all collection time so far
+        self._suspect: _Suspect | None = None
+        self._reported: tuple[int, FrameType] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def install(self) -> None:
-        """Start observing: add this instrument to the run, and time garbage collections."""
+        """Start watching: count the loop's turns, time collections, start the thread."""
+        self._loop_thread = threading.get_ident()
         trio.lowlevel.add_instrument(self)
         gc.callbacks.append(self._on_gc)
+        self._thread = threading.Thread(
+            target=self._watch, name="trioqueue-blocking-monitor", daemon=True
+        )
+        self._thread.start()
 
     def uninstall(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
         gc.callbacks.remove(self._on_gc)
         trio.lowlevel.remove_instrument(self)
 
-    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            self._gc_started = time.perf_counter()
-        else:
-            self._gc_seconds += time.perf_counter() - self._gc_started
+    # -- the event loop's side ---------------------------------------------------------
+
+    def after_io_wait(self, timeout: float) -> None:
+        self._turn += 1
 
     def watch(self, job_id: int, threshold: float | None = None) -> None:
-        """Time the current task's steps as job ``job_id``'s (``threshold``: this job's,
-        else the monitor's)."""
-        task = trio.lowlevel.current_task()
-        job = (job_id, self.threshold if threshold is None else threshold)
-        self._watched[task] = job
-        # Called mid-step: time the rest of this step too (a job may never checkpoint).
-        self._step = (task, job, time.perf_counter())
-        self._gc_seconds = 0.0
+        """The calling frame runs job ``job_id`` until :meth:`unwatch` (``threshold``: this
+        job's, else the monitor's)."""
+        self._jobs[sys._getframe(1)] = (job_id, self.threshold if threshold is None else threshold)
 
     def unwatch(self) -> None:
-        self._watched.pop(trio.lowlevel.current_task(), None)  # this step still counts
+        """Called from the same frame as :meth:`watch`."""
+        self._jobs.pop(sys._getframe(1), None)
 
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        job = self._watched.get(task)
-        if job is not None:
-            self._step = (task, job, time.perf_counter())
-            self._gc_seconds = 0.0
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_started = self._clock()
+        elif self._gc_started is not None:
+            self._gc_seconds += self._clock() - self._gc_started
+            self._gc_started = None
 
-    def after_task_step(self, task: trio.lowlevel.Task) -> None:
-        step = self._step
-        if step is None or step[0] is not task:
+    # -- the watchdog's side -----------------------------------------------------------
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.threshold / 4):
+            self.look()
+
+    def look(self) -> None:
+        """One look at the event-loop thread's stack (the watchdog thread's every period)."""
+        if self._gc_started is not None:
+            return  # a collection holds the loop: not a job's doing
+        now = self._clock()
+        turn, frame = self._turn, self._job_frame()
+        suspect = self._suspect
+        if frame is None:
+            self._suspect = None
+        elif suspect is None or suspect.turn != turn or suspect.frame is not frame:
+            self._suspect = _Suspect(turn, frame, now, self._gc_seconds)
+        else:
+            self._judge(suspect, now)
+
+    def _job_frame(self) -> FrameType | None:
+        frame = sys._current_frames().get(self._loop_thread)
+        while frame is not None:
+            if frame in self._jobs:
+                return frame
+            frame = frame.f_back
+        return None
+
+    def _judge(self, suspect: _Suspect, now: float) -> None:
+        job = self._jobs.get(suspect.frame)
+        held = now - suspect.seen_at - (self._gc_seconds - suspect.gc_seconds)
+        if job is None or held < job[1] or self._reported == (suspect.turn, suspect.frame):
             return
-        self._step = None
-        took = time.perf_counter() - step[2] - self._gc_seconds
-        job_id, threshold = step[1]
-        if took > threshold:
-            log.warning(
-                "job %d blocked the event loop for %.3fs without a checkpoint: heartbeats "
-                "and fences of every job stalled meanwhile (run blocking code in a sync "
-                "handler or trio.to_thread.run_sync)",
-                job_id,
-                took,
-            )
+        self._reported = (suspect.turn, suspect.frame)
+        log.warning(
+            "job %d blocked the event loop for %.3fs and counting, without a checkpoint: "
+            "heartbeats and fences of every job stall meanwhile (run blocking code in a "
+            "sync handler or trio.to_thread.run_sync)",
+            job[0],
+            held,
+        )
 
 
 @dataclass
