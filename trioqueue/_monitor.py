@@ -42,10 +42,13 @@ log = logging.getLogger("trioqueue.blocking")
 
 @dataclass(frozen=True, slots=True)
 class _Suspect:
-    """A job frame seen on the loop's stack: in which turn, when, after how much GC time."""
+    """A job frame seen on the loop's stack: in which turn, when, after how much GC time.
+
+    The frame is kept by ``id`` only, so that a finished job's frame (and its locals) is
+    never kept alive by the watchdog; an id can only be reused once the frame is gone."""
 
     turn: int
-    frame: FrameType
+    frame_id: int
     seen_at: float
     gc_seconds: float
 
@@ -63,7 +66,7 @@ class BlockingMonitor(trio.abc.Instrument):
         self._gc_started: float | None = None
         self._gc_seconds = 0.0  # all collection time so far
         self._suspect: _Suspect | None = None
-        self._reported: tuple[int, FrameType] | None = None
+        self._reported: tuple[int, int] | None = None  # (turn, frame id) last logged
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -109,7 +112,11 @@ class BlockingMonitor(trio.abc.Instrument):
 
     def _watch(self) -> None:
         while not self._stop.wait(self.threshold / 4):
-            self.look()
+            try:
+                self.look()
+            except Exception:  # a diagnostic must never take the process down
+                log.exception("the blocking monitor failed; it stops watching")
+                return
 
     def look(self) -> None:
         """One look at the event-loop thread's stack (the watchdog thread's every period)."""
@@ -120,10 +127,10 @@ class BlockingMonitor(trio.abc.Instrument):
         suspect = self._suspect
         if frame is None:
             self._suspect = None
-        elif suspect is None or suspect.turn != turn or suspect.frame is not frame:
-            self._suspect = _Suspect(turn, frame, now, self._gc_seconds)
+        elif suspect is None or suspect.turn != turn or suspect.frame_id != id(frame):
+            self._suspect = _Suspect(turn, id(frame), now, self._gc_seconds)
         else:
-            self._judge(suspect, now)
+            self._judge(suspect, self._jobs.get(frame), now)
 
     def _job_frame(self) -> FrameType | None:
         frame = sys._current_frames().get(self._loop_thread)
@@ -133,12 +140,12 @@ class BlockingMonitor(trio.abc.Instrument):
             frame = frame.f_back
         return None
 
-    def _judge(self, suspect: _Suspect, now: float) -> None:
-        job = self._jobs.get(suspect.frame)
+    def _judge(self, suspect: _Suspect, job: tuple[int, float] | None, now: float) -> None:
         held = now - suspect.seen_at - (self._gc_seconds - suspect.gc_seconds)
-        if job is None or held < job[1] or self._reported == (suspect.turn, suspect.frame):
+        seen = (suspect.turn, suspect.frame_id)
+        if job is None or held < job[1] or self._reported == seen:
             return
-        self._reported = (suspect.turn, suspect.frame)
+        self._reported = seen
         log.warning(
             "job %d blocked the event loop for %.3fs and counting, without a checkpoint: "
             "heartbeats and fences of every job stall meanwhile (run blocking code in a "
