@@ -168,8 +168,8 @@ _SHARED: trio.lowlevel.RunVar[_Sharing] = trio.lowlevel.RunVar("trioqueue.monito
 def shared_monitor(threshold: float) -> Iterator[BlockingMonitor]:
     """The run's one monitor, installed while at least one pool uses it.
 
-    ``threshold`` becomes the monitor's default if this call installs it; each pool passes
-    its own to :meth:`BlockingMonitor.watch`.
+    The monitor's own threshold (its default, and a quarter of it the watchdog's period) is
+    the smallest of its users'; each pool passes its own to :meth:`BlockingMonitor.watch`.
     """
     try:
         sharing = _SHARED.get()
@@ -180,6 +180,8 @@ def shared_monitor(threshold: float) -> Iterator[BlockingMonitor]:
         sharing.monitor = BlockingMonitor(threshold)
         sharing.monitor.install()
     monitor = sharing.monitor
+    # The watchdog looks every threshold / 4: often enough for the strictest pool.
+    monitor.threshold = min(monitor.threshold, threshold)
     sharing.users += 1
     try:
         yield monitor
