@@ -168,6 +168,7 @@ class GuardMachine(RuleBasedStateMachine):
         self.batches: dict[int, ModelBatch] = {}
         self.calls: dict[int, Call] = {}
         self.abandoned: int | None = None  # the token the model believes is abandoned
+        self.last_duration = 0.0  # how long the last answered renewal took
         self.next_batch_id = 1
         self.next_job_id = 1
         self.may_shut_down = False
@@ -528,13 +529,17 @@ class GuardMachine(RuleBasedStateMachine):
                 assert batch.stop is expected_stop(
                     batch.lease_deadline, batch.duration_deadline, core.shutdown_at, now
                 )
-        due = {
+        # Batches due within the last statement's duration (at most H / 2) ride along with
+        # those due now: they would otherwise wait for the slot and go alone.
+        lookahead = min(self.last_duration, self.timing.heartbeat_interval / 2)
+        live = {
             b
             for b in self.batches
             if core.batch(b).stop is None
-            and core.batch(b).next_due <= now
             and any(job.pending for job in core.batch(b).jobs.values())
         }
+        due = {b for b in live if core.batch(b).next_due <= now}
+        due_soon = {b for b in live if core.batch(b).next_due <= now + lookahead}
         if renewal is None:
             assert not due, "I10: a due batch was left without a renewal"
             assert core.next_wake() > now, "nothing to send, yet the guard would wake at once"
@@ -543,11 +548,12 @@ class GuardMachine(RuleBasedStateMachine):
         assert renewal.token not in self.calls
         assert renewal.token > max(self.calls, default=0)
         assert renewal.sent_at == now
-        assert due <= renewal.batch_ids
+        assert due, "a renewal is sent only when some batch is due"
+        assert due_soon <= renewal.batch_ids
         carried = [core.batch(b) for b in renewal.batch_ids]
         for batch in carried:
             assert batch.stop is None
-            assert batch.next_due <= now
+            assert batch.next_due <= now + lookahead
             # A batch past its fence (or another deadline) is stopped, never renewed.
             assert not expected_stop(
                 batch.lease_deadline, batch.duration_deadline, core.shutdown_at, now
@@ -606,6 +612,7 @@ class GuardMachine(RuleBasedStateMachine):
         core, now, renewal = self.g, self.now, call.renewal
         before = self.batch_copies(renewal.batch_ids)
         effects = core.answered(renewal.token, now, verdicts)
+        self.last_duration = now - renewal.sent_at
         call.state = "settled"
         assert core.current is None
         assert effects.moved == set(renewal.batch_ids)

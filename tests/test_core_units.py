@@ -587,6 +587,29 @@ def test_I10_one_renewal_carries_all_due_batches_of_the_pool() -> None:
     assert all(core.batch_stop(b, 104.95) is None for b in range(50))
 
 
+def test_I10_statements_longer_than_half_a_beat_still_merge_into_one() -> None:
+    """H = 1 s, every renewal takes 0.6 s. Batch 2's first beat has to wait for batch 1's,
+    so the two are renewed 0.6 s apart; without merging early they would alternate in two
+    statements per beat for ever. Batches due before a statement is likely back ride along."""
+    core = make_core(v=30.0, h=1.0)
+    register(core, 1, [1], now=0.0)
+    register(core, 2, [2], now=0.1)
+    in_flight: tuple[Renewal, float] | None = None
+    statements: list[Renewal] = []
+    for step in range(1000):  # t = 0.00 .. 9.99 in 0.01 s steps
+        now = step / 100
+        if in_flight is not None and now >= in_flight[1]:
+            core.answered(in_flight[0].token, now, all_of(in_flight[0]))
+            in_flight = None
+        renewal = core.next_renewal(now)
+        if renewal is not None:
+            statements.append(renewal)
+            in_flight = (renewal, now + 0.6)
+    late = [r for r in statements if r.sent_at >= 3.0]
+    assert len(late) == 7  # one per beat from t = 3
+    assert all(r.batch_ids == frozenset({1, 2}) for r in late)
+
+
 def test_I10_batch_registered_between_beats_joins_the_pool_beat() -> None:
     core = make_core()
     register(core, 1, [1], now=0.0)

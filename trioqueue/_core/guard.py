@@ -135,6 +135,7 @@ class GuardCore:
         # batch is rescheduled and are skipped when they surface.
         self._due: list[tuple[float, int]] = []
         self._anchor: float | None = None
+        self._last_duration = 0.0  # how long the last answered renewal took
 
     # -- registration -------------------------------------------------------------------
 
@@ -244,7 +245,13 @@ class GuardCore:
         """The renewal to send now, if the slot is free and some batch is due."""
         if self.current is not None:
             return None
-        due = self._pop_due(now)
+        due = self._pop_due(now, until=now)
+        if due:
+            # Batches due before this statement is likely back ride along: they would only
+            # wait for the slot, then go alone. Without this, statements longer than H / 2
+            # split a pool into groups that alternate for ever (I10: one statement per beat).
+            lookahead = min(self._last_duration, self.timing.heartbeat_interval / 2)
+            due += self._pop_due(now, until=now + lookahead)
         items = tuple(
             RenewItem(job.job_id, job.claim_seq, job.progress)
             for batch in due
@@ -271,6 +278,7 @@ class GuardCore:
         renewal = self._settle(token, now)
         if renewal is None:
             return self._after_abandoned_exit(token, now)
+        self._last_duration = now - renewal.sent_at
         effects = Effects(moved=set(renewal.batch_ids))
         for batch in self._carried(renewal):
             if batch.stop is None:
@@ -348,10 +356,10 @@ class GuardCore:
     def _carried(self, renewal: Renewal) -> list[BatchLease]:
         return [self._batches[bid] for bid in renewal.batch_ids if bid in self._batches]
 
-    def _pop_due(self, now: float) -> list[BatchLease]:
-        """Every live batch due at ``now``. A heap keeps this O(due · log n), not O(n)."""
+    def _pop_due(self, now: float, *, until: float) -> list[BatchLease]:
+        """Every live batch due by ``until``. A heap keeps this O(due · log n), not O(n)."""
         due: dict[int, BatchLease] = {}
-        while self._due and self._due[0][0] <= now:
+        while self._due and self._due[0][0] <= until:
             when, batch_id = heapq.heappop(self._due)
             batch = self._batches.get(batch_id)
             if batch is None or batch.next_due != when:
