@@ -223,13 +223,8 @@ class Driver:
     async def acquire(self) -> AsyncIterator[PgConnection]:
         """Hold one pooled connection in trio code; each query on it is one crossing."""
         connection = await self.cross(self._acquire(lend=True))
-        held = PgConnection(self, connection)
-        try:
+        async with self._lend(connection) as held:
             yield held
-        finally:
-            held._detach()
-            with trio.CancelScope(shield=True):  # bounded: terminated on timeout
-                await self.cross(self._release(connection, give_up_after=CLOSE_TIMEOUT))
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[PgConnection]:
@@ -242,6 +237,15 @@ class Driver:
         server rolls the transaction back by itself.
         """
         connection = await self.cross(self._begin())
+        async with self._lend(connection) as held:
+            yield held
+
+    @asynccontextmanager
+    async def _lend(self, connection: Any) -> AsyncIterator[PgConnection]:
+        """``connection`` in trio code for the block; then back to the pool, reset (an open
+        transaction rolled back) in one shielded crossing, bounded by ``CLOSE_TIMEOUT``. A
+        connection that cannot be reset in time is terminated, and the server then rolls
+        back whatever it still held."""
         held = PgConnection(self, connection)
         try:
             yield held
@@ -249,9 +253,9 @@ class Driver:
             held._detach()
             with trio.CancelScope(shield=True):
                 try:
-                    await self.cross(self._end(connection))
+                    await self.cross(self._release(connection, give_up_after=CLOSE_TIMEOUT))
                 except BackendError:
-                    pass  # the release terminated the connection: nothing was committed
+                    pass  # terminated by the pool: nothing of it is kept
 
     async def _begin(self) -> Any:
         connection = await self._acquire(lend=True)
@@ -261,16 +265,6 @@ class Driver:
             await self._release(connection, failed=True, give_up_after=CLOSE_TIMEOUT)
             raise
         return connection
-
-    async def _end(self, connection: Any) -> None:
-        try:
-            if not connection.is_closed() and connection.is_in_transaction():
-                # A cancelled statement may still be cancelling: ROLLBACK waits for it.
-                await asyncio.wait_for(connection.execute("ROLLBACK"), CLOSE_TIMEOUT)
-        except Exception:
-            pass  # the release below resets (ROLLBACK) or terminates the connection
-        finally:
-            await self._release(connection, give_up_after=CLOSE_TIMEOUT)
 
     # -- listening -----------------------------------------------------------------------
 

@@ -67,7 +67,7 @@ class ConnectionPool:
         self._waiters: deque[asyncio.Future[Any]] = deque()
         self._connections: set[Any] = set()  # every open one, to terminate at the end
         self._closing = False
-        self._all_idle = asyncio.Event()
+        self._returned = asyncio.Event()  # set when a connection comes back or goes
 
     async def acquire(self) -> Any:
         """A connection, checked out; give it back with :meth:`release`."""
@@ -87,7 +87,6 @@ class ConnectionPool:
 
     async def _open_one(self) -> Any:
         self._open += 1
-        self._all_idle.clear()
         try:
             connection = await self._connect()
         except BaseException:
@@ -145,7 +144,7 @@ class ConnectionPool:
                 waiter.set_result(connection)
                 return
         self._idle.append(connection)
-        self._check_all_idle()
+        self._returned.set()
 
     def _free_place(self, connection: Any) -> None:
         self._connections.discard(connection)
@@ -155,11 +154,12 @@ class ConnectionPool:
             if not waiter.done():
                 waiter.set_result(None)  # it opens a connection of its own
                 return
-        self._check_all_idle()
+        self._returned.set()
 
-    def _check_all_idle(self) -> None:
-        if len(self._idle) == self._open:
-            self._all_idle.set()
+    async def _all_returned(self) -> None:
+        while len(self._idle) < self._open:
+            self._returned = asyncio.Event()
+            await self._returned.wait()
 
     async def close(self, give_up_after: float) -> None:
         """Close every connection: wait up to ``give_up_after`` seconds for checked-out ones
@@ -169,9 +169,8 @@ class ConnectionPool:
             if not waiter.done():
                 waiter.set_exception(asyncpg.InterfaceError("the connection pool is closing"))
         self._waiters.clear()
-        self._check_all_idle()
         try:
-            await asyncio.wait_for(self._all_idle.wait(), give_up_after)
+            await asyncio.wait_for(self._all_returned(), give_up_after)
         except TimeoutError:
             pass
         idle, self._idle = self._idle, []
