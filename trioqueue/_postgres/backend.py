@@ -538,7 +538,8 @@ class PostgresBackend:
     async def ack(self, items: Sequence[Ack]) -> list[bool]:
         """Mark attempts succeeded. Fenced: True for each item that was applied."""
         items = tuple(items)
-        return await self._fenced_write("ack", items, *_fences(items), _progress(items))
+        applied = await self._fenced_write("ack", items, *_fences(items), _progress(items))
+        return [row is not None for row in applied]
 
     async def fail(self, items: Sequence[Failure]) -> list[Recorded | None]:
         """Record failed attempts. Fenced: per item, what it became (None: not applied).
@@ -548,39 +549,36 @@ class PostgresBackend:
         """
         items = tuple(items)
         delays = [check_retry_delay(item.retry_delay) for item in items]
-        if not items:
-            await trio.lowlevel.checkpoint()
-            return []
-        rows = await self._driver.run(
+        applied = await self._fenced_write(
             "fail",
-            _fetch,
-            self._sql["fail"],
+            items,
             *_fences(items),
             [_storable_text(item.error) for item in items],
             _floats(delays),
             _progress(items),
         )
-        recorded = {
-            row["n"]: Recorded.RETRY if row["status"] == "queued" else Recorded.FINAL
-            for row in rows
-        }
-        return [recorded.get(n) for n in range(1, len(items) + 1)]
+        return [
+            None if row is None else Recorded.RETRY if row["status"] == "queued" else Recorded.FINAL
+            for row in applied
+        ]
 
     async def release(self, items: Sequence[Release]) -> list[bool]:
         """Give attempts back uncharged. Fenced: True for each item that was applied."""
         items = tuple(items)
-        return await self._fenced_write("release", items, *_fences(items), _progress(items))
+        applied = await self._fenced_write("release", items, *_fences(items), _progress(items))
+        return [row is not None for row in applied]
 
     async def _fenced_write(
         self, op: str, items: Sequence[object], *arrays: list[Any]
-    ) -> list[bool]:
-        """Run a batched, fenced write; its rows name the 1-based positions that applied."""
+    ) -> list[Any]:
+        """Run a batched, fenced write: per item, the row its statement returned for it (the
+        rows name the 1-based positions that applied), or None where the fence kept it out."""
         if not items:
             await trio.lowlevel.checkpoint()
             return []
         rows = await self._driver.run(op, _fetch, self._sql[op], *arrays)
-        applied = {row["n"] for row in rows}
-        return [n in applied for n in range(1, len(items) + 1)]
+        by_position = {row["n"]: row for row in rows}
+        return [by_position.get(n) for n in range(1, len(items) + 1)]
 
     @asynccontextmanager
     async def listen(
