@@ -196,6 +196,11 @@ class BatchRunner:
                     applied = await self._write(handle, job, outcome, delay)
                 except _Unrecorded as exc:
                     outcome, applied = Outcome(OutcomeKind.UNAVAILABLE, str(exc)), None
+                if outcome.kind is OutcomeKind.RETRY and applied is Recorded.FINAL:
+                    # The backend knew better: the job was asked to cancel before this worker
+                    # heard (a cancelled job is never retried), and stored the error so.
+                    message = f"cancelled: cancel requested ({outcome.message})"
+                    outcome = Outcome(OutcomeKind.FAILED, message)
         finally:
             self._guard.job_done(handle.batch_id, job.id)
         await self._report(job, outcome, applied, delay)
@@ -290,13 +295,7 @@ class BatchRunner:
         self, job: Job, outcome: Outcome, applied: bool | Recorded | None, delay: float
     ) -> None:
         config, kind = self._config, outcome.kind
-        if kind is OutcomeKind.RETRY and applied is Recorded.FINAL:
-            # The backend knew better: the job was asked to cancel before this worker heard
-            # (a cancelled job is never retried); it stored the error this way too.
-            error = f"cancelled: cancel requested ({outcome.message})"
-            log.warning("job %d failed: %s", job.id, error)
-            await self._hook(config.on_job_failed, job, error)
-        elif applied is False:
+        if applied is False:
             log.warning("job %d: %s", job.id, NOT_RECORDED)
             await self._hook(config.on_job_unavailable, job, NOT_RECORDED)
         elif kind is OutcomeKind.SUCCEEDED:
