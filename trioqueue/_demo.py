@@ -41,6 +41,7 @@ from trioqueue._terminal import (
     LiveBlock,
     clip,
     format_table,
+    library_logs_to,
     progress_bar,
     styled,
     supports_unicode,
@@ -313,21 +314,6 @@ class _ViewHandler(logging.Handler):
 
 
 @contextmanager
-def library_logs_to(view: View, *, verbose: bool) -> Iterator[None]:
-    """Route ``trioqueue`` log records to ``view``: warnings only, unless ``verbose``."""
-    logger = logging.getLogger("trioqueue")
-    handler = _ViewHandler(view)
-    previous = logger.level
-    logger.setLevel(logging.INFO if verbose else logging.WARNING)
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(previous)
-
-
-@contextmanager
 def open_view(options: DemoOptions, out: TextIO, header: str) -> Iterator[View]:
     """The live view on a terminal (unless ``--no-live``), plain lines otherwise."""
     if not (options.live and out.isatty()):
@@ -554,7 +540,7 @@ async def run_demo(options: DemoOptions, out: TextIO) -> int:
     pace = Pace(options.speed)
     with (
         open_view(options, out, header(options, pace)) as view,
-        library_logs_to(view, verbose=options.verbose),
+        library_logs_to(_ViewHandler(view), verbose=options.verbose),
     ):
         result = await run_jobs(options, pace, view)
     lines, code = summary(result, options.speed)

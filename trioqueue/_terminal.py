@@ -1,7 +1,8 @@
 """Terminal output for the command line: tables, progress bars, a block redrawn in place.
 
 Plain strings in, plain strings out: nothing here knows about trio, backends or jobs, so the
-command line's views (the demo now, ``jobs`` and ``status`` later) share one way of drawing.
+command line's views (the demo now, ``jobs`` and ``status`` later) share one way of drawing,
+and one way of showing the library's own log records (:func:`library_logs_to`).
 
 :class:`LiveBlock` redraws a block of lines in place: each frame moves the cursor up over the
 previous one (``CSI n A``) and rewrites every line after clearing it (``CSI 2K``). Callers clip
@@ -11,9 +12,11 @@ would then move up too little.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from types import TracebackType
 from typing import TextIO
 
@@ -114,3 +117,18 @@ class LiveBlock:
     ) -> None:
         self._out.write(SHOW_CURSOR)
         self._out.flush()
+
+
+@contextmanager
+def library_logs_to(handler: logging.Handler, *, verbose: bool) -> Iterator[None]:
+    """Route the ``trioqueue`` loggers' records to ``handler`` for the block: warnings and
+    worse, or info too when ``verbose``."""
+    logger = logging.getLogger("trioqueue")
+    previous = logger.level
+    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)

@@ -37,7 +37,7 @@ import trio
 import trioqueue
 from trioqueue import _demo, _embedded
 from trioqueue._config import check as check_config
-from trioqueue._terminal import clip, format_table
+from trioqueue._terminal import clip, format_table, library_logs_to
 from trioqueue._types import JOB_STATUSES
 
 Runner = Callable[[argparse.Namespace], int]
@@ -176,7 +176,7 @@ def schema_of(args: argparse.Namespace, default: str = DEFAULT_SCHEMA) -> str:
 def run_on_database(args: argparse.Namespace, fn: Callable[..., Any], *fn_args: Any) -> Any:
     """``trio.run(fn, dsn, schema, *fn_args)``, with database and input errors as CliError."""
     dsn = require_dsn(args)
-    with _library_logs(verbose=args.verbose), _errors_as_cli_errors():
+    with library_logs_to(_stderr_log_handler(), verbose=args.verbose), _errors_as_cli_errors():
         return trio.run(fn, dsn, schema_of(args), *fn_args)
 
 
@@ -197,20 +197,10 @@ def _errors_as_cli_errors() -> Iterator[None]:
         raise CliError(str(exc)) from exc
 
 
-@contextmanager
-def _library_logs(*, verbose: bool) -> Iterator[None]:
-    """The library's warnings (info with ``-v``) on stderr while a command runs."""
-    logger = logging.getLogger("trioqueue")
+def _stderr_log_handler() -> logging.Handler:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    previous = logger.level
-    logger.setLevel(logging.INFO if verbose else logging.WARNING)
-    logger.addHandler(handler)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(previous)
+    return handler
 
 
 # -- migrate ------------------------------------------------------------------------------
