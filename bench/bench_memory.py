@@ -19,9 +19,9 @@ import logging
 import resource
 import time
 import tracemalloc
-from typing import Any
 
 import trio
+from _jobs import Countdown, noop
 
 import trioqueue
 
@@ -31,60 +31,39 @@ def _rss_bytes() -> int:
         return int(statm.read().split()[1]) * resource.getpagesize()
 
 
-async def _noop(payload: Any, ctx: trioqueue.JobContext) -> None:
-    return None
-
-
 async def throughput(jobs: int, batch_size: int, concurrency: int) -> float:
-    done = 0
-    finished = trio.Event()
-
-    async def count(job: trioqueue.Job) -> None:
-        nonlocal done
-        done += 1
-        if done == jobs:
-            finished.set()
-
+    finished = Countdown(jobs)
     async with trioqueue.open_memory(connections=concurrency + 4) as backend:
         for start in range(0, jobs, 1000):
             await backend.enqueue_many(
                 "bench", [{"n": i} for i in range(start, min(jobs, start + 1000))]
             )
         config = trioqueue.WorkerConfig(
-            handler=_noop,
+            handler=noop,
             queue="bench",
             concurrency=concurrency,
             batch_size=batch_size,
-            on_job_succeeded=count,
+            on_job_succeeded=finished.on_job,
             max_job_duration=60,
         )
         async with trio.open_nursery() as nursery:
             began = time.perf_counter()
             await nursery.start(trioqueue.run_worker_pool, backend, config)
-            await finished.wait()
+            await finished.done.wait()
             elapsed = time.perf_counter() - began
             nursery.cancel_scope.cancel()
     return jobs / elapsed
 
 
 async def inflight(jobs: int, beats: int, heartbeat: float) -> dict[str, float]:
-    running = 0
-    all_running = trio.Event()
-
-    async def sleeper(payload: Any, ctx: trioqueue.JobContext) -> None:
-        nonlocal running
-        running += 1
-        if running == jobs:
-            all_running.set()
-        await trio.sleep_forever()
-
+    running = Countdown(jobs)
     async with trioqueue.open_memory(connections=16) as backend:
         for start in range(0, jobs, 1000):
             await backend.enqueue_many(
                 "bench", [{"n": i} for i in range(start, min(jobs, start + 1000))]
             )
         config = trioqueue.WorkerConfig(
-            handler=sleeper,
+            handler=running.sleeper,
             queue="bench",
             concurrency=jobs,
             visibility_timeout=heartbeat * 30,
@@ -98,7 +77,7 @@ async def inflight(jobs: int, beats: int, heartbeat: float) -> dict[str, float]:
         rss_before = _rss_bytes()
         async with trio.open_nursery() as nursery:
             await nursery.start(trioqueue.run_worker_pool, backend, config)
-            await all_running.wait()
+            await running.done.wait()
             await trio.sleep(heartbeat * 1.5)  # let every first beat settle into the pool beat
             gc.collect()
             traced = tracemalloc.get_traced_memory()[0] - traced_before

@@ -49,6 +49,7 @@ from typing import Any
 import asyncpg
 import trio
 import trio_asyncio
+from _jobs import Countdown, noop
 
 import trioqueue
 from trioqueue._embedded import fast_commits, find_postgres
@@ -93,30 +94,18 @@ def percentile(values: Sequence[float], fraction: float) -> float:
 # -- drain: the pools ---------------------------------------------------------------------
 
 
-async def _noop(payload: Any, ctx: trioqueue.JobContext) -> None:
-    return None
-
-
 async def drain_pools(
     dsn: str, jobs: int, batch: int, consumers: int, concurrency: int
 ) -> tuple[float, dict[str, int]]:
     """Jobs/s of ``consumers`` pools draining ``jobs`` pre-enqueued no-op jobs, and the
     statements they issued (claims, renewals, acks)."""
-    done = 0
-    finished = trio.Event()
-
-    async def count(job: trioqueue.Job) -> None:
-        nonlocal done
-        done += 1
-        if done == jobs:
-            finished.set()
-
+    finished = Countdown(jobs)
     config = trioqueue.WorkerConfig(
-        handler=_noop,
+        handler=noop,
         queue=QUEUE,
         concurrency=concurrency,
         batch_size=batch,
-        on_job_succeeded=count,
+        on_job_succeeded=finished.on_job,
         max_job_duration=600,
         poll_interval=0.5,
     )
@@ -127,7 +116,7 @@ async def drain_pools(
             began = time.perf_counter()
             for _ in range(consumers):
                 nursery.start_soon(trioqueue.run_worker_pool, backend, config)
-            await finished.wait()
+            await finished.done.wait()
             elapsed = time.perf_counter() - began
             nursery.cancel_scope.cancel()
         calls = backend.statistics()["calls"]
@@ -233,19 +222,10 @@ async def heartbeat(dsn: str, jobs: int, beats: int, interval: float) -> dict[st
     (after three to settle); times, jobs and rows are those of every renewal still running
     or begun once all jobs ran (slow ones waited for up to two minutes after the window).
     """
-    running = 0
-    all_running = trio.Event()
-
-    async def sleeper(payload: Any, ctx: trioqueue.JobContext) -> None:
-        nonlocal running
-        running += 1
-        if running == jobs:
-            all_running.set()
-        await trio.sleep_forever()
-
+    running = Countdown(jobs)
     batch = min(50, jobs)
     config = trioqueue.WorkerConfig(
-        handler=sleeper,
+        handler=running.sleeper,
         queue=QUEUE,
         concurrency=math.ceil(jobs / batch),
         batch_size=batch,
@@ -260,7 +240,7 @@ async def heartbeat(dsn: str, jobs: int, beats: int, interval: float) -> dict[st
         timed_renewals(backend, record)
         async with trio.open_nursery() as nursery:
             await nursery.start(trioqueue.run_worker_pool, backend, config)
-            await all_running.wait()
+            await running.done.wait()
             since = time.perf_counter()
             await trio.sleep(interval * 3)  # let the first beats settle into the pool beat
             started = backend.statistics().calls["renew"]
