@@ -496,18 +496,22 @@ async def test_pool_reconnects_after_its_connections_are_killed(
         async with trio.open_nursery() as nursery:  # use all three connections
             for n in range(6):
                 nursery.start_soon(backend.enqueue, Q, n)
-        assert await terminate_backend_connections(backend) >= 2
-        await trio.sleep(0.1)  # the pool notices closed sockets when the loop reads them
-        outcomes: list[str] = []
-        for _ in range(5):
-            try:
-                await backend.enqueue(Q, "after")
-            except BackendError:
-                outcomes.append("error")  # a connection that died mid-call: reported, once
-            else:
-                outcomes.append("ok")
-        assert outcomes[-3:] == ["ok"] * 3
-        assert len(await claim(backend, limit=100)) == 6 + outcomes.count("ok")
+        killed = await terminate_backend_connections(backend)
+        assert killed >= 2
+        errors = 0
+        with trio.fail_after(10):
+            while True:
+                try:
+                    await backend.enqueue(Q, "after")
+                    break
+                except BackendError:
+                    # A connection whose death the pool has not seen yet fails the one call
+                    # that finds it; the pool then opens a new one in its place.
+                    errors += 1
+        assert errors <= killed
+        for _ in range(3):
+            await backend.enqueue(Q, "after")
+        assert len(await claim(backend, limit=100)) == 6 + 4
 
 
 async def test_error_text_postgres_cannot_hold_is_stored_escaped(backend: PostgresBackend) -> None:

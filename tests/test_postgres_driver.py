@@ -3,7 +3,7 @@
 What the pool promises: the driver's own statements cost no extra round trip (no session
 reset after a claim, a renewal or an ack); connections lent to callers come back clean (their
 session settings and open transactions do not leak to the next user); callers beyond the
-pool's size wait their turn; a connection the server closed is replaced.
+pool's size wait their turn; a connection the server closed is replaced (test_postgres_backend.py).
 """
 
 from __future__ import annotations
@@ -78,23 +78,6 @@ async def test_callers_beyond_the_pool_size_wait_their_turn(backend: PostgresBac
         released.set()
     assert (await backend.counts())[Q] == {"ready": 8}
     assert backend.statistics()["connections_in_use"] == 0
-
-
-async def test_connection_closed_by_the_server_while_idle_is_replaced(
-    backend: PostgresBackend,
-) -> None:
-    async with backend.acquire():  # so that the enqueue opens and leaves a second connection
-        await backend.enqueue(Q, "before")
-    async with backend.acquire() as killer:
-        killed = await killer.fetchval(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE application_name = $1 AND pid <> pg_backend_pid()",
-            f"trioqueue:{backend.schema}",
-        )
-    assert killed == 1  # the idle one
-    await trio.sleep(0.1)  # the pool sees a closed socket once the loop reads from it
-    await backend.enqueue(Q, "after")
-    assert (await backend.counts())[Q] == {"ready": 2}
 
 
 async def test_a_caller_cancelled_while_waiting_for_a_connection_takes_no_place(

@@ -78,10 +78,21 @@ async def test_pool_drains_jobs_with_retries(backend: PostgresBackend) -> None:
     assert backend.statistics()["connections_in_use"] == 0
 
 
-async def test_cancel_reaches_a_running_handler_through_notify(backend: PostgresBackend) -> None:
+async def test_cancel_reaches_a_running_handler_through_notify(
+    backend: PostgresBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """I12 on PostgreSQL: with H = 10 s, only the NOTIFY can stop the handler this fast."""
     started = trio.Event()
+    first_beat_back = trio.Event()
     stopped_at: list[float] = []
+    renew = backend.renew
+
+    async def renew_and_tell(*args: Any, **kwargs: Any) -> Any:
+        verdicts = await renew(*args, **kwargs)
+        first_beat_back.set()
+        return verdicts
+
+    monkeypatch.setattr(backend, "renew", renew_and_tell)
 
     async def handler(payload: Any, ctx: JobContext) -> None:
         started.set()
@@ -95,7 +106,7 @@ async def test_cancel_reaches_a_running_handler_through_notify(backend: Postgres
         job_id = await backend.enqueue(Q, "forever")
         with trio.fail_after(5):
             await started.wait()
-        await trio.sleep(0.1)  # let the first (immediate) renewal go by
+            await first_beat_back.wait()  # the cancel must not ride on the first beat
         cancelled_at = trio.current_time()
         assert await backend.cancel(job_id) is True
         [info] = await wait_until_finished(backend, [job_id])
