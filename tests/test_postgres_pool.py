@@ -125,6 +125,7 @@ async def test_batch_whose_row_is_locked_elsewhere_stops_at_its_fence(
     v = 1.0
     started = trio.Event()
     stops: list[tuple[float, str]] = []
+    stopped = trio.Event()
 
     async def handler(payload: Any, ctx: JobContext) -> None:
         started.set()
@@ -132,6 +133,7 @@ async def test_batch_whose_row_is_locked_elsewhere_stops_at_its_fence(
 
     async def on_job_unavailable(job: trioqueue.Job, reason: str) -> None:
         stops.append((trio.current_time(), reason))
+        stopped.set()
 
     cfg = config(
         handler,
@@ -151,8 +153,7 @@ async def test_batch_whose_row_is_locked_elsewhere_stops_at_its_fence(
             )
             locked_at = trio.current_time()
             with trio.fail_after(5):
-                while not stops:
-                    await trio.sleep(0.02)
+                await stopped.wait()
             row = await other.fetchrow(
                 f'SELECT status, attempts, last_error FROM "{backend.schema}".jobs WHERE id = $1',
                 job_id,
