@@ -18,6 +18,8 @@ import trioqueue
 from trioqueue import JobContext
 from trioqueue._postgres import PostgresBackend, open_postgres
 
+from ._postgres_harness import wait_until_finished
+
 pytestmark = pytest.mark.postgres
 
 Q = "pool"
@@ -40,15 +42,6 @@ def config(handler: Any, **overrides: Any) -> trioqueue.WorkerConfig:
         "shutdown_grace": 1,
     }
     return trioqueue.WorkerConfig(**{**base, **overrides})
-
-
-async def wait_until_finished(backend: PostgresBackend, ids: list[int]) -> list[Any]:
-    with trio.fail_after(15):
-        while True:
-            infos = [await backend.get_job(job_id) for job_id in ids]
-            if all(i.status in ("succeeded", "failed") for i in infos):
-                return infos
-            await trio.sleep(0.02)
 
 
 async def test_pool_drains_jobs_with_retries(backend: PostgresBackend) -> None:

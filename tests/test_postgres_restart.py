@@ -33,10 +33,12 @@ import pytest
 import trio
 
 import trioqueue
-from trioqueue import JobContext, JobInfo
+from trioqueue import JobContext
 from trioqueue._embedded import INSTALL_HINT, fast_commits
 from trioqueue._postgres import PostgresBackend, open_postgres
 from trioqueue._types import Claimed
+
+from ._postgres_harness import wait_until_finished
 
 if TYPE_CHECKING:
     from pgserver.postgres_server import PostgresServer
@@ -292,21 +294,6 @@ async def server_started_at(backend: PostgresBackend) -> Any:
         return await connection.fetchval("SELECT pg_postmaster_start_time()")
 
 
-async def wait_until_finished(backend: PostgresBackend, ids: list[int]) -> list[JobInfo]:
-    """Snapshots of ``ids`` once every one of them is succeeded or failed (bound it with
-    ``trio.fail_after``)."""
-    wanted = set(ids)
-    infos: list[JobInfo] = []
-
-    async def finished() -> bool:
-        nonlocal infos
-        infos = [i for i in await backend.list_jobs(queue=Q, limit=10_000) if i.id in wanted]
-        return len(infos) == len(wanted) and all(i.status in ("succeeded", "failed") for i in infos)
-
-    await poll_until(finished)
-    return infos
-
-
 # -- the tests --------------------------------------------------------------------------
 
 
@@ -373,8 +360,8 @@ async def test_restart_mid_run_loses_no_job_and_notices_resume(
         # The listener is back, on a session of the new server: the pool did it by itself.
         with trio.fail_after(RELISTEN_BOUND):
             await poll_until(lambda: has_listener(backend))
-        with trio.fail_after(60):  # lost attempts wait out their 2 s leases, then run again
-            infos = await wait_until_finished(backend, ids)
+        # Lost attempts wait out their 2 s leases, then run again.
+        infos = await wait_until_finished(backend, ids, within=60)
 
         # A job enqueued now, while the pool waits for up to POLL_INTERVAL, starts at once
         # only if a NOTIFY wakes the pool: proof that the new listener works, not just exists.

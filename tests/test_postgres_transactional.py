@@ -27,6 +27,7 @@ from trioqueue._postgres.driver import PgConnection
 from trioqueue._types import Ack
 
 from ._pool_harness import Recorder
+from ._postgres_harness import wait_until_finished
 
 pytestmark = pytest.mark.postgres
 
@@ -71,15 +72,6 @@ def config(handler: Any, recorder: Recorder, **overrides: Any) -> trioqueue.Work
         **overrides,
     }
     return trioqueue.transactional_worker_config(options.pop("concurrency", 4), handler, **options)
-
-
-async def wait_until_finished(backend: PostgresBackend, ids: list[int]) -> list[Any]:
-    with trio.fail_after(20):
-        while True:
-            infos = [await backend.get_job(job_id) for job_id in ids]
-            if all(i.status in ("succeeded", "failed") for i in infos):
-                return infos
-            await trio.sleep(0.05)
 
 
 def bumping_transactions(
@@ -341,21 +333,11 @@ async def test_effects_commit_exactly_once_when_connections_are_killed(
                 "WHERE application_name = $1 AND pid <> pg_backend_pid()",
                 f"trioqueue:{backend.schema}",
             )
-        infos = await wait_until_settled(backend, ids)
+        infos = await wait_until_finished(backend, ids)
         nursery.cancel_scope.cancel()
 
     assert {i.status for i in infos} == {"succeeded"}
     assert await effect_counts(backend) == dict.fromkeys(ids, 1)
-
-
-async def wait_until_settled(backend: PostgresBackend, ids: list[int]) -> list[Any]:
-    """As :func:`wait_until_finished`, repeating a poll that met a killed connection."""
-    with trio.fail_after(20):
-        while True:
-            try:
-                return await wait_until_finished(backend, ids)
-            except BackendError:
-                await trio.sleep(0.05)
 
 
 async def test_transactional_handlers_leave_the_runtime_its_connections(

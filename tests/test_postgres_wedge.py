@@ -21,11 +21,11 @@ import trio
 
 import trioqueue
 from trioqueue import JobContext
-from trioqueue._errors import BackendError
 from trioqueue._postgres import PostgresBackend, open_postgres
 from trioqueue._postgres.driver import PgConnection
 
 from ._pool_harness import Recorder
+from ._postgres_harness import wait_until_finished
 
 pytestmark = pytest.mark.postgres
 
@@ -89,20 +89,6 @@ def first_attempt_hangs(recorder: Recorder) -> Any:
             await trio.sleep_forever()
 
     return handler
-
-
-async def wait_until_finished(backend: PostgresBackend, ids: list[int]) -> list[Any]:
-    """Poll until every job is finished. A killed connection fails the one call that finds
-    it dead (the pool then replaces it), so a failed poll is simply repeated."""
-    with trio.fail_after(15):
-        while True:
-            try:
-                infos = [await backend.get_job(job_id) for job_id in ids]
-            except BackendError:
-                infos = []
-            if infos and all(i.status in ("succeeded", "failed") for i in infos):
-                return infos
-            await trio.sleep(0.05)
 
 
 async def set_wedged(backend: PostgresBackend, wedged: bool) -> None:

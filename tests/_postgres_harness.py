@@ -1,0 +1,29 @@
+"""Helpers for tests that run whole worker pools on PostgreSQL."""
+
+from __future__ import annotations
+
+import trio
+
+from trioqueue import BackendError, JobInfo
+from trioqueue._postgres import PostgresBackend
+
+
+async def wait_until_finished(
+    backend: PostgresBackend, ids: list[int], *, within: float = 20.0
+) -> list[JobInfo]:
+    """Snapshots of ``ids`` (in that order) once every one is succeeded or failed.
+
+    One query per look, every 50 ms (the database says nothing when a job finishes). A look
+    that meets a killed connection fails the one call that finds it dead, and is repeated.
+    Fails (``trio.TooSlowError``) after ``within`` seconds.
+    """
+    with trio.fail_after(within):
+        while True:
+            try:
+                jobs = {info.id: info for info in await backend.list_jobs(limit=10_000)}
+            except BackendError:
+                jobs = {}
+            infos = [jobs[job_id] for job_id in ids if job_id in jobs]
+            if len(infos) == len(ids) and all(i.status in ("succeeded", "failed") for i in infos):
+                return infos
+            await trio.sleep(0.05)
