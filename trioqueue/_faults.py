@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TypeAlias, final
 
+from trioqueue._validation import check_int
+
 __all__ = [
     "DelayFault",
     "ErrorFault",
@@ -163,10 +165,4 @@ def _seconds(seconds: float) -> float:
 
 
 def _times(times: int | None) -> int | None:
-    if times is None:
-        return None
-    if isinstance(times, bool) or not isinstance(times, int):
-        raise TypeError(f"times must be an int or None, not {times!r}")
-    if times < 1:
-        raise ValueError(f"times must be at least 1, not {times!r}")
-    return times
+    return None if times is None else check_int("times", times, minimum=1)

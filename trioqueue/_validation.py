@@ -67,9 +67,9 @@ def check_enqueue(
     return EnqueueRequest(
         queue=check_queue(queue),
         payloads=tuple(encode_payload(payload) for payload in payloads),
-        priority=_check_int("priority", priority, minimum=INT32_MIN, maximum=INT32_MAX),
+        priority=check_int("priority", priority, minimum=INT32_MIN, maximum=INT32_MAX),
         delay=_check_delay(delay),
-        max_attempts=_check_int("max_attempts", max_attempts, minimum=1, maximum=INT32_MAX),
+        max_attempts=check_int("max_attempts", max_attempts, minimum=1, maximum=INT32_MAX),
         dedup_key=_check_dedup_key(dedup_key),
     )
 
@@ -123,8 +123,8 @@ def check_list_jobs(
         queue = check_queue(queue)
     if status is not None and status not in JOB_STATUSES:
         raise ValueError(f"status must be one of {', '.join(JOB_STATUSES)} or None, not {status!r}")
-    limit = _check_int("limit", limit, minimum=1, maximum=MAX_LIST_LIMIT)
-    offset = _check_int("offset", offset, minimum=0)
+    limit = check_int("limit", limit, minimum=1, maximum=MAX_LIST_LIMIT)
+    offset = check_int("offset", offset, minimum=0)
     return queue, _as_status(status), limit, offset
 
 
@@ -132,7 +132,7 @@ def check_claim(
     queue: object, limit: object, worker_id: object, visibility_timeout: object
 ) -> None:
     check_queue(queue)
-    _check_int("limit", limit, minimum=1)
+    check_int("limit", limit, minimum=1)
     if not isinstance(worker_id, str):
         raise TypeError(f"worker_id must be a str, not {type(worker_id).__name__}")
     check_timeout("visibility_timeout", visibility_timeout)
@@ -184,7 +184,7 @@ def _as_status(status: object) -> JobStatus | None:
     return None
 
 
-def _check_int(
+def check_int(
     name: str, value: object, *, minimum: int | None = None, maximum: int | None = None
 ) -> int:
     # bool is an int subclass, but True as a priority or a limit is a bug, not a number.

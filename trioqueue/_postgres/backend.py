@@ -73,6 +73,7 @@ from trioqueue._validation import (
     check_age,
     check_claim,
     check_enqueue,
+    check_int,
     check_job_id,
     check_list_jobs,
     check_queue,
@@ -145,11 +146,7 @@ async def open_postgres(
 def _check_max_connections(value: object) -> int:
     if value is None:
         return DEFAULT_MAX_CONNECTIONS
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"max_connections must be an int or None, not {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"max_connections must be at least 1, not {value}")
-    return value
+    return check_int("max_connections", value, minimum=1)
 
 
 class PostgresBackend:
@@ -237,8 +234,7 @@ class PostgresBackend:
             How many rows were deleted. Call again while it returns ``limit``.
         """
         older_than = check_age("older_than", older_than)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be an int >= 1, not {limit!r}")
+        check_int("limit", limit, minimum=1)
         deleted: int = await self._driver.run(
             "prune", _fetchval, self._sql["prune"], older_than, min(limit, _INT64)
         )
