@@ -116,6 +116,23 @@ async def test_I7_claim_answer_after_lease_expiry_never_runs_handler(
     assert "expired" in rec.of("unavailable", job_id)[0].detail
 
 
+async def test_claim_that_stalled_before_taking_its_rows_leases_them_from_then(
+    autojump_clock: object,
+) -> None:
+    """Issue 7 item 2: a claim held up for longer than V before it took its rows (a table
+    lock, in PostgreSQL) delivers live leases, counted from when the rows were taken."""
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        backend.inject("claim", delay(11, times=1))  # V=10: the claim takes its rows at t=11
+        [job_id] = await _enqueue(backend, {"sleep": 1}, max_attempts=1)
+        await nursery.start(trioqueue.run_worker_pool, backend, config(rec))
+        with trio.move_on_after(60):
+            await rec.wait_for("succeeded", job_id)
+        nursery.cancel_scope.cancel()
+    assert rec.kinds(job_id) == ["claimed", "started", "returned", "succeeded"]
+    assert rec.of("started", job_id)[0].at == pytest.approx(11.0)
+
+
 async def test_I4_blocked_claim_hook_stops_at_max_job_duration(autojump_clock: object) -> None:
     rec = Recorder()
     hook_stopped: list[float] = []

@@ -57,10 +57,14 @@ class Guard:
         """Register a claimed batch before anything runs for it; None if already expired."""
         batch_id = self._next_batch_id
         self._next_batch_id += 1
+        # A row's lease counts from when the claim locked it, which the backend measured
+        # from the statement's start on its own clock: the local send time plus that wait
+        # is still no later than the lock (docs/protocol.rst, "The lease fence").
+        locked = claim_sent + min((c.locked_after for c in claimed), default=0.0)
         accepted = self.core.register(
             batch_id,
             [(c.job.id, c.job.claim_seq) for c in claimed],
-            claim_sent=claim_sent,
+            claim_sent=locked,
             now=trio.current_time(),
             wall_now=self._backend.wall_time(),
             row_deadlines=[c.lease_until for c in claimed],

@@ -434,8 +434,9 @@ class MemoryBackend:
         while running, are moved to ``failed`` instead of being run again.
         """
         check_claim(queue, limit, worker_id, visibility_timeout)
+        started = trio.current_time()  # as PostgreSQL's now(): the statement's start
         return await self._execute(
-            "claim", lambda _: self._claim_now(queue, limit, worker_id, visibility_timeout)
+            "claim", lambda _: self._claim_now(queue, limit, worker_id, visibility_timeout, started)
         )
 
     async def renew(
@@ -705,19 +706,24 @@ class MemoryBackend:
     # -- statements ----------------------------------------------------------------------
 
     def _claim_now(
-        self, queue: str, limit: int, worker_id: str, visibility_timeout: float
+        self, queue: str, limit: int, worker_id: str, visibility_timeout: float, started: float
     ) -> list[Claimed]:
         index = self._queues.get(queue)
         if index is None:
             return []
         now = trio.current_time()
         self._promote(index, now)
+        # The lease counts from now, when the rows are taken, however long the call waited
+        # for its connection or a stall before it (docs/protocol.rst, "Rows, attempts and
+        # fencing"); the answer says how long that was.
         return [
-            self._lease(row, worker_id, now + visibility_timeout)
+            self._lease(row, worker_id, now + visibility_timeout, now - started)
             for row in self._pop_ready(index, now, limit)
         ]
 
-    def _lease(self, row: _Row, worker_id: str, lease_until: float) -> Claimed:
+    def _lease(
+        self, row: _Row, worker_id: str, lease_until: float, locked_after: float
+    ) -> Claimed:
         row.status = "running"
         row.attempts += 1
         row.claim_seq += 1
@@ -731,7 +737,7 @@ class MemoryBackend:
             max_attempts=row.max_attempts,
             claim_seq=row.claim_seq,
         )
-        return Claimed(job, lease_until)
+        return Claimed(job, lease_until, locked_after)
 
     def _renew_one(self, item: RenewItem, lease_until: float) -> Verdict:
         if item.job_id in self._locked:

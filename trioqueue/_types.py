@@ -63,10 +63,17 @@ class JobInfo:
 @final
 @dataclass(frozen=True, slots=True)
 class Claimed:
-    """A claimed job and its row lease, in the backend's wall-clock seconds."""
+    """A claimed job and its row lease, in the backend's wall-clock seconds.
+
+    ``locked_after`` is how long after the claim statement began the row was locked and
+    its lease started, measured on the backend's own clock (so no clock agreement is
+    needed): a claim that waited on a lock leases its rows from then, not from its start
+    (docs/protocol.rst, "Rows, attempts and fencing").
+    """
 
     job: Job
     lease_until: float
+    locked_after: float = 0.0
 
 
 @final

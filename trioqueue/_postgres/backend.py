@@ -501,6 +501,7 @@ class PostgresBackend:
                     claim_seq=row["claim_seq"],
                 ),
                 lease_until=row["lease_until"],
+                locked_after=row["locked_after"],
             )
             for row in rows
         ]

@@ -197,14 +197,24 @@ claimed AS (
         attempts = j.attempts + 1,
         claim_seq = j.claim_seq + 1,
         worker_id = $3::text,
-        not_visible_until = now() + make_interval(secs => $4::float8)
+        -- The lease counts from the moment the row is locked, not from the statement's
+        -- start (now()): a claim that waited on a lock (a LOCK TABLE, say) must not
+        -- deliver rows whose lease already ran out (docs/protocol.rst, "Rows, attempts
+        -- and fencing"). Which rows are claimable is still decided by now(): a lease
+        -- that had run out when the statement began has surely run out by now.
+        not_visible_until = clock_timestamp() + make_interval(secs => $4::float8)
     FROM picked AS p
     WHERE j.id = p.id
     RETURNING j.id, j.queue, j.payload::text AS payload, j.priority, j.attempts,
               j.max_attempts, j.claim_seq,
-              extract(epoch FROM j.not_visible_until)::float8 AS lease_until
+              extract(epoch FROM j.not_visible_until)::float8 AS lease_until,
+              -- How long after the statement began the lease started, on the database's
+              -- own clock (the worker adds it to the local time it sent the claim).
+              extract(epoch FROM j.not_visible_until - now())::float8 - $4::float8
+                  AS locked_after
 )
-SELECT c.id, c.queue, c.payload, c.attempts, c.max_attempts, c.claim_seq, c.lease_until
+SELECT c.id, c.queue, c.payload, c.attempts, c.max_attempts, c.claim_seq, c.lease_until,
+       c.locked_after
 FROM claimed AS c
 ORDER BY c.priority DESC, c.id;
 

@@ -1,0 +1,119 @@
+"""What a claim delivers on PostgreSQL when something around it goes wrong (issue 7).
+
+* A claim that waited on a lock longer than V leases its rows from when it locked them, and
+  the pool runs them (item 2).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import trio
+
+import trioqueue
+from trioqueue import JobContext
+from trioqueue._postgres import PostgresBackend, open_postgres
+
+from ._postgres_harness import wait_until_finished
+
+pytestmark = pytest.mark.postgres
+
+Q = "claims"
+
+
+@pytest.fixture
+async def backend(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[PostgresBackend]:
+    async with open_postgres(postgres_dsn, schema=postgres_schema) as backend:
+        await backend.migrate()
+        yield backend
+
+
+def jobs_table(backend: PostgresBackend) -> str:
+    return f'"{backend.schema}".jobs'
+
+
+async def wait_for_lock_wait(backend: PostgresBackend, *, longer_than: float) -> None:
+    """Return once a statement of ``backend`` has waited on a lock for ``longer_than``
+    seconds, by the server's clock (one query per look, every 20 ms, at most 20 s)."""
+    with trio.fail_after(20):
+        while True:
+            async with backend.acquire() as connection:
+                waiting = await connection.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE application_name = $1 AND wait_event_type = 'Lock' "
+                    "  AND clock_timestamp() - xact_start > make_interval(secs => $2)",
+                    f"trioqueue:{backend.schema}",
+                    longer_than,
+                )
+            if waiting:
+                return
+            await trio.sleep(0.02)
+
+
+async def test_claim_that_waited_on_a_table_lock_leases_from_the_lock(
+    backend: PostgresBackend,
+) -> None:
+    """Item 2: held up by LOCK TABLE for longer than V, the claim still delivers live
+    leases: V counted from when it locked the rows, not from the statement's start."""
+    v = 1.0
+    await backend.enqueue_many(Q, [{"n": n} for n in range(3)])
+    claimed: list[Any] = []
+    done = trio.Event()
+
+    async def claim() -> None:
+        claimed.extend(await backend.claim(Q, limit=10, worker_id="w", visibility_timeout=v))
+        claimed.append(time.time())
+        done.set()
+
+    async with trio.open_nursery() as nursery:
+        async with backend.acquire() as locker, locker.transaction():
+            await locker.execute(f"LOCK TABLE {jobs_table(backend)} IN ACCESS EXCLUSIVE MODE")
+            nursery.start_soon(claim)
+            await wait_for_lock_wait(backend, longer_than=1.5 * v)
+        await done.wait()
+    *jobs, returned_at = claimed
+    assert len(jobs) == 3
+    for job in jobs:
+        assert job.lease_until > returned_at
+        assert job.locked_after >= 1.5 * v
+    async with backend.acquire() as connection:
+        stored = await connection.fetchval(
+            f"SELECT min(extract(epoch FROM not_visible_until))::float8 FROM {jobs_table(backend)}"
+        )
+    assert stored > returned_at
+
+
+async def test_pool_runs_the_jobs_of_a_claim_held_up_past_the_lease(
+    backend: PostgresBackend,
+) -> None:
+    """Item 2, the reported case: a table lock held longer than V while the pool's claim
+    waits; with max_attempts = 1 every job must still run once and succeed."""
+    v = 1.0
+    ran: list[int] = []
+
+    async def handler(payload: Any, ctx: JobContext) -> None:
+        ran.append(ctx.job_id)
+        await trio.lowlevel.checkpoint()
+
+    cfg = trioqueue.WorkerConfig(
+        handler=handler,
+        queue=Q,
+        batch_size=8,
+        visibility_timeout=v,
+        heartbeat_interval=0.3,
+        poll_interval=0.2,
+        shutdown_grace=0.5,
+    )
+    ids = await backend.enqueue_many(Q, [{"n": n} for n in range(8)], max_attempts=1)
+    async with trio.open_nursery() as nursery:
+        async with backend.acquire() as locker, locker.transaction():
+            await locker.execute(f"LOCK TABLE {jobs_table(backend)} IN ACCESS EXCLUSIVE MODE")
+            await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+            await wait_for_lock_wait(backend, longer_than=1.5 * v)
+        infos = await wait_until_finished(backend, ids)
+        nursery.cancel_scope.cancel()
+    assert [(i.status, i.attempts, i.last_error) for i in infos] == [("succeeded", 1, None)] * 8
+    assert sorted(ran) == ids
