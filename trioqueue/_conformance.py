@@ -394,6 +394,30 @@ class BackendConformance:
         await backend.ack([Ack(job_id, claimed.job.claim_seq, progress=1.0)])
         assert (await backend.get_job(job_id)).progress == 1.0
 
+    async def test_a_new_attempt_starts_without_the_old_attempts_progress(
+        self, backend: Backend, clock: object
+    ) -> None:
+        """Progress belongs to an attempt: a retried, released or reclaimed job shows none
+        until its new attempt reports some."""
+        job_id = await backend.enqueue(Q, "x", max_attempts=5)
+        first = await self._claim_one(backend)
+        await self._renew(backend, self._item(first, 0.5))
+        assert await backend.fail([Failure(job_id, first.job.claim_seq, "boom", 0.0, 0.75)]) == [
+            Recorded.RETRY
+        ]
+        assert (await backend.get_job(job_id)).progress == 0.75  # the failed attempt's
+        second = await self._claim_one(backend)
+        assert (await backend.get_job(job_id)).progress is None
+        await self._renew(backend, self._item(second, None))
+        assert (await backend.get_job(job_id)).progress is None
+        await backend.release([Release(job_id, second.job.claim_seq, progress=0.25)])
+        third = await self._claim_one(backend, visibility_timeout=self.short_timeout)
+        assert (await backend.get_job(job_id)).progress is None
+        await backend.renew([self._item(third, 0.5)], visibility_timeout=self.short_timeout)
+        await self._wait_out()  # the lease runs out: the next claim takes the job again
+        await self._claim_one(backend)
+        assert (await backend.get_job(job_id)).progress is None
+
     # -- outcomes ------------------------------------------------------------------------
 
     async def test_ack_succeeds_the_job(self, backend: Backend, clock: object) -> None:

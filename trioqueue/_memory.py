@@ -728,6 +728,7 @@ class MemoryBackend:
         row.attempts += 1
         row.claim_seq += 1
         row.worker_id = worker_id
+        row.progress = None  # the new attempt has reported none; an old attempt's is not its own
         self._show_at(row, lease_until)
         job = Job(
             id=row.id,

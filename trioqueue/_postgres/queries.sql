@@ -197,6 +197,7 @@ claimed AS (
         attempts = j.attempts + 1,
         claim_seq = j.claim_seq + 1,
         worker_id = $3::text,
+        progress = NULL,  -- the new attempt has reported none; an old attempt's is not its own
         -- The lease counts from the moment the row is locked, not from the statement's
         -- start (now()): a claim that waited on a lock (a LOCK TABLE, say) must not
         -- deliver rows whose lease already ran out (docs/protocol.rst, "Rows, attempts
