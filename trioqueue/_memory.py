@@ -721,9 +721,7 @@ class MemoryBackend:
             for row in self._pop_ready(index, now, limit)
         ]
 
-    def _lease(
-        self, row: _Row, worker_id: str, lease_until: float, locked_after: float
-    ) -> Claimed:
+    def _lease(self, row: _Row, worker_id: str, lease_until: float, locked_after: float) -> Claimed:
         row.status = "running"
         row.attempts += 1
         row.claim_seq += 1
