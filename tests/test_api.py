@@ -19,6 +19,7 @@ PUBLIC = {
     "MemoryBackend",
     "PostgresBackend",
     "TrioqueueError",
+    "UndecodablePayload",
     "UnknownJobError",
     "Verdict",
     "WorkerConfig",

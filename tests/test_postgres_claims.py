@@ -2,6 +2,8 @@
 
 * A claim that waited on a lock longer than V leases its rows from when it locked them, and
   the pool runs them (item 2).
+* A row whose payload this process cannot decode fails on its own; its batch siblings run,
+  and listings show it (item 3).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import pytest
 import trio
 
 import trioqueue
-from trioqueue import JobContext
+from trioqueue import JobContext, UndecodablePayload
 from trioqueue._postgres import PostgresBackend, open_postgres
 
 from ._postgres_harness import wait_until_finished
@@ -117,3 +119,91 @@ async def test_pool_runs_the_jobs_of_a_claim_held_up_past_the_lease(
         nursery.cancel_scope.cancel()
     assert [(i.status, i.attempts, i.last_error) for i in infos] == [("succeeded", 1, None)] * 8
     assert sorted(ran) == ids
+
+
+#: Payloads another tool can store in jsonb that Python's json module refuses: more digits
+#: than int() takes from a string (4300 by default), nesting deeper than the recursion limit.
+HUGE_NUMBER = "'[' || repeat('9', 5000) || ']'"
+DEEP_NESTING = "repeat('[', 5000) || repeat(']', 5000)"
+POISONS = [
+    pytest.param(HUGE_NUMBER, "ValueError", id="5000-digit-number"),
+    pytest.param(DEEP_NESTING, "RecursionError", id="5000-deep"),
+]
+
+
+async def insert_raw(backend: PostgresBackend, payload_sql: str, *, max_attempts: int) -> int:
+    """A job row written as another tool would, its payload built by ``payload_sql``."""
+    async with backend.acquire() as connection:
+        job_id: int = await connection.fetchval(
+            f"INSERT INTO {jobs_table(backend)} (queue, payload, max_attempts) "
+            f"VALUES ($1, ({payload_sql})::jsonb, $2) RETURNING id",
+            Q,
+            max_attempts,
+        )
+    return job_id
+
+
+async def enqueue_around_poison(
+    backend: PostgresBackend, payload_sql: str, *, max_attempts: int
+) -> tuple[list[int], int]:
+    """Ten good jobs, the poison row in their middle (by id, so by claim order)."""
+    good = await backend.enqueue_many(Q, [{"n": n} for n in range(5)], max_attempts=max_attempts)
+    poison = await insert_raw(backend, payload_sql, max_attempts=max_attempts)
+    good += await backend.enqueue_many(
+        Q, [{"n": n} for n in range(5, 10)], max_attempts=max_attempts
+    )
+    return good, poison
+
+
+@pytest.mark.parametrize(("payload_sql", "error"), POISONS)
+async def test_claim_fails_an_undecodable_row_alone_and_delivers_the_rest(
+    backend: PostgresBackend, payload_sql: str, error: str
+) -> None:
+    good, poison = await enqueue_around_poison(backend, payload_sql, max_attempts=3)
+    claimed = await backend.claim(Q, limit=11, worker_id="w", visibility_timeout=60)
+    assert [c.job.id for c in claimed] == good
+    assert [c.job.payload for c in claimed] == [{"n": n} for n in range(10)]
+    info = await backend.get_job(poison)
+    assert (info.status, info.attempts) == ("failed", 1)  # final although attempts are left
+    assert info.last_error is not None
+    assert info.last_error.startswith(f"payload cannot be decoded ({error}: ")
+    assert isinstance(info.payload, UndecodablePayload)
+    assert info.payload.startswith("[")
+    assert info.payload.error.startswith(f"{error}: ")
+    listed = await backend.list_jobs(queue=Q)
+    assert [i.id for i in listed] == sorted([*good, poison])
+    assert [i.payload for i in listed if i.id != poison] == [{"n": n} for n in range(10)]
+    assert await backend.claim(Q, limit=11, worker_id="w", visibility_timeout=60) == []
+
+
+async def test_pool_runs_the_batch_siblings_of_an_undecodable_row(
+    backend: PostgresBackend,
+) -> None:
+    """Item 3, the reported case: batch_size 11, max_attempts 1, one poison row among ten
+    good ones: the ten run and succeed, the poison row fails with a clear last_error."""
+    ran: list[int] = []
+
+    async def handler(payload: Any, ctx: JobContext) -> None:
+        ran.append(ctx.job_id)
+        await trio.lowlevel.checkpoint()
+
+    cfg = trioqueue.WorkerConfig(
+        handler=handler,
+        queue=Q,
+        batch_size=11,
+        visibility_timeout=5,
+        heartbeat_interval=1,
+        poll_interval=0.2,
+        shutdown_grace=0.5,
+    )
+    good, poison = await enqueue_around_poison(backend, HUGE_NUMBER, max_attempts=1)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        infos = await wait_until_finished(backend, [*good, poison])
+        nursery.cancel_scope.cancel()
+    *good_infos, poison_info = infos
+    assert [(i.status, i.attempts) for i in good_infos] == [("succeeded", 1)] * 10
+    assert sorted(ran) == good
+    assert poison_info.status == "failed"
+    assert poison_info.last_error is not None
+    assert poison_info.last_error.startswith("payload cannot be decoded (ValueError: ")

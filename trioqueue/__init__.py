@@ -13,7 +13,7 @@ from trioqueue._errors import BackendError, ConfigError, TrioqueueError, Unknown
 from trioqueue._memory import MemoryBackend, open_memory
 from trioqueue._pool import run_worker_pool
 from trioqueue._postgres import PostgresBackend, open_postgres
-from trioqueue._types import BackendStatistics, Job, JobInfo, JobStatus
+from trioqueue._types import BackendStatistics, Job, JobInfo, JobStatus, UndecodablePayload
 
 __version__ = "0.1.0.dev0"
 
@@ -29,6 +29,7 @@ __all__ = [
     "MemoryBackend",
     "PostgresBackend",
     "TrioqueueError",
+    "UndecodablePayload",
     "UnknownJobError",
     "Verdict",
     "WorkerConfig",

@@ -81,7 +81,10 @@ class Backend(Protocol):
         """Put a failed job back on its queue for one more attempt; False if not failed."""
         ...
 
-    async def get_job(self, job_id: int) -> JobInfo: ...
+    async def get_job(self, job_id: int) -> JobInfo:
+        """A snapshot of one job (a payload that cannot be decoded comes back as an
+        :class:`~trioqueue.UndecodablePayload`, here and in :meth:`list_jobs`)."""
+        ...
 
     async def list_jobs(
         self,
@@ -105,6 +108,10 @@ class Backend(Protocol):
         """Lease up to ``limit`` claimable jobs in one statement (``SKIP LOCKED``).
 
         Rows whose lease expired on their final attempt are moved to ``failed`` instead.
+        Each row's lease counts from when the row was taken, and ``Claimed.locked_after``
+        says how long after the call began that was. A row whose payload cannot be decoded
+        is not delivered and never fails the call: the backend fails it on its own, final,
+        fenced by the new ``claim_seq``, and delivers the others.
         """
         ...
 

@@ -21,6 +21,7 @@ __all__ = [
     "Notice",
     "NoticeKind",
     "Release",
+    "UndecodablePayload",
     "Verdict",
 ]
 
@@ -58,6 +59,28 @@ class JobInfo:
     last_error: str | None
     created_at: datetime
     finished_at: datetime | None
+
+
+@final
+class UndecodablePayload(str):
+    """A stored payload this process cannot decode: its JSON text, as the database prints it.
+
+    ``JobInfo.payload`` is one of these (a ``str``, so it prints and serialises as text) when
+    a row holds JSON that Python's ``json`` module refuses, such as a number with more digits
+    than ``sys.get_int_max_str_digits()`` allows or nesting deeper than the recursion limit
+    (another tool wrote the row). ``error`` says why. A worker never runs such a job: its
+    claim fails it on its own (docs/postgres.rst, "Payloads").
+    """
+
+    error: str
+
+    def __new__(cls, text: str, error: str) -> UndecodablePayload:
+        payload = super().__new__(cls, text)
+        payload.error = error
+        return payload
+
+    def __repr__(self) -> str:
+        return f"UndecodablePayload({str(self)[:40]!r}..., error={self.error!r})"
 
 
 @final

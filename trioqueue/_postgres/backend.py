@@ -42,11 +42,13 @@ use, to run every handler at once.
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+import asyncpg
 import trio
 
 from trioqueue._backend import OPERATIONS, Backend
@@ -54,7 +56,7 @@ from trioqueue._core.guard import RenewItem
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.verdict import Verdict
 from trioqueue._errors import BackendError, UnknownJobError
-from trioqueue._postgres.driver import Driver, PgConnection, open_driver
+from trioqueue._postgres.driver import DRIVER_ERRORS, Driver, PgConnection, open_driver
 from trioqueue._postgres.sql import MIGRATIONS, QUERIES, channel_name, check_schema, render
 from trioqueue._types import (
     Ack,
@@ -68,6 +70,7 @@ from trioqueue._types import (
     NoticeKind,
     Recorded,
     Release,
+    UndecodablePayload,
 )
 from trioqueue._validation import (
     check_age,
@@ -84,6 +87,8 @@ from trioqueue._validation import (
 )
 
 __all__ = ["PostgresBackend", "open_postgres"]
+
+log = logging.getLogger("trioqueue.postgres")
 
 #: Pooled connections when ``max_connections`` is not given.
 DEFAULT_MAX_CONNECTIONS = 10
@@ -487,24 +492,54 @@ class PostgresBackend:
         """
         check_claim(queue, limit, worker_id, visibility_timeout)
         lease = float(visibility_timeout)
-        rows = await self._driver.run(
-            "claim", _fetch, self._sql["claim"], queue, min(limit, _MAX_CLAIM), worker_id, lease
+        return await self._driver.run(
+            "claim", self._aio_claim, queue, min(limit, _MAX_CLAIM), worker_id, lease
         )
-        return [
-            Claimed(
-                Job(
-                    id=row["id"],
-                    queue=row["queue"],
-                    payload=decode_payload(row["payload"]),
-                    attempt=row["attempts"],
-                    max_attempts=row["max_attempts"],
-                    claim_seq=row["claim_seq"],
-                ),
-                lease_until=row["lease_until"],
-                locked_after=row["locked_after"],
+
+    async def _aio_claim(
+        self, connection: Any, queue: str, limit: int, worker_id: str, lease: float
+    ) -> list[Claimed]:
+        """The claim statement; then, on the same connection and in the same crossing, the
+        final failure of any row whose payload does not decode.
+
+        Decoding is per row, so such a row (another tool wrote it) costs its batch siblings
+        nothing: they are delivered. The row itself is failed at once, fenced by its new
+        ``claim_seq``, and not retried, since every attempt would decode the same payload
+        the same way; an operator can fix the row and retry it. If that write fails, the
+        row's lease runs out and a later claim tries again: only the row pays for it.
+        """
+        rows = await connection.fetch(self._sql["claim"], queue, limit, worker_id, lease)
+        claimed: list[Claimed] = []
+        undecodable: list[Failure] = []
+        for row in rows:
+            payload = _read_payload(row["payload"])
+            if isinstance(payload, UndecodablePayload):
+                error = _storable_text(f"payload cannot be decoded ({payload.error})")
+                log.error("job %d fails without running: %s", row["id"], error)
+                undecodable.append(Failure(row["id"], row["claim_seq"], error, None))
+                continue
+            job = Job(
+                id=row["id"],
+                queue=row["queue"],
+                payload=payload,
+                attempt=row["attempts"],
+                max_attempts=row["max_attempts"],
+                claim_seq=row["claim_seq"],
             )
-            for row in rows
-        ]
+            claimed.append(Claimed(job, row["lease_until"], row["locked_after"]))
+        if undecodable:
+            self._driver.calls["fail"] += 1
+            errors = [f.error for f in undecodable]
+            nothing: list[str | None] = [None] * len(undecodable)  # final; no progress
+            try:
+                await connection.fetch(
+                    self._sql["fail"], *_fences(undecodable), errors, nothing, nothing
+                )
+            except DRIVER_ERRORS as exc:
+                log.warning("failing %d undecodable job(s) failed: %r", len(undecodable), exc)
+                if not isinstance(exc, asyncpg.PostgresError):
+                    connection.terminate()  # the connection may be broken: never reuse it
+        return claimed
 
     async def renew(
         self, items: Sequence[RenewItem], *, visibility_timeout: float
@@ -706,11 +741,20 @@ async def _fetchval(connection: Any, query: str, *args: Any) -> Any:
 # -- conversions and checks ---------------------------------------------------------------
 
 
+def _read_payload(text: str) -> Any:
+    """A stored payload, decoded; or, when Python's json refuses the text (more digits than
+    ``int()`` takes, nesting deeper than the recursion limit), the text itself, marked."""
+    try:
+        return decode_payload(text)
+    except (ValueError, RecursionError) as exc:
+        return UndecodablePayload(text, f"{type(exc).__name__}: {exc}")
+
+
 def _job_info(row: Any) -> JobInfo:
     return JobInfo(
         id=row["id"],
         queue=row["queue"],
-        payload=decode_payload(row["payload"]),
+        payload=_read_payload(row["payload"]),
         status=row["state"],
         attempts=row["attempts"],
         max_attempts=row["max_attempts"],
