@@ -1,16 +1,22 @@
-"""What a claim delivers on PostgreSQL when something around it goes wrong (issue 7).
+"""Trouble around a job on PostgreSQL that must not cost it (or its siblings) an attempt
+(issue 7).
 
 * A claim that waited on a lock longer than V leases its rows from when it locked them, and
   the pool runs them (item 2).
 * A row whose payload this process cannot decode fails on its own; its batch siblings run,
   and listings show it (item 3).
+* A transactional handler whose connection the server refuses (a role's connection limit)
+  is not charged for it (item 4).
 """
 
 from __future__ import annotations
 
+import logging
+import secrets
 import time
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import trio
@@ -207,3 +213,77 @@ async def test_pool_runs_the_batch_siblings_of_an_undecodable_row(
     assert poison_info.status == "failed"
     assert poison_info.last_error is not None
     assert poison_info.last_error.startswith("payload cannot be decoded (ValueError: ")
+
+
+# -- refused connections (item 4) -----------------------------------------------------------
+
+#: Connections the test role may hold: its pool's LISTEN connection leaves three for the
+#: claims, renewals, outcome writes and twelve transactional handlers.
+ROLE_LIMIT = 4
+
+
+def dsn_for_role(dsn: str, role: str) -> str:
+    parts = urlsplit(dsn)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{role}@{host}"))
+
+
+@pytest.fixture
+async def limited_dsn(backend: PostgresBackend, postgres_dsn: str) -> AsyncIterator[str]:
+    """The DSN of a role of its own (made here, dropped after) allowed ``ROLE_LIMIT``
+    connections, with the rights a worker needs on the test schema and its effects table."""
+    role = f"tq_limited_{secrets.token_hex(6)}"
+    schema = f'"{backend.schema}"'
+    async with backend.acquire() as connection:
+        await connection.execute(f"CREATE TABLE {schema}.effects (job_id bigint NOT NULL)")
+        await connection.execute(f"CREATE ROLE {role} LOGIN CONNECTION LIMIT {ROLE_LIMIT}")
+        await connection.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        await connection.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA {schema} TO {role}")
+        await connection.execute(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA {schema} TO {role}")
+    try:
+        yield dsn_for_role(postgres_dsn, role)
+    finally:
+        async with backend.acquire() as connection:
+            await connection.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role
+            )
+            await connection.execute(f"DROP OWNED BY {role}")
+            await connection.execute(f"DROP ROLE {role}")
+
+
+async def test_refused_handler_connections_are_not_charged(
+    backend: PostgresBackend, limited_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Item 4, the reported case: a role allowed four connections, a transactional pool
+    wanting twelve for its handlers; with max_attempts = 1 every job must still succeed,
+    on its first attempt, its effect committed once."""
+    caplog.set_level(logging.INFO, logger="trioqueue.worker")
+    effects = f'"{backend.schema}".effects'
+
+    async def handler(payload: Any, ctx: JobContext) -> None:
+        # Hold the connection a moment, as real work would, so the handlers contend.
+        await ctx.connection.execute(
+            f"INSERT INTO {effects} (job_id) SELECT $1::bigint FROM pg_sleep(0.02)", ctx.job_id
+        )
+
+    cfg = trioqueue.transactional_worker_config(
+        12,
+        handler,
+        queue=Q,
+        visibility_timeout=10,
+        heartbeat_interval=2,
+        poll_interval=0.2,
+        shutdown_grace=0.5,
+    )
+    ids = await backend.enqueue_many(Q, [{"n": n} for n in range(60)], max_attempts=1)
+    limited_backend = open_postgres(limited_dsn, schema=backend.schema, max_connections=16)
+    async with limited_backend as limited, trio.open_nursery() as nursery:
+        await nursery.start(trioqueue.run_worker_pool, limited, cfg)
+        infos = await wait_until_finished(backend, ids, within=60)
+        nursery.cancel_scope.cancel()
+    assert [(i.status, i.attempts) for i in infos] == [("succeeded", 1)] * 60
+    async with backend.acquire() as connection:
+        counts = await connection.fetch(f"SELECT job_id, count(*) AS n FROM {effects} GROUP BY 1")
+    assert sorted((r["job_id"], r["n"]) for r in counts) == [(i, 1) for i in ids]
+    refused = [r for r in caplog.records if "database connection refused" in r.getMessage()]
+    assert refused, "the role's limit never refused a handler's connection"

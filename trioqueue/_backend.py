@@ -21,6 +21,7 @@ import trio
 
 from trioqueue._core.guard import RenewItem
 from trioqueue._core.verdict import Verdict
+from trioqueue._errors import BackendError
 from trioqueue._types import (
     Ack,
     BackendStatistics,
@@ -140,6 +141,16 @@ class Backend(Protocol):
         ...
 
 
+class ConnectionUnavailable(BackendError):
+    """No database connection could be had for a handler: the server refused it (too many
+    clients, a role's connection limit, starting up or shutting down) or could not be
+    reached.
+
+    Infrastructure trouble, not the handler's failure (docs/protocol.rst §4): the runtime
+    tries again for a while, then releases the job without charging the attempt.
+    """
+
+
 class JobTransaction(Protocol):
     """One handler's open transaction, and the fenced ack that may commit it.
 
@@ -182,6 +193,10 @@ class TransactionalBackend(Backend, Protocol):
         Waiting for a connection is part of entering the block, so the caller's cancel
         scope (the batch's lease fence) bounds it. Leaving the block rolls back unless
         :meth:`JobTransaction.commit_with_ack` committed, and always returns the connection.
+
+        Raises:
+            ConnectionUnavailable: on entering, when no connection could be had (the server
+                refused or could not be reached); any other error is the handler's.
         """
         ...
 

@@ -37,7 +37,12 @@ from typing import Any
 
 import trio
 
-from trioqueue._backend import JobTransaction, TransactionalBackend, transactions_of
+from trioqueue._backend import (
+    ConnectionUnavailable,
+    JobTransaction,
+    TransactionalBackend,
+    transactions_of,
+)
 from trioqueue._config import WorkerConfig, is_async_callable
 from trioqueue._context import JobContext
 from trioqueue._core.guard import StopReason
@@ -56,6 +61,8 @@ UNRECORDED = (
     "outcome ({kind}) not recorded: writing it failed until the lease expired ({error!r}); "
     "the job runs again once its lease is over"
 )
+#: The first pause after a refused connection; each later one doubles, up to H.
+CONNECT_RETRY_FIRST = 0.05
 COMMIT_IN_DOUBT = (
     "the transaction's commit may or may not have happened ({error}); nothing else is "
     "written: the row's lease settles it"
@@ -121,14 +128,15 @@ class BatchRunner:
         error: str | None = None
         held = AsyncExitStack() if self._transactions is not None else None
         tx: JobTransaction | None = None
+        refused: list[str] = []  # why the handler's connection was refused, latest last
         self._monitor.watch(job.id, self._config.blocking_threshold)
         try:
             with scope:
                 try:
                     if self._config.on_job_claimed is not None:
                         await self._config.on_job_claimed(job)  # under the scope; counts for D
-                    if self._transactions is not None and held is not None:
-                        tx = await held.enter_async_context(self._transactions.job_transaction())
+                    if held is not None:
+                        tx = await self._open_transaction(job, held, refused)
                     lease = self._guard.lease(handle.batch_id, job.id)
                     connection = None if tx is None else tx.connection
                     ctx = JobContext(job, lease, handle.scope, scope, connection)
@@ -138,18 +146,50 @@ class BatchRunner:
                         await self._config.handler(job.payload, ctx)
                     else:
                         await self._run_in_thread(job, ctx)
+                except* _NoConnection:
+                    pass  # not the handler's failure: `refused` says why
                 except* Exception as group:
                     error = describe(group)
                     log.info("job %d attempt %d raised: %s", job.id, job.attempt, error)
         finally:
             self._monitor.unwatch()
-            outcome = self._decide(handle, job, error)
+            no_connection = refused[-1] if refused and tx is None else None
+            outcome = self._decide(handle, job, error, no_connection)
             with trio.CancelScope(shield=True):
                 try:
                     await self._settle(handle, job, outcome, tx, held)
                 finally:
                     if held is not None:
                         await held.aclose()  # a no-op once _settle closed it
+
+    async def _open_transaction(
+        self, job: Job, held: AsyncExitStack, refused: list[str]
+    ) -> JobTransaction:
+        """Enter the job's transaction, waiting out connections the server refuses.
+
+        A refused connection (too many clients, a role's connection limit) is not the
+        handler's failure (docs/protocol.rst §4): try again with backoff, within the job's
+        scope, for up to V; then raise ``_NoConnection``, and the job is released without
+        charging the attempt. Each refusal is recorded in ``refused``, so that a scope
+        deadline passing meanwhile releases the job too.
+        """
+        assert self._transactions is not None
+        timing = self._timing
+        give_up = trio.current_time() + timing.visibility_timeout
+        pause = CONNECT_RETRY_FIRST
+        while True:
+            try:
+                return await held.enter_async_context(self._transactions.job_transaction())
+            except ConnectionUnavailable as exc:
+                refused.append(str(exc))
+                if trio.current_time() + pause > give_up:
+                    log.warning("job %d: no database connection for its handler: %s", job.id, exc)
+                    raise _NoConnection from exc
+                log.info(
+                    "job %d: database connection refused, retry in %.2fs: %s", job.id, pause, exc
+                )
+            await trio.sleep(pause)
+            pause = min(2 * pause, timing.heartbeat_interval)
 
     async def _run_in_thread(self, job: Job, ctx: JobContext) -> None:
         async with trio.open_nursery() as nursery:
@@ -159,7 +199,9 @@ class BatchRunner:
             )
             nursery.cancel_scope.cancel()
 
-    def _decide(self, handle: BatchHandle, job: Job, error: str | None) -> Outcome:
+    def _decide(
+        self, handle: BatchHandle, job: Job, error: str | None, no_connection: str | None = None
+    ) -> Outcome:
         lease = self._guard.lease(handle.batch_id, job.id)
         batch_stop = None
         if handle.scope.cancel_called and lease.stop is None:
@@ -174,6 +216,7 @@ class BatchRunner:
             attempt=job.attempt,
             max_attempts=job.max_attempts,
             max_job_duration=self._timing.max_job_duration,
+            no_connection=no_connection,
         )
 
     async def _settle(
@@ -333,6 +376,10 @@ async def _tell_thread_when_stopped(ctx: JobContext) -> None:
         await trio.sleep_forever()
     finally:
         ctx._mark_stop_seen()
+
+
+class _NoConnection(Exception):
+    """The handler's database connection was refused for as long as the runtime waits."""
 
 
 class _Unrecorded(Exception):

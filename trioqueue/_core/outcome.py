@@ -16,7 +16,7 @@ class OutcomeKind(enum.Enum):
     SUCCEEDED = "succeeded"  # fenced ack
     RETRY = "retry"  # fenced failure, back to the queue after a backoff
     FAILED = "failed"  # fenced failure, final
-    RELEASE = "release"  # fenced release at shutdown: the attempt is not charged
+    RELEASE = "release"  # fenced release (shutdown, no connection): the attempt is not charged
     UNAVAILABLE = "unavailable"  # the attempt lost its lease: nothing is written
 
 
@@ -31,6 +31,10 @@ def duration_message(max_job_duration: float | None) -> str:
     return f"claim hooks and handler ran past max_job_duration of {max_job_duration:g}s"
 
 
+def no_connection_message(error: str) -> str:
+    return f"released uncharged: no database connection for the handler ({error})"
+
+
 def decide(
     *,
     job_stop: StopReason | None,
@@ -39,11 +43,15 @@ def decide(
     attempt: int,
     max_attempts: int,
     max_job_duration: float | None,
+    no_connection: str | None = None,
 ) -> Outcome:
     """The one outcome of an attempt.
 
     A job-level stop wins over a batch-level one: the guard only records a job-level stop
-    while the batch is still live, so it happened first.
+    while the batch is still live, so it happened first. ``no_connection`` says why the
+    handler never got its database connection: infrastructure trouble, not the handler's
+    failure, so the job is released uncharged, even when max_job_duration passed meanwhile
+    (docs/protocol.rst §4). A cancel or a lost lease still decides as usual.
     """
     stop = job_stop or batch_stop
     if stop is StopReason.CANCELLED:
@@ -54,6 +62,8 @@ def decide(
         return Outcome(OutcomeKind.UNAVAILABLE, stop.value)
     if stop is StopReason.SHUTDOWN:
         return Outcome(OutcomeKind.RELEASE, stop.value)
+    if no_connection is not None:
+        return Outcome(OutcomeKind.RELEASE, no_connection_message(no_connection))
     if stop is StopReason.DURATION:
         error = duration_message(max_job_duration)
     if error is None:

@@ -45,13 +45,13 @@ import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import trio
 
-from trioqueue._backend import OPERATIONS, Backend
+from trioqueue._backend import OPERATIONS, Backend, ConnectionUnavailable
 from trioqueue._core.guard import RenewItem
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.verdict import Verdict
@@ -86,7 +86,7 @@ from trioqueue._validation import (
     decode_payload,
 )
 
-__all__ = ["PostgresBackend", "open_postgres"]
+__all__ = ["PostgresBackend", "connection_refused", "open_postgres"]
 
 log = logging.getLogger("trioqueue.postgres")
 
@@ -269,9 +269,17 @@ class PostgresBackend:
         rolls back unless :meth:`_JobTransaction.commit_with_ack` committed.
 
         Raises:
-            BackendError: the database cannot be reached.
+            ConnectionUnavailable: (a ``BackendError``) the server refused the connection
+                or could not be reached (see :func:`connection_refused`).
+            BackendError: the database failed otherwise.
         """
-        async with self._transaction_slots, self._driver.transaction() as connection:
+        async with self._transaction_slots, AsyncExitStack() as stack:
+            try:
+                connection = await stack.enter_async_context(self._driver.transaction())
+            except BackendError as exc:
+                if connection_refused(exc):
+                    raise ConnectionUnavailable(str(exc)) from exc
+                raise
             yield _JobTransaction(connection, self._sql["ack"])
 
     # -- producers and operators ---------------------------------------------------------
@@ -764,6 +772,31 @@ def _job_info(row: Any) -> JobInfo:
         created_at=row["created_at"],
         finished_at=row["finished_at"],
     )
+
+
+#: SQLSTATEs that mean "no connection for you now", whoever asks: class 08 (connection
+#: exception), class 53 (insufficient resources: too many clients, a role's or database's
+#: connection limit, out of memory), 57P01 and 57P02 (the server ended the connection:
+#: an administrator's terminate, a crash) and 57P03 (cannot_connect_now: starting up,
+#: shutting down, in recovery).
+_REFUSED_CLASSES = ("08", "53")
+_REFUSED_STATES = ("57P01", "57P02", "57P03")
+
+
+def connection_refused(exc: BaseException) -> bool:
+    """True when ``exc`` (or an exception it was raised from) says the server refused a
+    connection or could not be reached: infrastructure trouble, which is not a handler's
+    failure (docs/protocol.rst §4). Anything else (a server error about a statement, a
+    broken transaction, a bug) is False."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError):  # refused, reset or timed out at the network level
+            return True
+        state = getattr(seen, "sqlstate", None) if isinstance(seen, asyncpg.PostgresError) else None
+        if isinstance(state, str) and (state[:2] in _REFUSED_CLASSES or state in _REFUSED_STATES):
+            return True
+        seen = seen.__cause__
+    return False
 
 
 def _is_bigint(value: int) -> bool:
