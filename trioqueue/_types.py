@@ -135,7 +135,8 @@ class Recorded(enum.Enum):
 @final
 @dataclass(frozen=True, slots=True)
 class Release:
-    """Give an attempt back without charging it (graceful shutdown)."""
+    """Give an attempt back without charging it (graceful shutdown, or no database
+    connection for the handler: docs/protocol.rst §4)."""
 
     job_id: int
     claim_seq: int

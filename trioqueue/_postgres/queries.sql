@@ -314,7 +314,8 @@ SELECT f.n, f.status,
 FROM failed AS f;
 
 -- name: release
--- Give attempts back uncharged (graceful shutdown). A job asked to cancel is failed instead.
+-- Give attempts back uncharged (graceful shutdown; a handler that got no database
+-- connection). A job asked to cancel is failed instead.
 WITH items AS (
     SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.progress, i.n
     FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[]) WITH ORDINALITY AS i (id, claim_seq, progress, n)
