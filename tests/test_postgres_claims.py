@@ -182,6 +182,23 @@ async def test_claim_fails_an_undecodable_row_alone_and_delivers_the_rest(
     assert await backend.claim(Q, limit=11, worker_id="w", visibility_timeout=60) == []
 
 
+async def test_claim_delivers_the_rest_even_when_failing_the_undecodable_row_fails(
+    backend: PostgresBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Failing the undecodable row is the claim's second statement: if it errors, the
+    claim still delivers its siblings, and the row keeps its lease until it runs out."""
+    failing = (
+        "SELECT int4('not a number'), $1::text[], $2::text[], $3::text[], $4::text[], $5::text[]"
+    )
+    monkeypatch.setitem(backend._sql, "fail", failing)
+    good, poison = await enqueue_around_poison(backend, HUGE_NUMBER, max_attempts=3)
+    claimed = await backend.claim(Q, limit=11, worker_id="w", visibility_timeout=60)
+    assert [c.job.id for c in claimed] == good
+    info = await backend.get_job(poison)
+    assert (info.status, info.attempts, info.last_error) == ("running", 1, None)
+    assert backend.statistics()["connections_in_use"] == 0
+
+
 async def test_pool_runs_the_batch_siblings_of_an_undecodable_row(
     backend: PostgresBackend,
 ) -> None:
