@@ -313,6 +313,25 @@ async def test_renewal_skips_a_row_locked_elsewhere(backend: PostgresBackend) ->
     assert verdicts == {locked.job.id: Verdict.EXTENDED}
 
 
+async def test_late_renewal_never_shortens_a_newer_renewals_lease(
+    backend: PostgresBackend,
+) -> None:
+    """I6 on the row: an older renewal statement that writes after a newer one (an abandoned
+    call that came unstuck) leaves the later lease in place, so the worker's fence, counted
+    from the newer renewal, never outlives the row's lease."""
+    [job_id] = await backend.enqueue_many(Q, ["x"])
+    [claimed] = await claim(backend)
+    renew_sql = render(QUERIES["renew"], backend.schema)
+    args = ([str(job_id)], [str(claimed.job.claim_seq)], [None], V)
+    async with backend.acquire() as old, old.transaction():
+        # The old statement's now() is fixed here, round trips before the newer renewal's.
+        await old.fetchval("SELECT now()")
+        await backend.renew([item(claimed)], visibility_timeout=V)
+        newer = (await row(backend, job_id))["lease_until"]
+        await old.fetch(renew_sql, *args)  # the late writer, with its earlier now()
+    assert (await row(backend, job_id))["lease_until"] == newer
+
+
 async def test_one_renewal_statement_for_a_thousand_jobs(backend: PostgresBackend) -> None:
     """I10 on PostgreSQL: one call, one statement, whatever the job count."""
     await backend.enqueue_many(Q, list(range(1000)))
