@@ -76,6 +76,8 @@ BAD_OPTIONS = [
     pytest.param({"priority": -(2**31) - 1}, ValueError, id="priority-below-int32"),
     pytest.param({"max_attempts": 2**31}, ValueError, id="max-attempts-past-int32"),
     pytest.param({"delay": 1e12}, ValueError, id="delay-past-a-century"),
+    pytest.param({"delay": 10**400}, ValueError, id="delay-beyond-float"),
+    pytest.param({"queue": "q\udcff"}, ValueError, id="queue-not-utf8-argv"),
 ]
 
 
@@ -515,7 +517,9 @@ class BackendConformance:
         assert (await backend.get_job(job_id)).progress is None  # nothing renewed
 
     @pytest.mark.parametrize(
-        "seconds", [0, -1, math.nan, math.inf, 1e12], ids=["zero", "negative", "nan", "inf", "huge"]
+        "seconds",
+        [0, -1, math.nan, math.inf, 1e12, 10**400],
+        ids=["zero", "negative", "nan", "inf", "huge", "beyond-float"],
     )
     async def test_bad_lease_lengths_and_retry_delays_are_refused(
         self, backend: Backend, clock: object, seconds: float
