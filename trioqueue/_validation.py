@@ -18,8 +18,14 @@ from typing import Any
 from trioqueue._core.guard import RenewItem
 from trioqueue._types import JOB_STATUSES, JobStatus
 
-#: Longest queue name, in characters.
+#: Longest queue name, in characters (at most 512 bytes of UTF-8, so a queue name and a
+#: dedup key together stay well inside one btree index entry; see MAX_DEDUP_KEY_BYTES).
 MAX_QUEUE_LENGTH = 128
+
+#: Longest ``dedup_key``, in bytes of UTF-8. PostgreSQL's unique index on (queue,
+#: dedup_key) cannot hold an entry over 2704 bytes (a third of a page); 1024 bytes plus
+#: the longest queue name leaves room to spare, and holds any hash or natural key.
+MAX_DEDUP_KEY_BYTES = 1024
 
 #: Largest page ``list_jobs`` returns.
 MAX_LIST_LIMIT = 10_000
@@ -255,6 +261,12 @@ def _check_dedup_key(value: object) -> str | None:
     problem = _text_problem(value)
     if problem:
         raise ValueError(f"dedup_key must not contain {problem}")
+    size = len(value.encode("utf-8"))
+    if size > MAX_DEDUP_KEY_BYTES:
+        raise ValueError(
+            f"dedup_key must be at most {MAX_DEDUP_KEY_BYTES} bytes of UTF-8, not {size} "
+            "(hash a longer key)"
+        )
     return value
 
 
