@@ -6,12 +6,20 @@ subprocess where the bytes of its arguments matter.
 
 from __future__ import annotations
 
+import functools
+import gc
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
-from trioqueue import JobContext
+import pytest
+import trio
+
+import trioqueue
+from tests._pool_harness import Recorder, config
+from trioqueue import ConfigError, JobContext
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,3 +45,103 @@ def test_cli_worker_refuses_a_queue_of_argv_bytes_that_are_not_utf8() -> None:
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2, done.stderr
     assert "queue must not contain bytes that are not valid UTF-8" in done.stderr
+
+
+# -- handlers and hooks that would never run (item 12) -----------------------------------
+
+
+async def _pool_refuses(
+    backend: trioqueue.MemoryBackend, cfg: trioqueue.WorkerConfig
+) -> ConfigError:
+    """Run a pool that must refuse ``cfg`` (within a minute of fake time, else fail)."""
+    with trio.fail_after(60), pytest.raises(ConfigError) as info:
+        await trioqueue.run_worker_pool(backend, cfg)
+    return info.value
+
+
+async def async_generator_handler(payload: Any, ctx: JobContext) -> Any:
+    yield payload  # an `async def` with a yield: calling it runs nothing
+
+
+def generator_handler(payload: Any, ctx: JobContext) -> Any:
+    yield payload
+
+
+async def async_generator_hook(job: trioqueue.Job) -> Any:
+    yield job
+
+
+class AsyncGeneratorCallable:
+    async def __call__(self, payload: Any, ctx: JobContext) -> Any:
+        yield payload
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [
+        async_generator_handler,
+        functools.partial(async_generator_handler),
+        AsyncGeneratorCallable(),
+        generator_handler,
+    ],
+    ids=["async-generator", "partial", "callable-object", "generator"],
+)
+async def test_a_generator_handler_is_refused_and_nothing_is_claimed(
+    autojump_clock: object, handler: Any
+) -> None:
+    async with trioqueue.open_memory() as backend:
+        job_id = await backend.enqueue("q", {"n": 1})
+        refused = await _pool_refuses(backend, trioqueue.WorkerConfig(handler=handler, queue="q"))
+        assert [p.split()[0] for p in refused.problems] == ["handler"]
+        assert "generator function (it uses yield)" in refused.problems[0]
+        assert (await backend.get_job(job_id)).status == "ready"
+        assert backend.statistics()["calls"]["claim"] == 0
+
+
+@pytest.mark.parametrize("hook", ["on_job_claimed", "on_job_failed"])
+async def test_a_generator_hook_is_refused(autojump_clock: object, hook: str) -> None:
+    async with trioqueue.open_memory() as backend:
+        cfg = config(Recorder(), **{hook: async_generator_hook})
+        refused = await _pool_refuses(backend, cfg)
+        [problem] = refused.problems
+        assert problem.startswith(f"{hook} must not be a generator function")
+
+
+async def test_a_non_callable_hook_is_refused(autojump_clock: object) -> None:
+    async with trioqueue.open_memory() as backend:
+        refused = await _pool_refuses(backend, config(Recorder(), on_job_retry="later"))
+        assert refused.problems == ("on_job_retry must be an async function (async def) or None",)
+
+
+async def work(payload: Any) -> None:
+    raise AssertionError("never awaited, so never run")
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [lambda payload, ctx: work(payload), lambda payload, ctx: async_generator_handler(1, ctx)],
+    ids=["returns-a-coroutine", "returns-an-async-generator"],
+)
+async def test_a_sync_handler_returning_unrun_work_fails_its_job_naming_the_fix(
+    autojump_clock: object, handler: Any
+) -> None:
+    rec = Recorder()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+            job_id = await backend.enqueue("q", {"n": 1}, max_attempts=1)
+            await nursery.start(trioqueue.run_worker_pool, backend, config(rec, handler=handler))
+            with trio.fail_after(600):  # fake time: only a guard against waiting forever
+                failed = await rec.wait_for("failed", job_id)
+            info = await backend.get_job(job_id)
+            nursery.cancel_scope.cancel()
+        gc.collect()
+    last_error = info.last_error or ""
+    assert info.status == "failed"
+    assert last_error == failed.detail
+    assert last_error.startswith("TypeError: handler returned a")
+    if "coroutine" in last_error:
+        assert "declare the handler `async def`" in last_error
+    else:
+        assert "a handler must not yield" in last_error
+    assert not [w for w in caught if "never awaited" in str(w.message)]

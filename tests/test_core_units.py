@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from trioqueue._config import MIN_INTERVAL, WorkerConfig, check, problems_of
+from trioqueue._config import MIN_INTERVAL, WorkerConfig, check, is_async_callable, problems_of
 from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.fence import advanced_deadline, initial_deadline, local_row_deadline
 from trioqueue._core.guard import Effects, GuardCore, Renewal, StopReason
@@ -632,6 +632,61 @@ def test_I1_cadences_at_the_floor_are_accepted() -> None:
 def test_I1_a_backoff_past_a_backends_retry_delay_range_is_refused() -> None:
     [problem] = config_problems(backoff=ExponentialBackoff(cap=1e10))
     assert problem.startswith("backoff.cap must be at most 3155760000 seconds")
+
+
+# Handlers and hooks that would be called and never run (issue 7 item 12).
+
+
+async def async_generator(payload: object, ctx: object) -> Any:
+    yield payload
+
+
+def sync_generator(payload: object, ctx: object) -> Any:
+    yield payload
+
+
+class AsyncCallableWithFuncAttribute:
+    """Not a partial, though it has a ``func`` attribute."""
+
+    func = None
+
+    async def __call__(self, payload: object, ctx: object) -> None:
+        pass
+
+
+class AsyncCallableClass:
+    """Calling the *class* makes an instance (synchronously); its instances are async."""
+
+    async def __call__(self, payload: object, ctx: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "fn", [async_generator, sync_generator, functools.partial(async_generator)]
+)
+def test_I1_generator_handlers_are_refused(fn: object) -> None:
+    [problem] = config_problems(handler=fn)
+    assert problem.startswith("handler must not be a generator function (it uses yield)")
+
+
+def test_I1_generator_hooks_are_refused() -> None:
+    async def hook(job: object) -> Any:
+        yield job
+
+    [problem] = config_problems(on_job_succeeded=hook)
+    assert problem.startswith("on_job_succeeded must not be a generator function")
+
+
+def test_is_async_callable_looks_through_partials_and_call_methods_only() -> None:
+    assert is_async_callable(handler)
+    assert is_async_callable(functools.partial(functools.partial(handler, 1)))
+    assert is_async_callable(AsyncCallableWithFuncAttribute())
+    assert is_async_callable(functools.partial(AsyncCallableWithFuncAttribute()))
+    assert is_async_callable(AsyncCallableClass())
+    assert not is_async_callable(AsyncCallableClass)
+    assert not is_async_callable(sync_hook)
+    assert not is_async_callable(print)
+    assert not is_async_callable(async_generator)
 
 
 # -- GuardCore: beats (I10) -------------------------------------------------------------

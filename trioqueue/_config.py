@@ -7,8 +7,9 @@ fixes a bad deployment in one round instead of one error at a time.
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -117,11 +118,25 @@ def problems_of(config: object) -> list[str]:
 
 def is_async_callable(fn: object) -> bool:
     """True for ``async def`` functions, also behind ``functools.partial`` or ``__call__``."""
-    while hasattr(fn, "func") and not inspect.isfunction(fn):
-        fn = fn.func
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - we want the method, not callable()
+    return any(inspect.iscoroutinefunction(target) for target in _call_targets(fn))
+
+
+def _yields(fn: object) -> bool:
+    """True for generator functions, async or not: calling one runs none of its body."""
+    return any(
+        inspect.isasyncgenfunction(target) or inspect.isgeneratorfunction(target)
+        for target in _call_targets(fn)
     )
+
+
+def _call_targets(fn: object) -> Iterator[object]:
+    """What runs when ``fn`` is called: the function behind any ``functools.partial``,
+    and, for a callable object, its ``__call__`` method."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    yield fn
+    if not isinstance(fn, type):  # a class's own __call__ is its instances', not its own
+        yield getattr(fn, "__call__", None)  # noqa: B004 - we want the method, not callable()
 
 
 def _timing(config: WorkerConfig) -> Timing:
@@ -142,13 +157,25 @@ def _callables(config: WorkerConfig) -> list[str]:
     found = []
     if not callable(handler):
         found.append("handler must be callable")
+    elif _yields(handler):
+        found.append(
+            "handler must not be a generator function (it uses yield): it would be called "
+            "and never run; make it a plain async def (or def) that returns"
+        )
     if not callable(backoff):
         found.append("backoff must be callable: backoff(attempt) -> seconds")
     elif isinstance(backoff, ExponentialBackoff):
         found.extend(_backoff_problems(backoff))
     for name in _HOOKS:
-        hook = getattr(config, name)
-        if hook is not None and not is_async_callable(hook):
+        hook: object = getattr(config, name)
+        if hook is None:
+            continue
+        if _yields(hook):
+            found.append(
+                f"{name} must not be a generator function (it uses yield): make it a plain "
+                "async def that returns"
+            )
+        elif not is_async_callable(hook):
             found.append(f"{name} must be an async function (async def) or None")
     return found
 
