@@ -19,7 +19,8 @@ import trio
 
 import trioqueue
 from tests._pool_harness import Recorder, config
-from trioqueue import ConfigError, JobContext
+from trioqueue import BackendError, ConfigError, JobContext
+from trioqueue.testing import error
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -145,3 +146,67 @@ async def test_a_sync_handler_returning_unrun_work_fails_its_job_naming_the_fix(
     else:
         assert "a handler must not yield" in last_error
     assert not [w for w in caught if "never awaited" in str(w.message)]
+
+
+# -- a claim that fails for good stops the pool (item 6) ---------------------------------
+
+
+async def test_a_claim_failing_for_good_stops_the_pool_with_the_backends_error(
+    autojump_clock: object,
+) -> None:
+    """A non-transient claim failure (a missing table, say) raises out of the pool at once,
+    with the backend's message and hint, instead of being retried forever."""
+    async with trioqueue.open_memory() as backend:
+        cause = BackendError("relation q.jobs does not exist", transient=False, hint="migrate!")
+        backend.inject("claim", error(cause))
+        with trio.fail_after(60), pytest.raises(BackendError) as info:
+            await trioqueue.run_worker_pool(backend, config(Recorder()))
+    assert trio.current_time() == 0  # not after a round of retries
+    assert info.value.transient is False
+    assert info.value.__cause__ is cause
+    message = str(info.value)
+    assert "claiming from queue 'q' failed, and trying again cannot help" in message
+    assert message.endswith("relation q.jobs does not exist (migrate!)")
+    assert backend.statistics()["calls"]["claim"] == 1
+
+
+async def test_a_claim_refusing_its_arguments_stops_the_pool(autojump_clock: object) -> None:
+    """An argument check refusing a value refuses it every time: the pool stops."""
+    async with trioqueue.open_memory() as backend:
+        backend.inject("claim", error(ValueError("visibility_timeout must be a number")))
+        with trio.fail_after(60), pytest.raises(BackendError, match="visibility_timeout must"):
+            await trioqueue.run_worker_pool(backend, config(Recorder()))
+
+
+async def test_transient_claim_failures_are_retried(autojump_clock: object) -> None:
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        lost = BackendError("connection lost", transient=True)
+        backend.inject("claim", error(lost, times=3))
+        [job_id] = [await backend.enqueue("q", {"sleep": 1})]
+        await nursery.start(trioqueue.run_worker_pool, backend, config(rec))
+        with trio.fail_after(600):
+            await rec.wait_for("succeeded", job_id)
+        nursery.cancel_scope.cancel()
+    assert backend.statistics()["calls"]["claim"] >= 4
+
+
+async def test_a_pool_stopped_by_its_claims_lets_running_jobs_finish_first(
+    autojump_clock: object,
+) -> None:
+    """The stop is the pool's graceful shutdown: running handlers get shutdown_grace."""
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend:
+        job_id = await backend.enqueue("q", {"sleep": 3})
+        async with trio.open_nursery() as nursery:
+
+            async def revoke_once_running() -> None:
+                await rec.wait_for("started", job_id)
+                backend.inject("claim", error(BackendError("permission denied", transient=False)))
+                await backend.enqueue("q", {"sleep": 0})  # wakes the claim loop
+
+            nursery.start_soon(revoke_once_running)
+            with trio.fail_after(600), pytest.raises(BackendError, match="permission denied"):
+                await trioqueue.run_worker_pool(backend, config(rec, shutdown_grace=10))
+        assert (await backend.get_job(job_id)).status == "succeeded"
+    assert rec.of("succeeded", job_id)[0].at == 3
