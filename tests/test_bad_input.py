@@ -210,3 +210,32 @@ async def test_a_pool_stopped_by_its_claims_lets_running_jobs_finish_first(
                 await trioqueue.run_worker_pool(backend, config(rec, shutdown_grace=10))
         assert (await backend.get_job(job_id)).status == "succeeded"
     assert rec.of("succeeded", job_id)[0].at == 3
+
+
+# -- WorkerConfig.max_attempts: deprecated, without effect (item 10) ----------------------
+
+
+def test_worker_config_max_attempts_warns_that_it_has_no_effect() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trioqueue.WorkerConfig(handler=noop_handler)  # the default: no warning
+        trioqueue.WorkerConfig(handler=noop_handler, max_attempts=10)
+    with pytest.warns(DeprecationWarning, match="max_attempts has no effect") as caught:
+        trioqueue.WorkerConfig(handler=noop_handler, max_attempts=3)
+    assert caught[0].filename == __file__  # points at the caller's line
+
+
+@pytest.mark.filterwarnings("ignore:WorkerConfig.max_attempts has no effect")
+async def test_a_job_gets_the_attempts_it_was_enqueued_with(autojump_clock: object) -> None:
+    """Whatever the pool's max_attempts says, in either direction."""
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        few = await backend.enqueue("q", {"fail_attempts": 9}, max_attempts=2)
+        many = await backend.enqueue("q", {"fail_attempts": 9}, max_attempts=4)
+        await nursery.start(trioqueue.run_worker_pool, backend, config(rec, max_attempts=3))
+        with trio.fail_after(600):
+            await rec.wait_for("failed", few)
+            await rec.wait_for("failed", many)
+        nursery.cancel_scope.cancel()
+    assert len(rec.of("raised", few)) == 2
+    assert len(rec.of("raised", many)) == 4

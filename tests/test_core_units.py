@@ -469,6 +469,7 @@ def test_I1_auto_heartbeat_not_below_v_is_refused(visibility: float) -> None:
     assert "visibility_timeout" in problem
 
 
+@pytest.mark.filterwarnings("ignore:WorkerConfig.max_attempts has no effect")
 @pytest.mark.parametrize("name", ["concurrency", "batch_size", "max_attempts"])
 @pytest.mark.parametrize("value", [True, False])
 def test_I1_bool_is_not_a_whole_number(name: str, value: bool) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -45,6 +46,14 @@ _HOOKS = (
 MIN_INTERVAL = 0.01
 
 
+#: ``WorkerConfig.max_attempts``, kept so that configs naming it still work (API.md).
+DEFAULT_MAX_ATTEMPTS = 10
+MAX_ATTEMPTS_UNUSED = (
+    "WorkerConfig.max_attempts has no effect and is deprecated: a job gets the attempts it "
+    "was enqueued with, enqueue(..., max_attempts=N) (default 10)"
+)
+
+
 @dataclass(frozen=True)
 class WorkerConfig:
     """How one worker pool runs. Times are seconds, at most about a century; V, H, the
@@ -59,7 +68,9 @@ class WorkerConfig:
         heartbeat_interval: H, the renewal cadence, or ``"auto"`` for ``max(10, V/3)``.
         max_job_duration: D, the longest claim hooks plus handler may run, or None.
         poll_interval: how often to look for work when no notice arrives.
-        max_attempts: attempts for rows that carry none (rows written by other tools).
+        max_attempts: deprecated, and without effect: how many attempts a job gets is its
+            own ``max_attempts``, set by ``enqueue`` (default 10). Setting it to anything
+            else warns (``DeprecationWarning``).
         shutdown_grace: on shutdown, how long running handlers may go on.
         backoff: ``backoff(attempt) -> seconds`` before a failed attempt is retried.
         transactional: give handlers ``ctx.connection`` inside the ack's transaction.
@@ -75,7 +86,7 @@ class WorkerConfig:
     heartbeat_interval: float | Literal["auto"] = 30
     max_job_duration: float | None = None
     poll_interval: float = 5
-    max_attempts: int = 10
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
     shutdown_grace: float = 30
     backoff: Backoff = field(default_factory=ExponentialBackoff)
     on_job_claimed: ClaimHook | None = None
@@ -85,6 +96,11 @@ class WorkerConfig:
     on_job_retry: RetryHook | None = None
     transactional: bool = False
     blocking_threshold: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.max_attempts != DEFAULT_MAX_ATTEMPTS:
+            # stacklevel 3: past __post_init__ and the dataclass's __init__, to the caller.
+            warnings.warn(MAX_ATTEMPTS_UNUSED, DeprecationWarning, stacklevel=3)
 
 
 def transactional_worker_config(concurrency: int, handler: Handler, **options: Any) -> WorkerConfig:
