@@ -239,3 +239,11 @@ async def test_a_job_gets_the_attempts_it_was_enqueued_with(autojump_clock: obje
         nursery.cancel_scope.cancel()
     assert len(rec.of("raised", few)) == 2
     assert len(rec.of("raised", many)) == 4
+
+
+async def test_a_pool_on_a_closed_memory_backend_stops(autojump_clock: object) -> None:
+    """A closed backend never opens again: its claims are not worth retrying."""
+    async with trioqueue.open_memory() as backend:
+        pass
+    with trio.fail_after(60), pytest.raises(BackendError, match="memory backend is closed"):
+        await trioqueue.run_worker_pool(backend, config(Recorder()))

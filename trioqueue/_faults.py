@@ -120,7 +120,9 @@ def error(
 
     Args:
         exc: the exception instance to raise; ``None`` raises
-            ``BackendError("injected error in <op>")``.
+            ``BackendError("injected error in <op>")``, a transient one (a pool retries
+            its claims). ``BackendError("...", transient=False)`` is trouble that retrying
+            cannot fix, such as a missing table: a pool whose claim meets it stops.
         after: ``False`` (the usual case): the call fails before the operation takes effect.
             ``True``: the operation takes effect and the caller still gets the error (the
             connection dropped after the commit).
