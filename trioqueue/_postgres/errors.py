@@ -26,7 +26,7 @@ TRANSIENT_STATES = frozenset({"55P03"})
 #: or by an older trioqueue.
 UNMIGRATED_STATES = frozenset({"42P01", "3F000", "42703"})
 
-MIGRATE_HINT = "has the schema been migrated? run `trioqueue migrate` (or backend.migrate())"
+MIGRATE_HINT = "has the schema been migrated? run `trioqueue migrate`, or backend.migrate()"
 
 
 def backend_error(exc: BaseException) -> BackendError:
