@@ -231,7 +231,12 @@ def test_I11_valid_progress_accepts_finite_values_in_unit_interval(value: float)
 
 @pytest.mark.parametrize(
     "value",
-    [math.nan, math.inf, -math.inf, -0.1, 1.1, 2, -1, True, False, "0.5", None, [0.5], 1 + 0j],
+    [
+        *[math.nan, math.inf, -math.inf, -0.1, 1.1, 2, -1, True, False, "0.5", None, [0.5], 1 + 0j],
+        # ints beyond the float range: ignored too, no OverflowError
+        pytest.param(10**400, id="10**400"),
+        pytest.param(-(10**400), id="-10**400"),
+    ],
 )
 def test_I11_valid_progress_refuses_everything_else(value: object) -> None:
     assert valid_progress(value) is None
