@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from trioqueue._config import WorkerConfig, check, problems_of
+from trioqueue._config import MIN_INTERVAL, WorkerConfig, check, is_async_callable, problems_of
 from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.fence import advanced_deadline, initial_deadline, local_row_deadline
 from trioqueue._core.guard import Effects, GuardCore, Renewal, StopReason
@@ -231,7 +231,12 @@ def test_I11_valid_progress_accepts_finite_values_in_unit_interval(value: float)
 
 @pytest.mark.parametrize(
     "value",
-    [math.nan, math.inf, -math.inf, -0.1, 1.1, 2, -1, True, False, "0.5", None, [0.5], 1 + 0j],
+    [
+        *[math.nan, math.inf, -math.inf, -0.1, 1.1, 2, -1, True, False, "0.5", None, [0.5], 1 + 0j],
+        # ints beyond the float range: ignored too, no OverflowError
+        pytest.param(10**400, id="10**400"),
+        pytest.param(-(10**400), id="-10**400"),
+    ],
 )
 def test_I11_valid_progress_refuses_everything_else(value: object) -> None:
     assert valid_progress(value) is None
@@ -405,7 +410,7 @@ def sync_hook(job: object) -> None:
 
 
 def config_problems(**options: Any) -> list[str]:
-    config = WorkerConfig(handler=handler, **options)
+    config = WorkerConfig(**{"handler": handler, **options})
     with pytest.raises(ConfigError) as info:
         check(config)
     assert list(info.value.problems) == problems_of(config)
@@ -469,6 +474,7 @@ def test_I1_auto_heartbeat_not_below_v_is_refused(visibility: float) -> None:
     assert "visibility_timeout" in problem
 
 
+@pytest.mark.filterwarnings("ignore:WorkerConfig.max_attempts has no effect")
 @pytest.mark.parametrize("name", ["concurrency", "batch_size", "max_attempts"])
 @pytest.mark.parametrize("value", [True, False])
 def test_I1_bool_is_not_a_whole_number(name: str, value: bool) -> None:
@@ -544,6 +550,149 @@ def test_I1_exponential_backoff_problems_are_included() -> None:
 
 def test_I1_problems_of_something_else() -> None:
     assert problems_of({"visibility_timeout": 30}) == ["expected a WorkerConfig, got dict"]
+
+
+# Values a backend would refuse later, or that cannot be floats at all, are refused with the
+# other violations (issue 7 items 6 and 7), never as an OverflowError or a claim that fails
+# forever.
+HUGE = 10**400  # an int beyond the float range
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        pytest.param({"visibility_timeout": 1e10}, id="V-past-a-backends-range"),
+        pytest.param({"visibility_timeout": HUGE}, id="V-beyond-float"),
+        pytest.param({"heartbeat_interval": HUGE}, id="H-beyond-float"),
+        pytest.param({"max_job_duration": HUGE}, id="D-beyond-float"),
+        pytest.param({"max_job_duration": 1e10}, id="D-past-a-century"),
+        pytest.param({"shutdown_grace": HUGE}, id="grace-beyond-float"),
+        pytest.param({"poll_interval": -HUGE}, id="poll-beyond-float"),
+        pytest.param({"blocking_threshold": 1e10}, id="threshold-past-a-century"),
+        pytest.param({"queue": "report\ud800"}, id="queue-lone-surrogate"),
+        pytest.param({"queue": "\udcff"}, id="queue-argv-byte-ff"),
+        pytest.param({"queue": "q" * 129}, id="queue-too-long"),
+    ],
+)
+def test_I1_values_a_backend_would_refuse_are_refused_up_front(options: dict[str, Any]) -> None:
+    [name] = options
+    [problem] = config_problems(**options)
+    assert problem.startswith(name), problem
+    assert len(problem) < 200  # a huge int is described, not printed
+
+
+def test_I1_argv_bytes_that_are_not_utf8_are_named_so() -> None:
+    """``--queue $'\\xff'`` arrives as U+DCFF (surrogateescape): the message says what it is."""
+    [problem] = config_problems(queue=b"\xff".decode("utf-8", "surrogateescape"))
+    assert problem == "queue must not contain bytes that are not valid UTF-8 (a lone surrogate)"
+
+
+def test_I1_out_of_range_values_are_listed_with_the_other_violations() -> None:
+    problems = config_problems(
+        queue="\udcff",
+        visibility_timeout=1e10,
+        heartbeat_interval=1e-6,
+        max_job_duration=HUGE,
+        shutdown_grace=HUGE,
+        concurrency=0,
+    )
+    assert [p.split()[0] for p in problems] == [
+        "queue",
+        "concurrency",
+        "visibility_timeout",
+        "heartbeat_interval",
+        "shutdown_grace",
+        "max_job_duration",
+    ]
+
+
+@pytest.mark.parametrize(
+    "name", ["visibility_timeout", "heartbeat_interval", "poll_interval", "blocking_threshold"]
+)
+def test_I1_cadences_below_the_floor_are_refused(name: str) -> None:
+    """heartbeat_interval=1e-6 made about 8,800 renewals a second: 10 ms is the floor."""
+    options: dict[str, Any] = {name: MIN_INTERVAL / 2}
+    if name == "visibility_timeout":
+        options["heartbeat_interval"] = MIN_INTERVAL / 4
+    problems = config_problems(**options)
+    assert problems[0] == f"{name} must be a number >= 0.01 and <= 3155760000, not 0.005"
+
+
+def test_I1_cadences_at_the_floor_are_accepted() -> None:
+    timing = check(
+        WorkerConfig(
+            handler=handler,
+            visibility_timeout=2 * MIN_INTERVAL,
+            heartbeat_interval=MIN_INTERVAL,
+            poll_interval=MIN_INTERVAL,
+            blocking_threshold=MIN_INTERVAL,
+            max_job_duration=0.001,  # no cadence: a short D costs nothing
+            shutdown_grace=0,
+        )
+    )
+    assert timing == Timing(
+        visibility_timeout=0.02, heartbeat_interval=0.01, max_job_duration=0.001
+    )
+
+
+def test_I1_a_backoff_past_a_backends_retry_delay_range_is_refused() -> None:
+    [problem] = config_problems(backoff=ExponentialBackoff(cap=1e10))
+    assert problem.startswith("backoff.cap must be at most 3155760000 seconds")
+
+
+# Handlers and hooks that would be called and never run (issue 7 item 12).
+
+
+async def async_generator(payload: object, ctx: object) -> Any:
+    yield payload
+
+
+def sync_generator(payload: object, ctx: object) -> Any:
+    yield payload
+
+
+class AsyncCallableWithFuncAttribute:
+    """Not a partial, though it has a ``func`` attribute."""
+
+    func = None
+
+    async def __call__(self, payload: object, ctx: object) -> None:
+        pass
+
+
+class AsyncCallableClass:
+    """Calling the *class* makes an instance (synchronously); its instances are async."""
+
+    async def __call__(self, payload: object, ctx: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "fn", [async_generator, sync_generator, functools.partial(async_generator)]
+)
+def test_I1_generator_handlers_are_refused(fn: object) -> None:
+    [problem] = config_problems(handler=fn)
+    assert problem.startswith("handler must not be a generator function (it uses yield)")
+
+
+def test_I1_generator_hooks_are_refused() -> None:
+    async def hook(job: object) -> Any:
+        yield job
+
+    [problem] = config_problems(on_job_succeeded=hook)
+    assert problem.startswith("on_job_succeeded must not be a generator function")
+
+
+def test_is_async_callable_looks_through_partials_and_call_methods_only() -> None:
+    assert is_async_callable(handler)
+    assert is_async_callable(functools.partial(functools.partial(handler, 1)))
+    assert is_async_callable(AsyncCallableWithFuncAttribute())
+    assert is_async_callable(functools.partial(AsyncCallableWithFuncAttribute()))
+    assert is_async_callable(AsyncCallableClass())
+    assert not is_async_callable(AsyncCallableClass)
+    assert not is_async_callable(sync_hook)
+    assert not is_async_callable(print)
+    assert not is_async_callable(async_generator)
 
 
 # -- GuardCore: beats (I10) -------------------------------------------------------------

@@ -319,6 +319,7 @@ async def test_inject_rejects_unknown_ops_and_misplaced_faults(backend: MemoryBa
         pytest.param(lambda: error(times=0), ValueError, id="zero-times"),
         pytest.param(lambda: error("boom"), TypeError, id="error-not-exception"),  # type: ignore[arg-type]
         pytest.param(lambda: omit(["1"]), TypeError, id="omit-not-int"),  # type: ignore[list-item]
+        pytest.param(lambda: delay(-(10**400)), ValueError, id="delay-below-float"),
     ],
 )
 def test_fault_constructors_validate(
@@ -326,6 +327,12 @@ def test_fault_constructors_validate(
 ) -> None:
     with pytest.raises(exc_type):
         build()
+
+
+def test_a_fault_of_an_int_beyond_the_float_range_lasts_forever() -> None:
+    """Not an OverflowError: 10**400 seconds is as long as math.inf (issue 7 item 7)."""
+    assert hang(10**400).seconds == math.inf
+    assert delay(10**400).seconds == math.inf
 
 
 async def test_omit_leaves_jobs_out_of_a_renewal(

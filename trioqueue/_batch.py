@@ -30,6 +30,7 @@ Falling back to a plain ack there would acknowledge a job whose writes may be lo
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -195,7 +196,7 @@ class BatchRunner:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_tell_thread_when_stopped, ctx)
             await trio.to_thread.run_sync(
-                self._config.handler, job.payload, ctx, limiter=self._threads
+                _call_sync_handler, self._config.handler, job.payload, ctx, limiter=self._threads
             )
             nursery.cancel_scope.cancel()
 
@@ -380,6 +381,53 @@ async def _tell_thread_when_stopped(ctx: JobContext) -> None:
 
 class _NoConnection(Exception):
     """The handler's database connection was refused for as long as the runtime waits."""
+
+
+def _call_sync_handler(
+    handler: Callable[[Any, JobContext], object], payload: Any, ctx: JobContext
+) -> None:
+    """Call a sync handler, in its thread, and refuse a result that is work not done."""
+    _refuse_unrun_work(handler(payload, ctx))
+
+
+def _refuse_unrun_work(result: object) -> None:
+    """A sync handler's result that is work not done: a coroutine (``lambda p, ctx:
+    do(p)`` of an ``async def do``), or a generator. Succeeding would drop the work, so the
+    attempt fails, naming the fix; the object is closed, so no "never awaited" warning
+    follows it.
+
+    Raises:
+        TypeError: ``result`` is such an object.
+    """
+    if inspect.isawaitable(result):
+        _close(result)
+        raise TypeError(
+            f"handler returned {_kind_of(result)} instead of running it: declare the "
+            "handler `async def` and await it there (a sync handler runs in a thread)"
+        )
+    if inspect.isgenerator(result) or inspect.isasyncgen(result):
+        _close(result)
+        raise TypeError(
+            f"handler returned {_kind_of(result)}, so none of its work ran: a handler "
+            "must not yield"
+        )
+
+
+def _kind_of(result: object) -> str:
+    if inspect.iscoroutine(result):
+        return "a coroutine"
+    if inspect.isasyncgen(result):
+        return "an async generator"
+    if inspect.isgenerator(result):
+        return "a generator"
+    return f"an awaitable ({type(result).__name__})"
+
+
+def _close(result: object) -> None:
+    """Close a coroutine or generator that never ran, so that it warns of nothing (an
+    async generator that never started holds nothing to close)."""
+    if inspect.iscoroutine(result) or inspect.isgenerator(result):
+        result.close()
 
 
 class _Unrecorded(Exception):

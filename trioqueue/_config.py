@@ -7,9 +7,10 @@ fixes a bad deployment in one round instead of one error at a time.
 
 from __future__ import annotations
 
+import functools
 import inspect
-import math
-from collections.abc import Awaitable, Callable
+import warnings
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -17,6 +18,7 @@ from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.timing import Timing, auto_heartbeat
 from trioqueue._errors import ConfigError
 from trioqueue._types import Job
+from trioqueue._validation import MAX_SECONDS, check_queue, check_seconds
 
 Handler = Callable[[Any, Any], Any]
 """``async def handler(payload, ctx)`` or a plain ``def`` run in a worker thread."""
@@ -34,12 +36,28 @@ _HOOKS = (
     "on_job_failed",
     "on_job_retry",
 )
-MAX_QUEUE_NAME = 128
+
+#: The shortest ``visibility_timeout``, ``heartbeat_interval``, ``poll_interval`` and
+#: ``blocking_threshold``, in seconds. Each is a cadence the pool keeps up on its own (one
+#: renewal statement per H, one claim per poll interval while idle, one look at the event
+#: loop per threshold / 4): at 10 ms that is at most 100 statements a second per pool.
+#: Shorter values are below a database round trip under load and only add load (a
+#: heartbeat of 1 µs made about 8,800 renewals a second); docs/configuration.rst.
+MIN_INTERVAL = 0.01
+
+
+#: ``WorkerConfig.max_attempts``, kept so that configs naming it still work (API.md).
+DEFAULT_MAX_ATTEMPTS = 10
+MAX_ATTEMPTS_UNUSED = (
+    "WorkerConfig.max_attempts has no effect and is deprecated: a job gets the attempts it "
+    "was enqueued with, enqueue(..., max_attempts=N) (default 10)"
+)
 
 
 @dataclass(frozen=True)
 class WorkerConfig:
-    """How one worker pool runs. Times are seconds.
+    """How one worker pool runs. Times are seconds, at most about a century; V, H, the
+    poll interval and the blocking threshold at least ``MIN_INTERVAL`` (0.01 s).
 
     Args:
         handler: ``async def handler(payload, ctx)``, or a plain ``def`` run in a thread.
@@ -50,7 +68,9 @@ class WorkerConfig:
         heartbeat_interval: H, the renewal cadence, or ``"auto"`` for ``max(10, V/3)``.
         max_job_duration: D, the longest claim hooks plus handler may run, or None.
         poll_interval: how often to look for work when no notice arrives.
-        max_attempts: attempts for rows that carry none (rows written by other tools).
+        max_attempts: deprecated, and without effect: how many attempts a job gets is its
+            own ``max_attempts``, set by ``enqueue`` (default 10). Setting it to anything
+            else warns (``DeprecationWarning``).
         shutdown_grace: on shutdown, how long running handlers may go on.
         backoff: ``backoff(attempt) -> seconds`` before a failed attempt is retried.
         transactional: give handlers ``ctx.connection`` inside the ack's transaction.
@@ -66,7 +86,7 @@ class WorkerConfig:
     heartbeat_interval: float | Literal["auto"] = 30
     max_job_duration: float | None = None
     poll_interval: float = 5
-    max_attempts: int = 10
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
     shutdown_grace: float = 30
     backoff: Backoff = field(default_factory=ExponentialBackoff)
     on_job_claimed: ClaimHook | None = None
@@ -76,6 +96,11 @@ class WorkerConfig:
     on_job_retry: RetryHook | None = None
     transactional: bool = False
     blocking_threshold: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.max_attempts != DEFAULT_MAX_ATTEMPTS:
+            # stacklevel 3: past __post_init__ and the dataclass's __init__, to the caller.
+            warnings.warn(MAX_ATTEMPTS_UNUSED, DeprecationWarning, stacklevel=3)
 
 
 def transactional_worker_config(concurrency: int, handler: Handler, **options: Any) -> WorkerConfig:
@@ -109,11 +134,25 @@ def problems_of(config: object) -> list[str]:
 
 def is_async_callable(fn: object) -> bool:
     """True for ``async def`` functions, also behind ``functools.partial`` or ``__call__``."""
-    while hasattr(fn, "func") and not inspect.isfunction(fn):
-        fn = fn.func
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004 - we want the method, not callable()
+    return any(inspect.iscoroutinefunction(target) for target in _call_targets(fn))
+
+
+def _yields(fn: object) -> bool:
+    """True for generator functions, async or not: calling one runs none of its body."""
+    return any(
+        inspect.isasyncgenfunction(target) or inspect.isgeneratorfunction(target)
+        for target in _call_targets(fn)
     )
+
+
+def _call_targets(fn: object) -> Iterator[object]:
+    """What runs when ``fn`` is called: the function behind any ``functools.partial``,
+    and, for a callable object, its ``__call__`` method."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    yield fn
+    if not isinstance(fn, type):  # a class's own __call__ is its instances', not its own
+        yield getattr(fn, "__call__", None)  # noqa: B004 - we want the method, not callable()
 
 
 def _timing(config: WorkerConfig) -> Timing:
@@ -134,31 +173,52 @@ def _callables(config: WorkerConfig) -> list[str]:
     found = []
     if not callable(handler):
         found.append("handler must be callable")
+    elif _yields(handler):
+        found.append(
+            "handler must not be a generator function (it uses yield): it would be called "
+            "and never run; make it a plain async def (or def) that returns"
+        )
     if not callable(backoff):
         found.append("backoff must be callable: backoff(attempt) -> seconds")
     elif isinstance(backoff, ExponentialBackoff):
-        found.extend(backoff.problems())
+        found.extend(_backoff_problems(backoff))
     for name in _HOOKS:
-        hook = getattr(config, name)
-        if hook is not None and not is_async_callable(hook):
+        hook: object = getattr(config, name)
+        if hook is None:
+            continue
+        if _yields(hook):
+            found.append(
+                f"{name} must not be a generator function (it uses yield): make it a plain "
+                "async def that returns"
+            )
+        elif not is_async_callable(hook):
             found.append(f"{name} must be an async function (async def) or None")
     return found
 
 
+def _backoff_problems(backoff: ExponentialBackoff) -> list[str]:
+    found = backoff.problems()
+    if not found and backoff.cap > MAX_SECONDS:
+        # Retry delays are written to the row: a backend refuses longer ones.
+        found.append(f"backoff.cap must be at most {MAX_SECONDS:.0f} seconds (about a century)")
+    return found
+
+
 def _queue(queue: object) -> list[str]:
-    if not isinstance(queue, str) or not queue:
-        return ["queue must be a non-empty string"]
-    if len(queue) > MAX_QUEUE_NAME or "\x00" in queue:
-        return [f"queue must be at most {MAX_QUEUE_NAME} characters, without NUL"]
+    return _refusal(check_queue, queue)
+
+
+def _refusal(check: Callable[..., object], *args: object, **kwargs: Any) -> list[str]:
+    """The message of a shared check's refusal (``trioqueue._validation``), as a list."""
+    try:
+        check(*args, **kwargs)
+    except (TypeError, ValueError) as exc:
+        return [str(exc)]
     return []
 
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_seconds(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _counts(config: WorkerConfig) -> list[str]:
@@ -173,29 +233,23 @@ def _counts(config: WorkerConfig) -> list[str]:
     return found
 
 
-def _positive(name: str, value: object, *, zero_ok: bool = False) -> list[str]:
-    if not _is_seconds(value):
-        return [f"{name} must be a finite number of seconds (got {value!r})"]
-    assert isinstance(value, int | float)
-    if value < 0 or (value == 0 and not zero_ok):
-        floor = "at least 0" if zero_ok else "positive"
-        return [f"{name} must be {floor} (got {value!r})"]
-    return []
+def _seconds(name: str, value: object, *, minimum: float = 0.0, zero_ok: bool = False) -> list[str]:
+    return _refusal(check_seconds, name, value, minimum=minimum, zero_ok=zero_ok)
 
 
 def _timings(config: WorkerConfig) -> list[str]:
-    lease = _positive("visibility_timeout", config.visibility_timeout)
+    lease = _seconds("visibility_timeout", config.visibility_timeout, minimum=MIN_INTERVAL)
     beat = []
     if config.heartbeat_interval != "auto":
-        beat = _positive("heartbeat_interval", config.heartbeat_interval)
+        beat = _seconds("heartbeat_interval", config.heartbeat_interval, minimum=MIN_INTERVAL)
     found = lease + beat
     if not found:  # H < V can only be judged once both are numbers
         found += _heartbeat_below_lease(config)
-    found += _positive("poll_interval", config.poll_interval)
-    found += _positive("shutdown_grace", config.shutdown_grace, zero_ok=True)
-    found += _positive("blocking_threshold", config.blocking_threshold)
+    found += _seconds("poll_interval", config.poll_interval, minimum=MIN_INTERVAL)
+    found += _seconds("shutdown_grace", config.shutdown_grace, zero_ok=True)
+    found += _seconds("blocking_threshold", config.blocking_threshold, minimum=MIN_INTERVAL)
     if config.max_job_duration is not None:
-        found += _positive("max_job_duration", config.max_job_duration)
+        found += _seconds("max_job_duration", config.max_job_duration)
     return found
 
 

@@ -31,6 +31,7 @@ from trioqueue._types import (
     Recorded,
     Release,
 )
+from trioqueue._validation import MAX_DEDUP_KEY_BYTES, MAX_QUEUE_LENGTH
 from trioqueue.testing import next_notice
 
 __all__ = ["BackendConformance"]
@@ -76,6 +77,11 @@ BAD_OPTIONS = [
     pytest.param({"priority": -(2**31) - 1}, ValueError, id="priority-below-int32"),
     pytest.param({"max_attempts": 2**31}, ValueError, id="max-attempts-past-int32"),
     pytest.param({"delay": 1e12}, ValueError, id="delay-past-a-century"),
+    pytest.param({"delay": 10**400}, ValueError, id="delay-beyond-float"),
+    pytest.param({"queue": "q\udcff"}, ValueError, id="queue-not-utf8-argv"),
+    # The unique index on (queue, dedup_key) holds entries of at most 2704 bytes.
+    pytest.param({"dedup_key": "k" * 1025}, ValueError, id="dedup-key-past-1024-bytes"),
+    pytest.param({"dedup_key": "é" * 513}, ValueError, id="dedup-key-of-513-chars-1026-bytes"),
 ]
 
 
@@ -235,6 +241,17 @@ class BackendConformance:
         assert await backend.enqueue(Q, "e", dedup_key="k") != first
         with pytest.raises(ValueError, match="dedup_key"):
             await backend.enqueue_many(Q, ["f", "g"], dedup_key="k2")
+
+    async def test_dedup_key_of_the_documented_limit_is_stored(
+        self, backend: Backend, clock: object
+    ) -> None:
+        """1024 bytes of UTF-8 (MAX_DEDUP_KEY_BYTES) with the longest queue name, both of
+        four-byte characters, fit the unique index with room to spare."""
+        queue, key = "\U0001f600" * MAX_QUEUE_LENGTH, "\U0001f4e6" * (MAX_DEDUP_KEY_BYTES // 4)
+        assert len(queue.encode()) == 512
+        assert len(key.encode()) == MAX_DEDUP_KEY_BYTES
+        first = await backend.enqueue(queue, "a", dedup_key=key)
+        assert await backend.enqueue(queue, "b", dedup_key=key) == first
 
     async def test_list_jobs_filters_and_pages(self, backend: Backend, clock: object) -> None:
         ids = await backend.enqueue_many(Q, list(range(5)))
@@ -539,7 +556,9 @@ class BackendConformance:
         assert (await backend.get_job(job_id)).progress is None  # nothing renewed
 
     @pytest.mark.parametrize(
-        "seconds", [0, -1, math.nan, math.inf, 1e12], ids=["zero", "negative", "nan", "inf", "huge"]
+        "seconds",
+        [0, -1, math.nan, math.inf, 1e12, 10**400],
+        ids=["zero", "negative", "nan", "inf", "huge", "beyond-float"],
     )
     async def test_bad_lease_lengths_and_retry_delays_are_refused(
         self, backend: Backend, clock: object, seconds: float

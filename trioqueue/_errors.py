@@ -21,7 +21,23 @@ class ConfigError(TrioqueueError, ValueError):
 
 
 class BackendError(TrioqueueError):
-    """A backend operation failed (a lost connection, a server error, an injected fault)."""
+    """A backend operation failed (a lost connection, a server error, an injected fault).
+
+    Attributes:
+        transient: whether trying again may succeed. True (the default) for trouble that
+            passes by itself: a lost connection, a timeout, a serialization failure, too
+            many connections, a server shutting down or starting up. False when only
+            someone's action helps: a missing table or schema, a missing permission, a
+            value the database refuses. A worker pool retries claims that fail transiently
+            and stops on any other failure (docs/usage.rst).
+        hint: what to do about it, when the backend knows (for a schema that was never
+            migrated, say), else None. Not part of ``str(exc)``.
+    """
+
+    def __init__(self, *args: object, transient: bool = True, hint: str | None = None) -> None:
+        super().__init__(*args)
+        self.transient = transient
+        self.hint = hint
 
 
 class UnknownJobError(TrioqueueError, LookupError):
@@ -30,3 +46,15 @@ class UnknownJobError(TrioqueueError, LookupError):
     def __init__(self, job_id: int) -> None:
         self.job_id = job_id
         super().__init__(f"no job with id {job_id}")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether an operation that raised ``exc`` may succeed when tried again.
+
+    The backend says so for a :class:`BackendError`. A ``TypeError`` or ``ValueError`` is an
+    argument check refusing a value (``trioqueue._validation``): the same call is refused
+    every time. Anything else is taken as passing trouble, as it always was.
+    """
+    if isinstance(exc, BackendError):
+        return exc.transient
+    return not isinstance(exc, TypeError | ValueError)

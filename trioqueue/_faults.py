@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TypeAlias, final
 
-from trioqueue._validation import check_int
+from trioqueue._validation import _show, check_int
 
 __all__ = [
     "DelayFault",
@@ -120,7 +120,9 @@ def error(
 
     Args:
         exc: the exception instance to raise; ``None`` raises
-            ``BackendError("injected error in <op>")``.
+            ``BackendError("injected error in <op>")``, a transient one (a pool retries
+            its claims). ``BackendError("...", transient=False)`` is trouble that retrying
+            cannot fix, such as a missing table: a pool whose claim meets it stops.
         after: ``False`` (the usual case): the call fails before the operation takes effect.
             ``True``: the operation takes effect and the caller still gets the error (the
             connection dropped after the commit).
@@ -159,9 +161,12 @@ def omit(job_ids: Iterable[int], *, times: int | None = None) -> OmitFault:
 def _seconds(seconds: float) -> float:
     if isinstance(seconds, bool) or not isinstance(seconds, int | float):
         raise TypeError(f"seconds must be a number, not {seconds!r}")
-    if math.isnan(seconds) or seconds < 0:
-        raise ValueError(f"seconds must be >= 0, not {seconds!r}")
-    return float(seconds)
+    if seconds < 0 or (isinstance(seconds, float) and math.isnan(seconds)):
+        raise ValueError(f"seconds must be >= 0, not {_show(seconds)}")
+    try:
+        return float(seconds)
+    except OverflowError:  # an int beyond the float range: as long as math.inf
+        return math.inf
 
 
 def _times(times: int | None) -> int | None:

@@ -569,7 +569,7 @@ class MemoryBackend:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise BackendError("the memory backend is closed")
+            raise BackendError("the memory backend is closed", transient=False)
 
     def _close(self) -> None:
         # End every held call so that nothing outlives the backend, and end every listener.

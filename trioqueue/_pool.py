@@ -31,7 +31,7 @@ from trioqueue._batch import BatchRunner
 from trioqueue._config import WorkerConfig, check
 from trioqueue._core.guard import GuardCore
 from trioqueue._core.timing import Timing
-from trioqueue._errors import ConfigError
+from trioqueue._errors import BackendError, ConfigError, is_transient
 from trioqueue._guard import Guard
 from trioqueue._monitor import shared_monitor
 from trioqueue._types import Claimed, NoticeKind
@@ -60,6 +60,10 @@ async def run_worker_pool(
 
     Raises:
         ConfigError: listing every problem of ``config``.
+        BackendError: a claim failed in a way trying again cannot fix (a missing table, a
+            permission, a refused value: ``BackendError.transient`` is false). The pool
+            stops as on shutdown first; the message says what failed, with the backend's
+            hint (``trioqueue migrate`` for a schema that was never migrated).
     """
     timing = check(config)
     if config.transactional and not backend.supports_transactions:
@@ -103,9 +107,10 @@ class _Pool:
         async with trio.open_nursery() as nursery:
             batches = await nursery.start(self.serve)
             try:
-                await self.claim_loop(batches, task_status)
+                stopped_by = await self.claim_loop(batches, task_status)
             finally:
                 self.stop()
+        raise stopped_by  # after the graceful shutdown, and outside the nursery's group
 
     def stop(self) -> None:
         if not self.stopping.is_set():
@@ -128,7 +133,11 @@ class _Pool:
 
     # -- claiming -----------------------------------------------------------------------
 
-    async def claim_loop(self, batches: trio.Nursery, task_status: trio.TaskStatus[None]) -> None:
+    async def claim_loop(
+        self, batches: trio.Nursery, task_status: trio.TaskStatus[None]
+    ) -> BackendError:
+        """Claim work until cancelled. Returns only when a claim failed in a way retrying
+        cannot fix (``BackendError.transient``): the error to raise once the pool is down."""
         task_status.started()
         failures = 0
         while True:
@@ -144,6 +153,8 @@ class _Pool:
                 )
             except Exception as exc:
                 self._release_slots(free)
+                if not is_transient(exc):
+                    return self._claim_failed_for_good(exc)
                 failures += 1
                 log.warning("claim failed (%d in a row): %r", failures, exc)
                 await trio.sleep(self._pause_after(failures))
@@ -157,6 +168,18 @@ class _Pool:
             if not claimed:
                 with trio.move_on_after(self.config.poll_interval):
                     await self.work_available.wait()
+
+    def _claim_failed_for_good(self, exc: Exception) -> BackendError:
+        """The error that stops the pool: what failed, and the backend's hint if any."""
+        hint = exc.hint if isinstance(exc, BackendError) else None
+        message = (
+            f"worker pool {self.worker_id} stopped: claiming from queue {self.config.queue!r} "
+            f"failed, and trying again cannot help: {exc}" + (f" ({hint})" if hint else "")
+        )
+        log.error("%s", message)
+        error = BackendError(message, transient=False, hint=hint)
+        error.__cause__ = exc
+        return error
 
     async def _take_free_slots(self) -> int:
         """Wait for a free slot of the pool, then take every other one free now.

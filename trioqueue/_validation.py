@@ -18,8 +18,14 @@ from typing import Any
 from trioqueue._core.guard import RenewItem
 from trioqueue._types import JOB_STATUSES, JobStatus
 
-#: Longest queue name, in characters.
+#: Longest queue name, in characters (at most 512 bytes of UTF-8, so a queue name and a
+#: dedup key together stay well inside one btree index entry; see MAX_DEDUP_KEY_BYTES).
 MAX_QUEUE_LENGTH = 128
+
+#: Longest ``dedup_key``, in bytes of UTF-8. PostgreSQL's unique index on (queue,
+#: dedup_key) cannot hold an entry over 2704 bytes (a third of a page); 1024 bytes plus
+#: the longest queue name leaves room to spare, and holds any hash or natural key.
+MAX_DEDUP_KEY_BYTES = 1024
 
 #: Largest page ``list_jobs`` returns.
 MAX_LIST_LIMIT = 10_000
@@ -155,9 +161,26 @@ def check_renew_items(items: Iterable[RenewItem]) -> tuple[RenewItem, ...]:
 
 def check_timeout(name: str, value: object) -> float:
     """A duration that must be finite and positive (a lease length)."""
+    return check_seconds(name, value, minimum=0.0, zero_ok=False)
+
+
+def check_seconds(name: str, value: object, *, minimum: float = 0.0, zero_ok: bool = True) -> float:
+    """A number of seconds: finite, at most :data:`MAX_SECONDS`, and at least ``minimum``
+    (more than it, when ``zero_ok`` is false and ``minimum`` is 0).
+
+    Raises:
+        TypeError: ``value`` is not an int or a float (a bool is neither here).
+        ValueError: it is out of range; an int too large for a float is too.
+    """
     number = _check_number(name, value)
-    if not (math.isfinite(number) and 0 < number <= MAX_SECONDS):
-        raise ValueError(f"{name} must be a number > 0 and <= {MAX_SECONDS:.0f}, not {value!r}")
+    low = ">=" if zero_ok or minimum > 0 else ">"
+    if not (math.isfinite(number) and number <= MAX_SECONDS) or not (
+        number >= minimum if low == ">=" else number > minimum
+    ):
+        raise ValueError(
+            f"{name} must be a number {low} {minimum:g} and <= {MAX_SECONDS:.0f}, "
+            f"not {_show(value)}"
+        )
     return number
 
 
@@ -191,27 +214,41 @@ def check_int(
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, not {value}")
+        raise ValueError(f"{name} must be at least {minimum}, not {_show(value)}")
     if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be at most {maximum}, not {value}")
+        raise ValueError(f"{name} must be at most {maximum}, not {_show(value)}")
     return value
 
 
 def _check_number(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{name} must be a number, not {type(value).__name__}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        # An int beyond the float range (10**400): out of every range checked here, so it
+        # is refused with the range's ValueError rather than float()'s OverflowError.
+        return math.inf if value > 0 else -math.inf
+
+
+def _show(value: object) -> str:
+    """``repr(value)`` for an error message: a huge int is described, not printed (its
+    digits could fill a screen, and past 4300 of them ``repr`` itself refuses)."""
+    if isinstance(value, int) and value.bit_length() > 64:
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        return f"an int of about {digits} digits"
+    return repr(value)
 
 
 def _check_delay(value: object, *, name: str = "delay") -> float:
     if value is None:
         return 0.0
-    number = _check_number(name, value)
-    if not (math.isfinite(number) and 0 <= number <= MAX_SECONDS):
+    try:
+        return check_seconds(name, value)
+    except ValueError:
         raise ValueError(
-            f"{name} must be None or a number >= 0 and <= {MAX_SECONDS:.0f}, not {value!r}"
-        )
-    return number
+            f"{name} must be None or a number >= 0 and <= {MAX_SECONDS:.0f}, not {_show(value)}"
+        ) from None
 
 
 def _check_dedup_key(value: object) -> str | None:
@@ -224,6 +261,12 @@ def _check_dedup_key(value: object) -> str | None:
     problem = _text_problem(value)
     if problem:
         raise ValueError(f"dedup_key must not contain {problem}")
+    size = len(value.encode("utf-8"))
+    if size > MAX_DEDUP_KEY_BYTES:
+        raise ValueError(
+            f"dedup_key must be at most {MAX_DEDUP_KEY_BYTES} bytes of UTF-8, not {size} "
+            "(hash a longer key)"
+        )
     return value
 
 
@@ -239,7 +282,10 @@ def _text_problem(text: str) -> str | None:
         return "a NUL character"
     try:
         text.encode("utf-8")
-    except UnicodeEncodeError:
+    except UnicodeEncodeError as exc:
+        if all("\udc80" <= c <= "\udcff" for c in exc.object[exc.start : exc.end]):
+            # How Python passes on command-line bytes that are not UTF-8 (surrogateescape).
+            return "bytes that are not valid UTF-8 (a lone surrogate)"
         return "a lone surrogate (not valid Unicode)"
     return None
 

@@ -13,7 +13,10 @@ def valid_progress(value: object) -> float | None:
     """
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond the float range is no progress value either
+        return None
     if not math.isfinite(number) or not 0.0 <= number <= 1.0:
         return None
     return number

@@ -3,6 +3,8 @@
 - ``sql.py``: named queries (``queries.sql``), ordered migrations (``migrations/``), and the
   checked, quoted schema name, the only text ever spliced into SQL.
 - ``driver.py``: the trio-asyncio bridge and the asyncpg pool; one crossing per operation.
+- ``errors.py``: asyncpg's errors as ``BackendError``, transient or not (the one place
+  that decides).
 - ``backend.py``: :class:`PostgresBackend`, the Backend protocol on those two.
 """
 

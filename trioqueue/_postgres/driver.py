@@ -42,6 +42,7 @@ import trio
 import trio_asyncio
 
 from trioqueue._errors import BackendError
+from trioqueue._postgres.errors import backend_error
 from trioqueue._postgres.pool import ConnectionPool, PooledConnection
 
 __all__ = ["Driver", "Listener", "PgConnection", "open_driver"]
@@ -175,7 +176,7 @@ class Driver:
         try:
             result: T = await self._loop.run_aio_coroutine(coro)
         except DRIVER_ERRORS as exc:
-            raise BackendError(f"PostgreSQL: {type(exc).__name__}: {exc}") from exc
+            raise backend_error(exc) from exc
         return result
 
     async def _on_connection(

@@ -1,0 +1,129 @@
+"""Bad input and failures that retrying cannot fix, on PostgreSQL (issue 7).
+
+Each test that needs a server runs in a schema of its own.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+import trio
+
+import trioqueue
+from trioqueue import BackendError
+from trioqueue._postgres.errors import MIGRATE_HINT, backend_error
+from trioqueue.cli import main
+
+# -- values no backend can take ---------------------------------------------------------
+
+
+@pytest.mark.postgres
+async def test_prune_refuses_an_age_beyond_float_range(
+    postgres_dsn: str, postgres_schema: str
+) -> None:
+    async with trioqueue.open_postgres(postgres_dsn, schema=postgres_schema) as backend:
+        await backend.migrate()
+        with pytest.raises(ValueError, match="older_than must be None or a number >= 0"):
+            await backend.prune(10**400)
+
+
+@pytest.mark.postgres
+def test_cli_enqueue_refuses_a_dedup_key_past_the_limit_in_one_line(
+    postgres_dsn: str, postgres_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before, a 3 KB key reached the unique index: ProgramLimitExceededError, exit 1."""
+    database = ["--dsn", postgres_dsn, "--schema", postgres_schema]
+    assert main([*database, "migrate"]) == 0
+    key = "k" * 3000
+    code = main([*database, "enqueue", "q", '{"n": 1}', "--dedup-key", key])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == (
+        "trioqueue enqueue: error: dedup_key must be at most 1024 bytes of UTF-8, not 3000 "
+        "(hash a longer key)\n"
+    )
+    assert main([*database, "jobs"]) == 0
+    assert '"n"' not in capsys.readouterr().out  # nothing written
+
+
+# -- which errors pass by themselves (no server needed) -----------------------------------
+
+TRANSIENT = [
+    asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed"),
+    asyncpg.exceptions.ConnectionFailureError("connection failure"),
+    asyncpg.exceptions.SerializationError("could not serialize access"),
+    asyncpg.exceptions.DeadlockDetectedError("deadlock detected"),
+    asyncpg.exceptions.TooManyConnectionsError("too many connections for role"),
+    asyncpg.exceptions.QueryCanceledError("canceling statement due to statement timeout"),
+    asyncpg.exceptions.AdminShutdownError("terminating connection due to administrator"),
+    asyncpg.exceptions.CannotConnectNowError("the database system is starting up"),
+    asyncpg.exceptions.LockNotAvailableError("canceling statement due to lock timeout"),
+    asyncpg.exceptions.InterfaceError("connection is closed"),
+    asyncpg.exceptions.InternalClientError("unexpected connection state"),
+    ConnectionRefusedError("connection refused"),
+    TimeoutError(),
+]
+
+LASTING = [
+    asyncpg.exceptions.InsufficientPrivilegeError("permission denied for table jobs"),
+    asyncpg.exceptions.DataError("invalid input for query argument $4"),
+    asyncpg.exceptions.NumericValueOutOfRangeError("value out of range"),
+    asyncpg.exceptions.InvalidCatalogNameError('database "nope" does not exist'),
+    asyncpg.exceptions.InvalidPasswordError("password authentication failed"),
+    asyncpg.exceptions.ProgramLimitExceededError("index row size exceeds btree maximum"),
+]
+
+UNMIGRATED = [
+    asyncpg.exceptions.UndefinedTableError('relation "s.jobs" does not exist'),
+    asyncpg.exceptions.InvalidSchemaNameError('schema "s" does not exist'),
+    asyncpg.exceptions.UndefinedColumnError('column "worker_id" does not exist'),
+]
+
+
+@pytest.mark.parametrize("exc", TRANSIENT, ids=lambda e: type(e).__name__)
+def test_connection_and_concurrency_trouble_is_transient(exc: Exception) -> None:
+    error = backend_error(exc)
+    assert (error.transient, error.hint) == (True, None)
+    assert str(error) == f"PostgreSQL: {type(exc).__name__}: {exc}"
+
+
+@pytest.mark.parametrize("exc", LASTING, ids=lambda e: type(e).__name__)
+def test_what_only_someones_action_fixes_is_not_transient(exc: Exception) -> None:
+    error = backend_error(exc)
+    assert (error.transient, error.hint) == (False, None)
+
+
+@pytest.mark.parametrize("exc", UNMIGRATED, ids=lambda e: type(e).__name__)
+def test_a_missing_table_schema_or_column_hints_at_migrate(exc: Exception) -> None:
+    error = backend_error(exc)
+    assert (error.transient, error.hint) == (False, MIGRATE_HINT)
+    assert "trioqueue migrate" in MIGRATE_HINT
+
+
+def test_a_backend_error_is_transient_unless_told() -> None:
+    error = BackendError("injected")
+    assert (error.transient, error.hint) == (True, None)
+
+
+# -- a pool on a schema that was never migrated -------------------------------------------
+
+
+@pytest.mark.postgres
+async def test_a_pool_on_an_unmigrated_schema_stops_at_once_with_the_hint(
+    postgres_dsn: str, postgres_schema: str
+) -> None:
+    async def handler(payload: object, ctx: trioqueue.JobContext) -> None:
+        raise AssertionError("nothing to run")
+
+    config = trioqueue.WorkerConfig(handler=handler, queue="q", poll_interval=0.1)
+    async with trioqueue.open_postgres(postgres_dsn, schema=postgres_schema) as backend:
+        # A guard against hanging, not a timed assert: before, the pool warned forever.
+        with trio.fail_after(30), pytest.raises(BackendError) as info:
+            await trioqueue.run_worker_pool(backend, config)
+        calls = backend.statistics()["calls"]["claim"]
+    message = str(info.value)
+    assert info.value.transient is False
+    assert "claiming from queue 'q' failed, and trying again cannot help" in message
+    assert "UndefinedTableError" in message
+    assert message.endswith(f"({MIGRATE_HINT})")
+    assert calls == 1  # stopped at the first failure, not after a round of retries
