@@ -25,7 +25,7 @@ from trioqueue._core.guard import StopReason
 from trioqueue._core.outcome import Outcome, OutcomeKind, decide, no_connection_message
 from trioqueue._errors import BackendError
 from trioqueue._memory import MemoryBackend
-from trioqueue._postgres.backend import connection_refused
+from trioqueue._postgres.errors import connection_refused
 from trioqueue._types import Ack
 
 # -- which errors are refused connections ---------------------------------------------------

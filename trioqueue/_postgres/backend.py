@@ -57,6 +57,7 @@ from trioqueue._core.progress import valid_progress
 from trioqueue._core.verdict import Verdict
 from trioqueue._errors import BackendError, UnknownJobError
 from trioqueue._postgres.driver import DRIVER_ERRORS, Driver, PgConnection, open_driver
+from trioqueue._postgres.errors import connection_refused
 from trioqueue._postgres.sql import MIGRATIONS, QUERIES, channel_name, check_schema, render
 from trioqueue._types import (
     Ack,
@@ -86,7 +87,7 @@ from trioqueue._validation import (
     decode_payload,
 )
 
-__all__ = ["PostgresBackend", "connection_refused", "open_postgres"]
+__all__ = ["PostgresBackend", "open_postgres"]
 
 log = logging.getLogger("trioqueue.postgres")
 
@@ -270,7 +271,7 @@ class PostgresBackend:
 
         Raises:
             ConnectionUnavailable: (a ``BackendError``) the server refused the connection
-                or could not be reached (see :func:`connection_refused`).
+                or could not be reached (see :func:`~trioqueue._postgres.errors.connection_refused`).
             BackendError: the database failed otherwise.
         """
         async with self._transaction_slots, AsyncExitStack() as stack:
@@ -772,31 +773,6 @@ def _job_info(row: Any) -> JobInfo:
         created_at=row["created_at"],
         finished_at=row["finished_at"],
     )
-
-
-#: SQLSTATEs that mean "no connection for you now", whoever asks: class 08 (connection
-#: exception), class 53 (insufficient resources: too many clients, a role's or database's
-#: connection limit, out of memory), 57P01 and 57P02 (the server ended the connection:
-#: an administrator's terminate, a crash) and 57P03 (cannot_connect_now: starting up,
-#: shutting down, in recovery).
-_REFUSED_CLASSES = ("08", "53")
-_REFUSED_STATES = ("57P01", "57P02", "57P03")
-
-
-def connection_refused(exc: BaseException) -> bool:
-    """True when ``exc`` (or an exception it was raised from) says the server refused a
-    connection or could not be reached: infrastructure trouble, which is not a handler's
-    failure (docs/protocol.rst §4). Anything else (a server error about a statement, a
-    broken transaction, a bug) is False."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, OSError):  # refused, reset or timed out at the network level
-            return True
-        state = getattr(seen, "sqlstate", None) if isinstance(seen, asyncpg.PostgresError) else None
-        if isinstance(state, str) and (state[:2] in _REFUSED_CLASSES or state in _REFUSED_STATES):
-            return True
-        seen = seen.__cause__
-    return False
 
 
 def _is_bigint(value: int) -> bool:

@@ -1,4 +1,4 @@
-"""asyncpg's errors as :class:`~trioqueue.BackendError`: transient or not, with a hint.
+"""asyncpg's errors, read by their SQLSTATE: transient or not, with a hint; refused or not.
 
 The one place that decides whether a failed statement may succeed when tried again (the
 worker pool's claim loop retries those and stops on the others; docs/usage.rst). PostgreSQL
@@ -10,13 +10,19 @@ session (57: statement timeout, shutdown, starting up), the server's own system 
 or schema, a missing permission, a value it refuses, a failed login) stays until someone
 acts. Errors of the connection itself, before the server said anything (asyncpg's
 interface errors, a refused or reset socket, a timeout), are transient.
+
+A narrower question has its own answer here too: was a *connection* refused
+(:func:`connection_refused`)? A transactional handler that gets no connection has not failed;
+its job is released without charging the attempt (docs/protocol.rst §4).
 """
 
 from __future__ import annotations
 
+import asyncpg
+
 from trioqueue._errors import BackendError
 
-__all__ = ["MIGRATE_HINT", "backend_error"]
+__all__ = ["MIGRATE_HINT", "backend_error", "connection_refused"]
 
 #: SQLSTATE classes (the first two characters) of errors that pass by themselves.
 TRANSIENT_CLASSES = frozenset({"08", "40", "53", "57", "58"})
@@ -38,3 +44,28 @@ def backend_error(exc: BaseException) -> BackendError:
     transient = sqlstate[:2] in TRANSIENT_CLASSES or sqlstate in TRANSIENT_STATES
     hint = MIGRATE_HINT if sqlstate in UNMIGRATED_STATES else None
     return BackendError(message, transient=transient, hint=hint)
+
+
+#: SQLSTATEs that mean "no connection for you now", whoever asks: class 08 (connection
+#: exception), class 53 (insufficient resources: too many clients, a role's or database's
+#: connection limit, out of memory), 57P01 and 57P02 (the server ended the connection:
+#: an administrator's terminate, a crash) and 57P03 (cannot_connect_now: starting up,
+#: shutting down, in recovery).
+_REFUSED_CLASSES = ("08", "53")
+_REFUSED_STATES = ("57P01", "57P02", "57P03")
+
+
+def connection_refused(exc: BaseException) -> bool:
+    """True when ``exc`` (or an exception it was raised from) says the server refused a
+    connection or could not be reached: infrastructure trouble, which is not a handler's
+    failure (docs/protocol.rst §4). Anything else (a server error about a statement, a
+    broken transaction, a bug) is False."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError):  # refused, reset or timed out at the network level
+            return True
+        state = getattr(seen, "sqlstate", None) if isinstance(seen, asyncpg.PostgresError) else None
+        if isinstance(state, str) and (state[:2] in _REFUSED_CLASSES or state in _REFUSED_STATES):
+            return True
+        seen = seen.__cause__
+    return False
