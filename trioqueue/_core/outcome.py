@@ -42,8 +42,10 @@ def decide(
 ) -> Outcome:
     """The one outcome of an attempt.
 
-    A job-level stop wins over a batch-level one: the guard only records a job-level stop
-    while the batch is still live, so it happened first.
+    A job-level stop wins over a batch-level one. The guard records a cancel only while the
+    batch is still live, so it happened first (and stands when the lease is lost later:
+    the first stop wins). Reclaimed or gone means the row is no longer this attempt's,
+    whatever stopped it, so nothing may be written.
     """
     stop = job_stop or batch_stop
     if stop is StopReason.CANCELLED:
