@@ -936,6 +936,13 @@ class GuardMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.core is not None)
     @invariant()
+    def renewed_means_running_with_its_row(self) -> None:
+        for b in self.batches:
+            for job in self.g.batch(b).jobs.values():
+                assert job.renewed == runs_with_its_row(job), job
+
+    @precondition(lambda self: self.core is not None)
+    @invariant()
     def I13_running_handler_keeps_its_lease_renewed(self) -> None:
         """docs/protocol.rst §4: a batch with a handler still running on a row it still holds,
         and whose fence has not passed, is carried by the current renewal or due for one

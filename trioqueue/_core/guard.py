@@ -68,14 +68,9 @@ class JobLease:
     progress: float | None = None  # latest valid value, sent with every renewal
     gone_seen: bool = False  # the previous renewal said GONE: one more confirms it
     stop: StopReason | None = None  # job-level stop (cancel, reclaimed, gone)
-
-    @property
-    def renewed(self) -> bool:
-        """Carried by renewals: still running, and its row not lost (reclaimed or gone).
-
-        A job-level stop is a cancel (the row is still ours), reclaimed or gone.
-        """
-        return self.pending and (self.stop is None or self.stop is StopReason.CANCELLED)
+    # Carried by renewals: pending, and its row not lost (reclaimed or gone). A field, not
+    # a property: renewals read it for every job in flight.
+    renewed: bool = True
 
 
 @dataclass(slots=True)
@@ -202,10 +197,12 @@ class GuardCore:
                     del self._job_batch[job_id]
 
     def job_done(self, batch_id: int, job_id: int) -> None:
-        """The job's outcome is settled: it is renewed no more."""
+        """The job's claim hook and handler have exited and its outcome is settled: it is
+        renewed no more. Not before: a stopped handler still unwinding keeps its lease."""
         batch = self._batches.get(batch_id)
         if batch is not None and job_id in batch.jobs:
-            batch.jobs[job_id].pending = False
+            job = batch.jobs[job_id]
+            job.pending = job.renewed = False
 
     def job(self, batch_id: int, job_id: int) -> JobLease:
         return self._batches[batch_id].jobs[job_id]
@@ -477,6 +474,7 @@ class GuardCore:
         stop for a stopped batch is recorded, but not delivered: the batch's scope already
         cancelled its handler (I8: one cancellation).
         """
+        job.renewed = False
         if job.stop is None or job.stop is StopReason.CANCELLED:
             job.stop = reason
         if batch.stop is None:
