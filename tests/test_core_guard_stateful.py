@@ -955,7 +955,7 @@ class GuardMachine(RuleBasedStateMachine):
             batch = core.batch(b)
             if core.fence_time(batch) <= now:
                 continue  # the lease is lost: only the fence ends renewals early
-            if not any(job.pending and job.stop not in LOSES_JOB for job in batch.jobs.values()):
+            if not any(runs_with_its_row(job) for job in batch.jobs.values()):
                 continue  # every handler exited (or its row is someone else's)
             if current is not None and b in current.batch_ids:
                 continue
