@@ -11,7 +11,13 @@ the runtime, the guard usually runs right after a registration, an answer or a c
 
 A small model tracks what the database granted, which cancel notices are outstanding, and
 the deadlines the runtime's cancel scopes hold (moved only as ``Effects.moved`` says).
-Invariants and checks are named after PROTOCOL.md (I2, I4, I5, I6, I7, I8, I10, I11, I12).
+Invariants and checks are named after PROTOCOL.md (I2, I4, I5, I6, I7, I8, I10, I11, I12,
+I13).
+
+A batch's stop (why its scope was stopped: frozen, decides the outcome) and its lease (lost
+once the fence passes) are separate: a stopped batch is still renewed while any of its jobs
+is pending, that is until the runtime says its handler exited (``job_done``), since a
+handler unwinding past its stop still owns its job (docs/protocol.rst §4).
 
 The model of the database is deliberately conservative: a row renewed by a renewal is taken
 to be leased until ``sent_at + V`` (the database read its clock *after* the statement was
@@ -92,14 +98,27 @@ PROGRESS_VALUES = st.one_of(
 
 
 def expected_stop(fence: float, duration: float, shutdown: float, now: float) -> StopReason | None:
-    """The reason a live batch must freeze with at ``now``: lease > duration > shutdown."""
-    if fence <= now:
-        return StopReason.LEASE_EXPIRED
-    if duration <= now:
-        return StopReason.DURATION
-    if shutdown <= now:
-        return StopReason.SHUTDOWN
-    return None
+    """The reason a live batch must freeze with at ``now``: the first deadline to pass, and
+    lease > duration > shutdown when they pass together."""
+    deadlines = [
+        (fence, StopReason.LEASE_EXPIRED),
+        (duration, StopReason.DURATION),
+        (shutdown, StopReason.SHUTDOWN),
+    ]
+    passed = [(when, order, why) for order, (when, why) in enumerate(deadlines) if when <= now]
+    return min(passed)[2] if passed else None
+
+
+LOSES_JOB = (StopReason.RECLAIMED, StopReason.GONE)
+
+
+def runs_with_its_row(job: JobLease) -> bool:
+    """Its handler has not exited, and its row was not reclaimed or found gone."""
+    return job.pending and job.stop not in LOSES_JOB
+
+
+def renewable(batch: BatchLease) -> bool:
+    return not batch.lost and any(runs_with_its_row(job) for job in batch.jobs.values())
 
 
 def freeze(value: object) -> object:
@@ -137,6 +156,7 @@ class ModelBatch:
     scope: float  # the runtime's cancel-scope deadline, updated only as Effects say
     lease: float  # last seen lease deadline
     stop: StopReason | None = None  # first non-None stop seen
+    lost: bool = False  # the core said its lease was lost
     notice: bool = False  # a cancel notice came in that no renewal sent since carried
 
 
@@ -258,21 +278,19 @@ class GuardMachine(RuleBasedStateMachine):
         h = self.timing.heartbeat_interval
         for b, (fence, old) in before.items():
             batch = core.batch(b)
-            if old.stop is not None:
+            if old.lost:
                 assert batch == old
                 continue
             assert batch.lease_deadline == old.lease_deadline
             assert batch.jobs == old.jobs
-            # Judged with the renewal in flight (a failure settles it) or, once it no longer
-            # counts as in flight, with the lease alone.
+            # Judged with the renewal in flight (a failure settles it), then, once it no
+            # longer counts as in flight, with the lease alone.
             in_flight = expected_stop(fence, old.duration_deadline, core.shutdown_at, now)
             lease = expected_stop(old.lease_deadline, old.duration_deadline, core.shutdown_at, now)
-            allowed = {reason for reason in (in_flight, lease) if reason is not None}
-            if not in_flight_fence:
-                allowed = set() if lease is None else {lease}
-            if batch.stop is not None:
-                assert batch.stop in allowed, (batch.stop, allowed)
-            elif not allowed:
+            first = in_flight if in_flight_fence and in_flight is not None else lease
+            assert batch.stop is (old.stop or first), (batch.stop, old.stop, first)
+            assert batch.lost == (old.lease_deadline <= now)
+            if not batch.lost:  # stopped or not: its handler may still run (§4)
                 expected = now + retry_delay(h, old.lease_deadline - now)
                 if self.batches[b].notice:  # I12: a notice that came in meanwhile is kept
                     expected = now
@@ -520,24 +538,22 @@ class GuardMachine(RuleBasedStateMachine):
     def start_renewal(self, mode: str) -> None:
         """I10: a free slot and a due batch give one statement carrying every due batch."""
         core, now = self.g, self.now
-        stops_before = {b: core.batch(b).stop for b in self.batches}
+        before = {b: (core.batch(b).stop, core.batch(b).lost) for b in self.batches}
         renewal = core.next_renewal(now)
-        for b, stop in stops_before.items():
+        for b, (stop, lost) in before.items():
             batch = core.batch(b)
             if stop is None and batch.stop is not None:
-                # Frozen (lazily, maybe) only if a deadline passed, in the fixed order.
+                # Frozen (lazily, maybe) only if a deadline passed: the first one.
                 assert batch.stop is expected_stop(
                     batch.lease_deadline, batch.duration_deadline, core.shutdown_at, now
                 )
+            if not lost and batch.lost:
+                assert batch.lease_deadline <= now, "lost before its fence"
         # Batches due within the last statement's duration (at most H / 2) ride along with
-        # those due now: they would otherwise wait for the slot and go alone.
+        # those due now: they would otherwise wait for the slot and go alone. Stopped
+        # batches too, while a handler of theirs runs (§4).
         lookahead = min(self.last_duration, self.timing.heartbeat_interval / 2)
-        live = {
-            b
-            for b in self.batches
-            if core.batch(b).stop is None
-            and any(job.pending for job in core.batch(b).jobs.values())
-        }
+        live = {b for b in self.batches if renewable(core.batch(b))}
         due = {b for b in live if core.batch(b).next_due <= now}
         due_soon = {b for b in live if core.batch(b).next_due <= now + lookahead}
         if renewal is None:
@@ -552,16 +568,14 @@ class GuardMachine(RuleBasedStateMachine):
         assert due_soon <= renewal.batch_ids
         carried = [core.batch(b) for b in renewal.batch_ids]
         for batch in carried:
-            assert batch.stop is None
+            assert not batch.lost
             assert batch.next_due <= now + lookahead
-            # A batch past its fence (or another deadline) is stopped, never renewed.
-            assert not expected_stop(
-                batch.lease_deadline, batch.duration_deadline, core.shutdown_at, now
-            )
+            # A batch past its fence has lost its lease: never renewed (stopped or not).
+            assert batch.lease_deadline > now
         job_ids = [item.job_id for item in renewal.items]
         assert len(job_ids) == len(set(job_ids)), "I10: a job carried twice"
-        pending = {j.job_id for batch in carried for j in batch.jobs.values() if j.pending}
-        assert set(job_ids) == pending
+        running = {j.job_id for b in carried for j in b.jobs.values() if runs_with_its_row(j)}
+        assert set(job_ids) == running
         for item in renewal.items:
             job = self.jobs[item.job_id]
             assert not job.done
@@ -628,23 +642,25 @@ class GuardMachine(RuleBasedStateMachine):
         cancels: list[tuple[int, int]] = []
         for b, (fence, old) in before.items():
             batch = core.batch(b)
-            if old.stop is not None:
-                assert batch == old, "I8: an answer revived or changed a stopped batch"
+            if old.lost:
+                assert batch == old, "I8: an answer revived or changed a lost batch"
                 continue
             # Expiry is judged while the renewal still counts as in flight (I2): an answer
-            # before give-up is in time; one after the fence (or another deadline) changes
-            # nothing for the batch, which is stopped (now or at the next look).
-            reason = expected_stop(fence, old.duration_deadline, core.shutdown_at, now)
-            if reason is not None:
-                assert batch.stop in (None, reason)
+            # before give-up is in time; one after the fence changes nothing for the batch,
+            # which lost its lease. Another deadline passing only stops it: then the answer
+            # still counts, since a handler unwinding past its stop keeps its lease (§4).
+            stop = old.stop or expected_stop(fence, old.duration_deadline, core.shutdown_at, now)
+            assert batch.stop is stop, "I8: the first deadline to pass is the reason"
+            if fence <= now:
+                assert batch.lost
                 assert batch.lease_deadline == old.lease_deadline
                 assert batch.jobs == old.jobs
                 continue
-            assert batch.stop is None
+            assert not batch.lost
             renewed_all, gone_first = True, False
             for job_id, old_job in old.jobs.items():
                 lease = batch.jobs[job_id]
-                if not old_job.pending:
+                if not runs_with_its_row(old_job):
                     assert lease == old_job
                     continue
                 verdict = verdicts.get(job_id, Verdict.UNCHANGED)
@@ -654,16 +670,21 @@ class GuardMachine(RuleBasedStateMachine):
                     renewed_all, gone_first = False, True
                 elif verdict in (Verdict.GONE, Verdict.RECLAIMED):
                     why = StopReason.GONE if verdict is Verdict.GONE else StopReason.RECLAIMED
-                    stops.append((b, job_id, why))
-                    assert not lease.pending
+                    if stop is None:  # a stopped batch's handlers are already cancelled (I8)
+                        stops.append((b, job_id, why))
+                    assert lease.pending, "pending until its handler exits"
                     assert lease.stop is why
+                    assert not runs_with_its_row(lease)
                 else:
-                    assert lease.pending
+                    assert runs_with_its_row(lease)
                     assert not lease.gone_seen
-                    if verdict is Verdict.CANCEL_REQUESTED and old_job.stop is None:
+                    cancel = verdict is Verdict.CANCEL_REQUESTED
+                    if cancel and old_job.stop is None and stop is None:
                         cancels.append((b, job_id))
-                    if verdict is Verdict.CANCEL_REQUESTED:
+                    if cancel and stop is None:
                         assert lease.stop is StopReason.CANCELLED
+                    else:  # on a stopped batch the first stop stands
+                        assert lease.stop is old_job.stop
                     renewed_all = renewed_all and verdict.renews
             # I12: a cancel notice that came in while this renewal was out is not lost.
             notice = self.batches[b].notice
@@ -790,11 +811,7 @@ class GuardMachine(RuleBasedStateMachine):
             self.batches[self.jobs[job_id].batch_id].notice = True
             batch = self.g.batch(self.jobs[job_id].batch_id)
             assert batch.next_due <= self.now
-            if (
-                self.g.current is None
-                and batch.stop is None
-                and any(job.pending for job in batch.jobs.values())
-            ):
+            if self.g.current is None and renewable(batch):
                 assert self.g.next_wake() <= self.now
 
     @precondition(
@@ -826,7 +843,7 @@ class GuardMachine(RuleBasedStateMachine):
         for batch_id in batch_ids:
             model = self.batches[batch_id]
             batch = core.batch(batch_id)
-            frozen = batch.stop
+            frozen, lost = batch.stop, batch.lost
             fence = core.fence_time(batch)
             duration = math.inf if d is None else model.registered_at + d
             stop = core.batch_stop(batch_id, now)
@@ -834,6 +851,7 @@ class GuardMachine(RuleBasedStateMachine):
                 assert stop is frozen
             else:
                 assert stop is expected_stop(fence, duration, core.shutdown_at, now)
+            assert batch.lost == (lost or fence <= now), "the lease is lost at the fence"
 
     # -- invariants ---------------------------------------------------------------------
 
@@ -845,10 +863,10 @@ class GuardMachine(RuleBasedStateMachine):
         core = self.g
         for b in self.batches:
             batch = core.batch(b)
-            pending = [job.job_id for job in batch.jobs.values() if job.pending]
-            if not pending:
+            running = [job.job_id for job in batch.jobs.values() if runs_with_its_row(job)]
+            if not running:
                 continue
-            granted = min(self.jobs[j].granted for j in pending)
+            granted = min(self.jobs[j].granted for j in running)
             in_flight = core.current is not None and b in core.current.batch_ids
             slack = GRACE if in_flight else 0.0
             fence = core.fence_time(batch)
@@ -904,6 +922,46 @@ class GuardMachine(RuleBasedStateMachine):
             if model.stop is not None:
                 assert stop is model.stop, (b, model.stop, stop)
             model.stop = stop
+
+    @precondition(lambda self: self.core is not None)
+    @invariant()
+    def I8_a_lost_lease_stays_lost(self) -> None:
+        for b, model in self.batches.items():
+            batch = self.g.batch(b)
+            if model.lost:
+                assert batch.lost
+            if batch.lost:
+                assert batch.stop is not None, "a lost lease stops the batch"
+            model.lost = batch.lost
+
+    @precondition(lambda self: self.core is not None)
+    @invariant()
+    def renewed_means_running_with_its_row(self) -> None:
+        for b in self.batches:
+            for job in self.g.batch(b).jobs.values():
+                assert job.renewed == runs_with_its_row(job), job
+
+    @precondition(lambda self: self.core is not None)
+    @invariant()
+    def I13_running_handler_keeps_its_lease_renewed(self) -> None:
+        """docs/protocol.rst §4: a batch with a handler still running on a row it still holds,
+        and whose fence has not passed, is carried by the current renewal or due for one
+        within a heartbeat, with the guard set to wake for it: whatever stopped its scope
+        (duration, cancel, shutdown). Else its lease lapses while the handler runs, and
+        another worker runs the same job at the same time (I13)."""
+        core, now, h = self.g, self.now, self.timing.heartbeat_interval
+        current = core.current
+        for b in self.batches:
+            batch = core.batch(b)
+            if core.fence_time(batch) <= now:
+                continue  # the lease is lost: only the fence ends renewals early
+            if not any(runs_with_its_row(job) for job in batch.jobs.values()):
+                continue  # every handler exited (or its row is someone else's)
+            if current is not None and b in current.batch_ids:
+                continue
+            assert batch.next_due <= now + h + EPS, (b, batch.next_due, now)
+            if current is None:
+                assert core.next_wake() <= batch.next_due, (b, batch.stop, core.next_wake())
 
     @precondition(lambda self: self.core is not None)
     @invariant()

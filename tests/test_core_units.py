@@ -790,7 +790,8 @@ def test_gone_needs_two_consecutive_sightings() -> None:
     assert carried_jobs(confirm) == {1, 2}
     effects = core.answered(confirm.token, due, {1: GONE, 2: EXT})
     assert effects.stops == [(1, 1, StopReason.GONE)]
-    assert not core.job(1, 1).pending
+    assert core.job(1, 1).pending  # its handler may still be running: job_done says when
+    assert not core.job(1, 1).renewed
     assert core.job(1, 1).stop is StopReason.GONE
     assert core.batch(1).lease_deadline == due + V  # the remaining job was extended
     assert carried_jobs(renew(core, 20.0)) == {2}
@@ -818,7 +819,7 @@ def test_reclaimed_stops_only_that_job_and_siblings_lease_advances() -> None:
     assert effects.stops == [(1, 1, StopReason.RECLAIMED)]
     assert effects.cancels == []
     assert core.job(1, 1).stop is StopReason.RECLAIMED
-    assert not core.job(1, 1).pending
+    assert not core.job(1, 1).renewed
     assert [core.job(1, j).stop for j in (2, 3)] == [None, None]
     assert core.batch(1).lease_deadline == 10.0 + V
     assert core.scope_deadline(1) == 40.0
@@ -1143,14 +1144,124 @@ def test_I8_frozen_stop_is_not_revived_by_a_later_answer() -> None:
     core.request_renewal(1, 4.9)
     renewal = renew(core, 4.9)
     assert core.batch_stop(1, 5.0) is StopReason.DURATION
-    lease = core.batch(1).lease_deadline
     effects = core.answered(renewal.token, 5.1, {1: CANCEL, 2: RECLAIMED})
+    # The scope already cancelled both handlers: no second cancellation for either (I8).
     assert effects.cancels == []
     assert effects.stops == []
-    assert core.batch(1).lease_deadline == lease
+    assert core.job(1, 1).stop is None  # the duration came first: it decides the outcome
+    assert core.job(1, 2).stop is StopReason.RECLAIMED  # lost: nothing may be written
     assert core.batch_stop(1, 5.1) is StopReason.DURATION
-    assert core.batch_stop(1, 100.0) is StopReason.DURATION  # the lease passing changes nothing
-    assert core.next_renewal(10.0) is None  # a stopped batch is renewed no more
+    assert core.scope_deadline(1) == 5.0
+    # Job 1's handler is still unwinding, so its lease is renewed (CANCEL renews too).
+    assert core.batch(1).lease_deadline == 4.9 + V
+    assert carried_jobs(renew(core, 10.0)) == {1}
+
+
+def test_stopped_batch_keeps_its_lease_until_its_last_handler_exits() -> None:
+    """docs/protocol.rst §4: a handler unwinding past its duration still owns its job."""
+    core = make_core(d=5.0)
+    register(core, 1, [1, 2], now=0.0)
+    beat(core, 0.0)
+    assert core.batch_stop(1, 5.0) is StopReason.DURATION
+    for now in (10.0, 20.0, 30.0, 40.0):  # well past the first lease (30)
+        assert core.next_wake() == now
+        effects = beat(core, now)
+        assert effects == Effects(moved={1})
+        assert core.batch(1).lease_deadline == now + V
+        assert core.scope_deadline(1) == 5.0  # the scope stays stopped: one cancellation
+        assert core.batch_stop(1, now) is StopReason.DURATION
+    core.job_done(1, 1)  # one handler exited and its outcome is written
+    renewal = renew(core, 50.0)
+    assert carried_jobs(renewal) == {2}
+    core.answered(renewal.token, 50.0, {2: EXT})
+    core.job_done(1, 2)  # the last one too: nothing left to renew
+    assert core.next_wake() == math.inf
+    assert core.next_renewal(60.0) is None
+
+
+@pytest.mark.parametrize(
+    ("stop", "expected"),
+    [
+        ("duration", StopReason.DURATION),
+        ("shutdown", StopReason.SHUTDOWN),
+        ("cancel, then duration", StopReason.DURATION),
+    ],
+)
+def test_stopped_batch_is_renewed_through_every_kind_of_stop(
+    stop: str, expected: StopReason
+) -> None:
+    core = make_core(d=15.0 if stop.startswith("cancel") else 5.0)
+    register(core, 1, [1], now=0.0)
+    beat(core, 0.0)
+    verdict = EXT
+    if stop == "shutdown":
+        core.begin_shutdown(now=1.0, grace=2.0)
+    if stop.startswith("cancel"):
+        assert beat(core, 10.0, {1: CANCEL}).cancels == [(1, 1)]
+        verdict = CANCEL  # the row says so at every renewal from now on
+    for now in (20.0, 30.0, 40.0, 50.0):  # the stop passed; so did the first lease (30)
+        effects = beat(core, now, {1: verdict})
+        assert effects.cancels == [] and effects.stops == []
+        assert core.batch(1).lease_deadline == now + V
+        assert core.scope_deadline(1) < now
+    assert core.batch_stop(1, 50.0) is expected
+    # A cancel that came first stays the job's stop: it decides the outcome (first wins).
+    assert core.job(1, 1).stop is (StopReason.CANCELLED if stop.startswith("cancel") else None)
+
+
+def test_stopped_batch_renewals_end_when_its_lease_runs_out() -> None:
+    """Renewals that keep failing lose the lease of a stopped batch: then none is sent; the
+    first stop stands (it decides the outcome, written fenced by claim_seq)."""
+    core = make_core(d=5.0)
+    register(core, 1, [1], now=0.0)
+    beat(core, 0.0)
+    assert core.batch_stop(1, 5.0) is StopReason.DURATION
+    now = 10.0
+    while (renewal := core.next_renewal(now)) is not None:
+        core.failed(renewal.token, now)
+        now = core.next_wake()
+    assert 30.0 <= now < math.inf
+    assert core.batch(1).lost
+    assert core.batch_stop(1, now) is StopReason.DURATION
+    assert core.next_wake() == math.inf
+    assert core.next_renewal(1000.0) is None
+    assert core.request_renewal(1, 1000.0)  # a cancel notice cannot revive it either
+    assert core.next_renewal(1000.0) is None
+
+
+def test_I12_cancel_first_then_lease_lost_stays_cancelled() -> None:
+    """A job whose cancel came first and whose lease then expired before its handler
+    returned ends failed (cancelled): the first stop wins."""
+    core = make_core()
+    register(core, 1, [1], now=0.0)
+    assert beat(core, 0.0, {1: CANCEL}).cancels == [(1, 1)]
+    now = 10.0
+    while core.batch_stop(1, now) is None:
+        core.failed(renew(core, now).token, now)
+        now = core.next_wake()
+    assert core.batch_stop(1, now) is StopReason.LEASE_EXPIRED and core.batch(1).lost
+    result = decide(
+        job_stop=core.job(1, 1).stop,
+        batch_stop=core.batch_stop(1, now),
+        error=None,
+        attempt=1,
+        max_attempts=3,
+        max_job_duration=None,
+    )
+    assert result == Outcome(OutcomeKind.FAILED, "cancelled: cancel requested")
+
+
+def test_I8_stop_reason_is_the_first_deadline_however_late_the_core_looks() -> None:
+    # Nothing looks at the batch between its duration deadline (5) and its fence (30): the
+    # scope stopped it at 5, for its duration, and that is its reason.
+    core = make_core(d=5.0)
+    register(core, 1, [1], now=0.0)
+    assert core.batch_stop(1, 100.0) is StopReason.DURATION
+    assert core.batch(1).lost
+    core = make_core()
+    register(core, 1, [1], now=0.0)
+    core.begin_shutdown(now=0.0, grace=50.0)
+    assert core.batch_stop(1, 100.0) is StopReason.LEASE_EXPIRED  # the fence came first
 
 
 def test_I4_scope_deadline_is_min_of_fence_duration_and_shutdown() -> None:

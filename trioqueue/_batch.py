@@ -246,6 +246,9 @@ class BatchRunner:
                     message = f"cancelled: cancel requested ({outcome.message})"
                     outcome = Outcome(OutcomeKind.FAILED, message)
         finally:
+            # Only now, with its claim hook and handler exited and its outcome written, is
+            # the job renewed no more: a stopped handler still unwinding keeps its lease
+            # (docs/protocol.rst §4).
             self._guard.job_done(handle.batch_id, job.id)
         await self._report(job, outcome, applied, delay)
 

@@ -95,7 +95,11 @@ class Guard:
         return self.core.batch_stop(batch_id, trio.current_time())
 
     def fence_passed(self, batch_id: int) -> bool:
-        """True once the batch's lease fence (not its other deadlines) has passed."""
+        """True once the batch's lease fence (not its other deadlines) has passed.
+
+        A batch stopped by its duration, a cancel or shutdown is still renewed while its
+        handlers unwind, so its fence may pass long after its scope was stopped, or never.
+        """
         core = self.core
         return core.fence_time(core.batch(batch_id)) <= trio.current_time()
 

@@ -14,7 +14,9 @@ The nursery tree of a pool::
 Shutdown: when the caller cancels, the claim loop stops, every batch's scope deadline
 becomes at most ``now + shutdown_grace`` (never later than its own deadlines), the guard keeps
 renewing meanwhile, and jobs still running at the end are released without charging the
-attempt. When the last batch is done the services are cancelled.
+attempt. When the last batch is done the services are cancelled: not before, since a handler
+still unwinding past the grace (a shielded ``finally``, a thread) keeps its lease until it
+exits (docs/protocol.rst §4). The batches nursery sits inside the services nursery for that.
 """
 
 from __future__ import annotations

@@ -11,6 +11,15 @@ Healthy batches are renewed on a pool-wide beat (``anchor + k·H``), so batches 
 different moments still share one statement per beat. A batch's first renewal is sent as
 soon as it registers. A failed renewal is retried after ``min(H, max(0.25, remaining/2))``.
 
+A batch's **stop** and its **lease** are two separate things. The stop says why its
+cancel scope was stopped (the first deadline to pass: lease, ``max_job_duration`` or
+shutdown); it is frozen at first sight and decides the attempt's outcome (invariant I8). The
+lease says whether the rows are still ours. A stopped batch whose handler is still unwinding
+(a ``finally`` under a shield, a synchronous handler in its thread) still owns its jobs, so
+it stays in the renewals, and its verdicts still count, until every job's handler and claim
+hook have exited (``job_done``). Only a lost lease ends the renewals early: the fence
+passing (``lost``), or a job reclaimed or gone (that job alone). See docs/protocol.rst §4.
+
 Every renewal carries a **token**. An answer whose token is not the current one changes
 nothing (invariant I6). A renewal that has not come back ``GRACE`` after its give-up time is
 **abandoned**: its slot is freed so that later batches can be renewed on another connection.
@@ -53,10 +62,15 @@ class JobLease:
 
     job_id: int
     claim_seq: int
-    pending: bool = True  # False once its outcome is settled or its attempt is over
+    # True while its claim hook or handler may still run: False only once the runtime has
+    # settled its outcome (``job_done``), after both have exited.
+    pending: bool = True
     progress: float | None = None  # latest valid value, sent with every renewal
     gone_seen: bool = False  # the previous renewal said GONE: one more confirms it
     stop: StopReason | None = None  # job-level stop (cancel, reclaimed, gone)
+    # Carried by renewals: pending, and its row not lost (reclaimed or gone). A field, not
+    # a property: renewals read it for every job in flight.
+    renewed: bool = True
 
 
 @dataclass(slots=True)
@@ -68,11 +82,14 @@ class BatchLease:
     lease_deadline: float
     duration_deadline: float
     next_due: float
-    stop: StopReason | None = None  # frozen once the batch's scope deadline has passed
+    # Why the batch's scope was stopped: frozen at first sight of a passed deadline.
+    stop: StopReason | None = None
+    # The fence passed: the lease is gone, so nothing of the batch is renewed any more.
+    lost: bool = False
     wanted: bool = False  # a cancel notice asked for a renewal not yet sent
 
-    def pending(self) -> Iterable[JobLease]:
-        return (job for job in self.jobs.values() if job.pending)
+    def renewed(self) -> Iterable[JobLease]:
+        return (job for job in self.jobs.values() if job.renewed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,10 +197,12 @@ class GuardCore:
                     del self._job_batch[job_id]
 
     def job_done(self, batch_id: int, job_id: int) -> None:
-        """The job's outcome is settled: it is renewed no more."""
+        """The job's claim hook and handler have exited and its outcome is settled: it is
+        renewed no more. Not before: a stopped handler still unwinding keeps its lease."""
         batch = self._batches.get(batch_id)
         if batch is not None and job_id in batch.jobs:
-            batch.jobs[job_id].pending = False
+            job = batch.jobs[job_id]
+            job.pending = job.renewed = False
 
     def job(self, batch_id: int, job_id: int) -> JobLease:
         return self._batches[batch_id].jobs[job_id]
@@ -224,15 +243,22 @@ class GuardCore:
         return batch.stop
 
     def _expire_if_due(self, batch: BatchLease, now: float) -> None:
-        # Several deadlines may pass together: one reason, in a fixed order (I8).
-        if batch.stop is not None:
+        if batch.lost:
             return
-        if self.fence_time(batch) <= now:
-            batch.stop = StopReason.LEASE_EXPIRED
-        elif batch.duration_deadline <= now:
-            batch.stop = StopReason.DURATION
-        elif self.shutdown_at <= now:
-            batch.stop = StopReason.SHUTDOWN
+        fence = self.fence_time(batch)
+        first = min(fence, batch.duration_deadline, self.shutdown_at)
+        if batch.stop is None and first <= now:
+            # The first deadline to pass stopped the scope, however late the core looks;
+            # deadlines that pass together give one reason: lease > duration > shutdown (I8).
+            if fence == first:
+                batch.stop = StopReason.LEASE_EXPIRED
+            elif batch.duration_deadline == first:
+                batch.stop = StopReason.DURATION
+            else:
+                batch.stop = StopReason.SHUTDOWN
+        # A batch stopped earlier keeps its reason (the first stop wins), but once its fence
+        # has passed it is renewed no more: its rows may be claimed by another worker.
+        batch.lost = fence <= now
 
     def begin_shutdown(self, now: float, grace: float) -> Effects:
         """Every batch's scope deadline becomes at most ``now + grace``."""
@@ -255,7 +281,7 @@ class GuardCore:
         items = tuple(
             RenewItem(job.job_id, job.claim_seq, job.progress)
             for batch in due
-            for job in batch.pending()
+            for job in batch.renewed()
         )
         if not items:
             return None
@@ -281,7 +307,7 @@ class GuardCore:
         self._last_duration = now - renewal.sent_at
         effects = Effects(moved=set(renewal.batch_ids))
         for batch in self._carried(renewal):
-            if batch.stop is None:
+            if not batch.lost:  # a stopped batch's verdicts count while its handler unwinds
                 self._apply_verdicts(batch, renewal, now, verdicts, effects)
         return effects
 
@@ -315,7 +341,7 @@ class GuardCore:
             batch = self._batches.get(batch_id)
             if batch is not None and batch.next_due == when and self._renewable(batch):
                 return when
-            heapq.heappop(self._due)  # stale: rescheduled, stopped or settled since
+            heapq.heappop(self._due)  # stale: rescheduled, lost or settled since
         return math.inf
 
     def connections_held(self) -> int:
@@ -371,7 +397,8 @@ class GuardCore:
 
     @staticmethod
     def _renewable(batch: BatchLease) -> bool:
-        return batch.stop is None and any(job.pending for job in batch.jobs.values())
+        # Not ``batch.stop``: a stopped batch keeps its lease until its handlers exit.
+        return not batch.lost and any(job.renewed for job in batch.jobs.values())
 
     def _set_due(self, batch: BatchLease, when: float) -> None:
         batch.next_due = when
@@ -380,7 +407,7 @@ class GuardCore:
     def _retry_all(self, renewal: Renewal, now: float) -> Effects:
         for batch in self._carried(renewal):
             self._expire_if_due(batch, now)
-            if batch.stop is None:
+            if not batch.lost:
                 self._schedule_retry(batch, now)
                 if batch.wanted:
                     self._set_due(batch, min(batch.next_due, now))
@@ -408,10 +435,10 @@ class GuardCore:
     ) -> None:
         renewed_all = True
         confirm_gone = False
-        # A job pending now was pending when the renewal was built, so it was carried.
+        # A job renewed now was renewed when the renewal was built, so it was carried.
         for job in batch.jobs.values():
-            if not job.pending:
-                continue  # settled, possibly while the renewal was out
+            if not job.renewed:
+                continue  # settled, possibly while the renewal was out; or lost before
             verdict = verdicts.get(job.job_id, Verdict.UNCHANGED)
             if verdict is Verdict.GONE and not job.gone_seen:
                 # Maybe our own ack raced the renewal: trust GONE only when seen twice.
@@ -422,10 +449,12 @@ class GuardCore:
             if verdict in (Verdict.GONE, Verdict.RECLAIMED):
                 reason = StopReason.GONE if verdict is Verdict.GONE else StopReason.RECLAIMED
                 self._stop_job(batch, job, reason, effects)
-            elif verdict is Verdict.CANCEL_REQUESTED and job.stop is None:
+            elif verdict is Verdict.CANCEL_REQUESTED and job.stop is None and batch.stop is None:
+                # On a stopped batch the handler is already cancelled and its stop came
+                # first: the directive only renews (I8: one cancellation, one outcome).
                 job.stop = StopReason.CANCELLED
                 effects.cancels.append((batch.batch_id, job.job_id))
-            renewed_all = renewed_all and (verdict.renews or not job.pending)
+            renewed_all = renewed_all and (verdict.renews or not job.renewed)
         if renewed_all:
             v, h = self.timing.visibility_timeout, self.timing.heartbeat_interval
             batch.lease_deadline = advanced_deadline(batch.lease_deadline, renewal.sent_at, v)
@@ -439,7 +468,14 @@ class GuardCore:
 
     @staticmethod
     def _stop_job(batch: BatchLease, job: JobLease, reason: StopReason, effects: Effects) -> None:
-        job.pending = False
+        """The job's row is no longer ours: renewed no more, and nothing may be written.
+
+        Its handler may still be running (it stays pending until it exits). A job-level
+        stop for a stopped batch is recorded, but not delivered: the batch's scope already
+        cancelled its handler (I8: one cancellation).
+        """
+        job.renewed = False
         if job.stop is None or job.stop is StopReason.CANCELLED:
             job.stop = reason
-        effects.stops.append((batch.batch_id, job.job_id, reason))
+        if batch.stop is None:
+            effects.stops.append((batch.batch_id, job.job_id, reason))

@@ -47,10 +47,12 @@ def decide(
 ) -> Outcome:
     """The one outcome of an attempt.
 
-    A job-level stop wins over a batch-level one: the guard only records a job-level stop
-    while the batch is still live, so it happened first. ``no_connection`` says why the
-    handler never got its database connection: infrastructure trouble, not the handler's
-    failure, so the job is released uncharged, even when max_job_duration passed meanwhile
+    A job-level stop wins over a batch-level one. The guard records a cancel only while the
+    batch is still live, so it happened first (and stands when the lease is lost later:
+    the first stop wins). Reclaimed or gone means the row is no longer this attempt's,
+    whatever stopped it, so nothing may be written. ``no_connection`` says why the handler
+    never got its database connection: infrastructure trouble, not the handler's failure,
+    so the job is released uncharged, even when max_job_duration passed meanwhile
     (docs/protocol.rst §4). A cancel or a lost lease still decides as usual.
     """
     stop = job_stop or batch_stop
