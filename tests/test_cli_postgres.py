@@ -168,7 +168,7 @@ def test_commands_on_a_schema_never_migrated_fail_cleanly(
     err = capsys.readouterr().err
     assert code == 1
     assert "does not exist" in err
-    assert "trioqueue migrate" in err
+    assert f"has the schema been migrated? run: trioqueue migrate --schema {postgres_schema}" in err
     assert "Traceback" not in err
 
 
@@ -260,3 +260,38 @@ def test_demo_without_a_dsn_runs_on_an_embedded_server(
     assert "starting an embedded PostgreSQL server" in captured.err
     assert "on PostgreSQL (embedded), schema trioqueue_demo" in captured.out
     assert "demo OK" in captured.out
+
+
+def _with_path(dsn: str, path: str) -> str:
+    """``dsn`` naming database ``path`` instead (keeping its query string)."""
+    base, _, query = dsn.partition("?")
+    head = base.rsplit("/", 1)[0]
+    return f"{head}/{path}" + (f"?{query}" if query else "")
+
+
+def test_an_unknown_database_is_not_taken_for_an_unmigrated_schema(
+    postgres_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["--dsn", _with_path(postgres_dsn, "no_such_db_tq"), "jobs"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert 'database "no_such_db_tq" does not exist' in err
+    assert "check the database name in the DSN" in err
+    assert "migrate" not in err
+
+
+def test_an_unknown_role_is_not_taken_for_an_unmigrated_schema(
+    postgres_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if "://" not in postgres_dsn or "@" not in postgres_dsn:
+        pytest.skip("needs a URI DSN with a user name")
+    scheme, rest = postgres_dsn.split("://", 1)
+    userinfo, host = rest.split("@", 1)
+    password = userinfo.partition(":")[1:]
+    dsn = f"{scheme}://no_such_role_tq{''.join(password)}@{host}"
+    code = main(["--dsn", dsn, "jobs"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert 'role "no_such_role_tq" does not exist' in err
+    assert "check the user name in the DSN" in err
+    assert "migrate" not in err

@@ -28,6 +28,8 @@ import math
 import os
 import signal
 import sys
+import sysconfig
+import traceback
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO, TypeAlias
@@ -176,25 +178,104 @@ def schema_of(args: argparse.Namespace, default: str = DEFAULT_SCHEMA) -> str:
 def run_on_database(args: argparse.Namespace, fn: Callable[..., Any], *fn_args: Any) -> Any:
     """``trio.run(fn, dsn, schema, *fn_args)``, with database and input errors as CliError."""
     dsn = require_dsn(args)
-    with library_logs_to(_stderr_log_handler(), verbose=args.verbose), _errors_as_cli_errors():
-        return trio.run(fn, dsn, schema_of(args), *fn_args)
+    schema = schema_of(args)
+    with (
+        library_logs_to(_stderr_log_handler(), verbose=args.verbose),
+        _errors_as_cli_errors(schema),
+    ):
+        return trio.run(fn, dsn, schema, *fn_args)
 
 
 @contextmanager
-def _errors_as_cli_errors() -> Iterator[None]:
-    """The library's errors as :class:`CliError`: bad input exits 2, the database 1."""
+def _errors_as_cli_errors(schema: str | None = None) -> Iterator[None]:
+    """The library's errors as :class:`CliError`: bad input exits 2, the database 1.
+
+    trio delivers an error of a task inside (nested) exception groups: a group whose every
+    leaf is such an error is reported as those errors, one line each (usually just one).
+    ``schema`` goes into the hint for a schema that was never migrated.
+    """
     try:
         yield
-    except trioqueue.ConfigError as exc:
-        raise CliError(str(exc)) from exc
-    except trioqueue.UnknownJobError as exc:
-        raise CliError(str(exc), EXIT_FAILED) from exc
-    except trioqueue.BackendError as exc:
-        hint = "; has the schema been migrated (trioqueue migrate)?"
-        message = str(exc) + (hint if "does not exist" in str(exc) else "")
-        raise CliError(message, EXIT_FAILED) from exc
-    except (TypeError, ValueError) as exc:  # the library's checks of names, ids and options
-        raise CliError(str(exc)) from exc
+    except BaseExceptionGroup as group:
+        leaves = list(_leaves(group))
+        errors = [_as_cli_error(leaf, schema) for leaf in leaves]
+        if not all(errors):
+            raise
+        messages = dict.fromkeys(str(error) for error in errors)  # once each, in order
+        code = max(error.code for error in errors if error is not None)
+        raise CliError("\n".join(messages), code) from leaves[0]
+    except Exception as exc:
+        error = _as_cli_error(exc, schema)
+        if error is None:
+            raise
+        raise error from exc
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            yield from _leaves(exc)
+        else:
+            yield exc
+
+
+def _as_cli_error(exc: BaseException, schema: str | None) -> CliError | None:
+    """``exc`` as the one-line error the command line prints, or None for anything else."""
+    if isinstance(exc, CliError):
+        return exc
+    if isinstance(exc, trioqueue.ConfigError):
+        return CliError(str(exc))
+    if isinstance(exc, trioqueue.UnknownJobError):
+        return CliError(str(exc), EXIT_FAILED)
+    if isinstance(exc, trioqueue.BackendError):
+        hint = database_hint(exc, schema)
+        return CliError(str(exc) + (f"; {hint}" if hint else ""), EXIT_FAILED)
+    if isinstance(exc, (TypeError, ValueError)):  # the library's checks of names, ids, options
+        return CliError(str(exc))
+    return None
+
+
+#: SQLSTATEs meaning that a schema, table, column or function of ours is missing:
+#: invalid_schema_name, undefined_table, undefined_column, undefined_function,
+#: undefined_object.
+NOT_MIGRATED = frozenset({"3F000", "42P01", "42703", "42883", "42704"})
+
+#: Hints for the other server errors that say "does not exist" (or nearly), by SQLSTATE.
+CONNECT_HINTS = {
+    "3D000": "check the database name in the DSN (the path after the host)",  # no such db
+    "28000": "check the user name in the DSN, and that the server lets it connect",
+    "28P01": "check the user name and password in the DSN",
+}
+
+
+def database_hint(exc: BaseException, schema: str | None = None) -> str | None:
+    """What to check for a database error, judged by the driver's error behind ``exc``.
+
+    Only a missing schema, table or function suggests ``trioqueue migrate``: an unknown
+    database or role also "does not exist", and migrating would not help there.
+    """
+    cause = _driver_error(exc)
+    if isinstance(cause, ConnectionRefusedError):
+        return "is PostgreSQL running and listening at the host and port in the DSN?"
+    sqlstate = getattr(cause, "sqlstate", None)
+    if sqlstate in NOT_MIGRATED:
+        if "trioqueue migrate" in str(exc):
+            return None  # the library said so already
+        where = f" --schema {schema}" if schema else ""
+        return f"has the schema been migrated? run: trioqueue migrate{where}"
+    return CONNECT_HINTS.get(sqlstate) if isinstance(sqlstate, str) else None
+
+
+def _driver_error(exc: BaseException) -> BaseException | None:
+    """The first exception down ``exc``'s chain of causes that is not trioqueue's own."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if not isinstance(current, trioqueue.TrioqueueError):
+            return current
+        current = current.__cause__
+    return None
 
 
 def _stderr_log_handler() -> logging.Handler:
@@ -294,6 +375,10 @@ def import_handler(spec: str) -> Callable[..., Any]:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise CliError(f"cannot import module {module_name!r}: {exc}") from exc
+    except Exception as exc:  # the module itself failed: a SyntaxError, or raised at import
+        raise CliError(
+            f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}{_where(exc)}"
+        ) from exc
     for part in attribute.split("."):
         try:
             target = getattr(target, part)
@@ -303,6 +388,34 @@ def import_handler(spec: str) -> Callable[..., Any]:
         raise CliError(f"{spec} is not callable")
     handler: Callable[..., Any] = target
     return handler
+
+
+def _where(exc: BaseException) -> str:
+    """Where an import failed: the file and line, as far as the user's own code goes.
+
+    A SyntaxError carries them in its message already. Otherwise it is the innermost frame
+    outside the import machinery and the standard library, so that an error raised inside
+    (say) ``json`` points at the user's call of it.
+    """
+    if isinstance(exc, SyntaxError):
+        return ""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith("<frozen ")
+    ]
+    own = [frame for frame in frames if not _is_library_file(frame.filename)]
+    if not (own or frames):
+        return ""
+    frame = (own or frames)[-1]
+    return f" (at {frame.filename}, line {frame.lineno})"
+
+
+def _is_library_file(filename: str) -> bool:
+    """True for a file of the standard library or of an installed package."""
+    paths = sysconfig.get_paths()
+    roots = {paths["stdlib"], paths["platstdlib"], paths["purelib"], paths["platlib"]}
+    return any(filename.startswith(root + os.sep) for root in roots)
 
 
 async def run_worker(dsn: str, schema: str, config: trioqueue.WorkerConfig, out: TextIO) -> None:
@@ -410,6 +523,12 @@ def parse_payload(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CliError(f"the payload is not valid JSON: {exc}; nothing was enqueued") from None
+    except RecursionError:
+        # Python's parser gives up near its recursion limit (about a thousand levels).
+        raise CliError(
+            "the payload nests too deeply to be parsed (arrays or objects about a thousand "
+            "levels deep); nothing was enqueued"
+        ) from None
 
 
 async def enqueue(dsn: str, schema: str, queue: str, payload: Any, options: dict[str, Any]) -> int:
