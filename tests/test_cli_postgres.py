@@ -295,3 +295,30 @@ def test_an_unknown_role_is_not_taken_for_an_unmigrated_schema(
     assert 'role "no_such_role_tq" does not exist' in err
     assert "check the user name in the DSN" in err
     assert "migrate" not in err
+
+
+def test_demo_refuses_a_schema_it_did_not_create(
+    run: Cli, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A migrated schema with jobs and the user's own table survives ``demo --schema``."""
+    job_id = run("enqueue", "mail", '{"to": "a@example.com"}')[1].strip()
+    trio.run(_sql, run.dsn, f'CREATE TABLE "{run.schema}".invoices (n int)')
+    trio.run(_sql, run.dsn, f'INSERT INTO "{run.schema}".invoices VALUES (7)')
+    code, out, err = run("demo", "--jobs", "3", "--speed", "40", "--no-live")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"trioqueue demo: error: schema {run.schema} already exists and was not made by "
+        "trioqueue demo, so the demo will not drop it; nothing was written. Choose a new "
+        "name with --schema\n"
+    )
+    assert [info.id for info in run.jobs()] == [int(job_id)]
+    assert trio.run(_sql, run.dsn, f'SELECT n FROM "{run.schema}".invoices') == 7
+
+
+async def _sql(dsn: str, query: str) -> Any:
+    """``fetchval(query)`` on a connection of its own."""
+    async with (
+        trioqueue.open_postgres(dsn, max_connections=1) as backend,
+        backend.acquire() as connection,
+    ):
+        return await connection.fetchval(query)

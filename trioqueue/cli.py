@@ -683,8 +683,9 @@ def _add_demo(commands: Subparsers) -> None:
             "Run a small, realistic workload (reports with progress, a job that fails once "
             "and succeeds on its retry, a long job cancelled mid-run) and watch the stored "
             "state of every job. Exits 0 when every job ended as expected. On PostgreSQL it "
-            f"works in its own schema (default {_demo.SCHEMA}), dropped and created afresh; "
-            f"without --dsn or ${DSN_ENV} it starts an embedded PostgreSQL "
+            f"works in a schema of its own (default {_demo.SCHEMA}), created afresh on each "
+            "run; it drops only a schema it created itself and refuses any other that "
+            f"exists (exit 2). Without --dsn or ${DSN_ENV} it starts an embedded PostgreSQL "
             f"({_embedded.INSTALL_HINT}) and stops it afterwards."
         ),
     )
