@@ -395,3 +395,18 @@ def test_database_hints_follow_the_server_error(error: str, hint: str | None) ->
     else:
         assert given is not None and hint in given
         assert ("migrate" in given) == ("migrated" in hint)
+
+
+# -- what the backends tell the command line (issue 7 item 16) ----------------------------
+
+
+async def test_memory_backend_reports_migrations_and_dedup_hits() -> None:
+    """Like PostgreSQL's (tests/test_cli_postgres.py): nothing to migrate, dedup hits said."""
+    async with trioqueue.open_memory() as backend:
+        assert await backend.migrate() == []
+        first = await backend.enqueue_deduplicated("q", 1, dedup_key="k")
+        again = await backend.enqueue_deduplicated("q", 2, dedup_key="k")
+        other = await backend.enqueue_deduplicated("q", 3, dedup_key="other")
+        assert (first, again, other) == ((first[0], True), (first[0], False), (other[0], True))
+        assert await backend.enqueue("q", 4, dedup_key="k") == first[0]
+        assert len(await backend.list_jobs()) == 2

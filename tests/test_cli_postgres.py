@@ -61,14 +61,14 @@ def run(postgres_dsn: str, postgres_schema: str, capsys: pytest.CaptureFixture[s
     tq = Cli(postgres_dsn, postgres_schema, capsys)
     code, out, err = tq("migrate")
     assert code == 0, err
-    assert out == f"schema {postgres_schema} is up to date\n"
+    assert out == f"schema {postgres_schema}: applied 0001_initial\n"
     return tq
 
 
 def test_migrate_is_idempotent(run: Cli) -> None:
     code, out, _ = run("migrate")
     assert code == 0
-    assert "is up to date" in out
+    assert out == f"schema {run.schema} is already up to date\n"
 
 
 def test_dsn_comes_from_the_environment(run: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,6 +91,10 @@ def test_enqueue_with_delay_and_dedup_key(run: Cli) -> None:
     first = run("enqueue", "q", "1", "--delay", "60", "--dedup-key", "k")
     second = run("enqueue", "q", "2", "--dedup-key", "k")
     assert first[1] == second[1]  # the duplicate's id
+    assert (first[0], first[2]) == (0, "")
+    job_id = first[1].strip()
+    assert second[0] == 0
+    assert second[2] == f"job {job_id} already exists with dedup key 'k'; not enqueued again\n"
     [info] = run.jobs()
     assert (info.status, info.payload) == ("scheduled", 1)
 
@@ -140,14 +144,39 @@ def test_status_counts_per_queue_and_state(run: Cli) -> None:
 def test_cancel_a_waiting_job_and_an_unknown_one(run: Cli) -> None:
     job_id = run("enqueue", "q", "{}")[1].strip()
     code, out, _ = run("cancel", job_id)
-    assert (code, out) == (0, f"job {job_id}: cancel requested\n")
+    assert (code, out) == (
+        0,
+        f"job {job_id} cancelled at once, it was not running (cancelled before it ran)\n",
+    )
     [info] = run.jobs()
     assert info.status == "failed"
     assert info.last_error == "cancelled before it ran"
     code, _, err = run("cancel", job_id)
     assert code == 1
-    assert "unknown or already finished" in err
-    assert run("cancel", "999999")[0] == 1
+    assert err == f"trioqueue cancel: error: job {job_id} already failed: nothing to cancel\n"
+    code, _, err = run("cancel", "999999")
+    assert code == 1
+    assert err == "trioqueue cancel: error: no job with id 999999\n"
+
+
+def test_cancel_a_running_job_only_requests_it(run: Cli) -> None:
+    """A leased job keeps running until its worker passes the request on."""
+    job_id = int(run("enqueue", "q", "{}")[1])
+    trio.run(_claim, run.dsn, run.schema, "q")
+    code, out, _ = run("cancel", str(job_id))
+    assert (code, out) == (
+        0,
+        f"job {job_id}: cancel requested; the running handler will stop at its next "
+        "checkpoint, and the job then fails\n",
+    )
+    [info] = run.jobs()
+    assert info.status == "running"
+
+
+async def _claim(dsn: str, schema: str, queue: str) -> None:
+    """Lease every job of ``queue`` for a minute, as a worker would."""
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        await backend.claim(queue, limit=100, worker_id="test", visibility_timeout=60)
 
 
 def test_retry_puts_a_failed_job_back(run: Cli) -> None:

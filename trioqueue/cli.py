@@ -294,15 +294,18 @@ def _add_migrate(commands: Subparsers) -> None:
 
 
 def _run_migrate(args: argparse.Namespace) -> int:
-    run_on_database(args, migrate)
-    print(f"schema {schema_of(args)} is up to date")
+    applied: list[str] = run_on_database(args, migrate)
+    if applied:
+        print(f"schema {schema_of(args)}: applied {', '.join(applied)}")
+    else:
+        print(f"schema {schema_of(args)} is already up to date")
     return 0
 
 
-async def migrate(dsn: str, schema: str) -> None:
-    """Create ``schema`` or bring it up to date."""
+async def migrate(dsn: str, schema: str) -> list[str]:
+    """Create ``schema`` or bring it up to date; the migrations applied."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        await backend.migrate()
+        return await backend.migrate()
 
 
 # -- worker -------------------------------------------------------------------------------
@@ -512,8 +515,14 @@ def _run_enqueue(args: argparse.Namespace) -> int:
         "max_attempts": args.max_attempts,
         "dedup_key": args.dedup_key,
     }
-    job_id = run_on_database(args, enqueue, args.queue, payload, options)
+    job_id, added = run_on_database(args, enqueue_reporting, args.queue, payload, options)
     print(job_id)
+    if not added:
+        # stdout stays the id alone, for scripts; the news goes to stderr.
+        print(
+            f"job {job_id} already exists with dedup key {args.dedup_key!r}; not enqueued again",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -533,8 +542,20 @@ def parse_payload(text: str) -> Any:
 
 async def enqueue(dsn: str, schema: str, queue: str, payload: Any, options: dict[str, Any]) -> int:
     """Enqueue one job; its id (a duplicate's, with a dedup key that is taken)."""
+    job_id, _ = await enqueue_reporting(dsn, schema, queue, payload, options)
+    return job_id
+
+
+async def enqueue_reporting(
+    dsn: str, schema: str, queue: str, payload: Any, options: dict[str, Any]
+) -> tuple[int, bool]:
+    """Enqueue one job: its id and True, or a duplicate's id and False (nothing added)."""
+    options = dict(options)
+    dedup_key = options.pop("dedup_key", None)
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        return await backend.enqueue(queue, payload, **options)
+        if dedup_key is None:
+            return await backend.enqueue(queue, payload, **options), True
+        return await backend.enqueue_deduplicated(queue, payload, dedup_key=dedup_key, **options)
 
 
 # -- cancel and retry ---------------------------------------------------------------------
@@ -551,10 +572,41 @@ def _add_cancel(commands: Subparsers) -> None:
 
 
 def _run_cancel(args: argparse.Namespace) -> int:
-    return _on_job(
-        args, trioqueue.PostgresBackend.cancel, "cancel requested",
-        refused="is unknown or already finished",
-    )  # fmt: skip
+    accepted, info = run_on_database(args, cancel, args.job_id)
+    report = cancel_report(args.job_id, accepted, info)
+    if not accepted:
+        raise CliError(report, EXIT_FAILED)
+    print(report)
+    return 0
+
+
+async def cancel(dsn: str, schema: str, job_id: int) -> tuple[bool, trioqueue.JobInfo]:
+    """Cancel a job: whether the cancel was accepted, and the job as it is right after.
+
+    Raises:
+        UnknownJobError: no job has this id.
+    """
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        accepted = await backend.cancel(job_id)
+        return accepted, await backend.get_job(job_id)
+
+
+def cancel_report(job_id: int, accepted: bool, info: trioqueue.JobInfo) -> str:
+    """What a cancel did, from the job's state right after it.
+
+    A job that was not running fails at once; a running one only gets the request, which
+    its worker passes on to the handler (docs/protocol.rst, "Progress and cancellation").
+    """
+    if not accepted:
+        return f"job {job_id} already {info.status}: nothing to cancel"
+    if info.status == "running":
+        return (
+            f"job {job_id}: cancel requested; the running handler will stop at its next "
+            "checkpoint, and the job then fails"
+        )
+    if info.status == "failed":
+        return f"job {job_id} cancelled at once, it was not running ({info.last_error})"
+    return f"job {job_id}: cancel requested, but it is {info.status} now"
 
 
 def _add_retry(commands: Subparsers) -> None:
