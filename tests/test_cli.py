@@ -7,13 +7,16 @@ under test, sped up twentyfold so it takes well under two seconds.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
+import signal
 import subprocess
 import sys
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -23,7 +26,7 @@ import trioqueue
 from trioqueue import _demo
 from trioqueue._embedded import EmbeddedPostgresError, embedded_postgres
 from trioqueue._terminal import CSI, LiveBlock, clip, format_table, progress_bar
-from trioqueue.cli import build_parser, database_hint, main, status_table
+from trioqueue.cli import build_parser, database_hint, main, status_table, supervise_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -305,7 +308,12 @@ def test_worker_stopped_by_its_pool_prints_one_line(
     """A pool that stops with a non-transient claim error: one line, hint included, exit 1."""
 
     async def serve_worker(
-        dsn: str, schema: str, config: trioqueue.WorkerConfig, *, task_status: trio.TaskStatus[None]
+        dsn: str,
+        schema: str,
+        config: trioqueue.WorkerConfig,
+        *,
+        stop_now: trio.Event,
+        task_status: trio.TaskStatus[None],
     ) -> None:
         task_status.started()
         await trio.lowlevel.checkpoint()
@@ -410,3 +418,77 @@ async def test_memory_backend_reports_migrations_and_dedup_hits() -> None:
         assert (first, again, other) == ((first[0], True), (first[0], False), (other[0], True))
         assert await backend.enqueue("q", 4, dedup_key="k") == first[0]
         assert len(await backend.list_jobs()) == 2
+
+
+# -- stopping the worker (issue 7 item 15) ------------------------------------------------
+
+
+async def test_second_signal_ends_the_grace_at_once(autojump_clock: trio.abc.Clock) -> None:
+    """The first signal starts a 600 s grace; the second cancels the handler at once and
+    releases its job uncharged, so the pool stops at the same (mock) instant."""
+    started = trio.Event()
+
+    async def handler(payload: object, ctx: trioqueue.JobContext) -> None:
+        started.set()
+        await trio.sleep_forever()
+
+    config = trioqueue.WorkerConfig(
+        handler=handler, queue="q", shutdown_grace=600, visibility_timeout=30,
+        heartbeat_interval=5, max_job_duration=3600,
+    )  # fmt: skip
+    send, signals = trio.open_memory_channel[int](0)  # a send returns once it was taken
+    out = io.StringIO()
+    async with trioqueue.open_memory() as backend:
+        job_id = await backend.enqueue("q", {})
+
+        async def serve(config: trioqueue.WorkerConfig, **kwargs: Any) -> None:
+            await trioqueue.run_worker_pool(backend, config, **kwargs)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                functools.partial(supervise_worker, serve, config, signals, out, where="memory")
+            )
+            await started.wait()
+            await trio.sleep(10)  # the handler has been running a while
+            await send.send(signal.SIGTERM)
+            await trio.sleep(10)  # well into the grace
+            assert (await backend.get_job(job_id)).status == "running"
+            await send.send(signal.SIGINT)  # taken once the first was handled
+            second_at = trio.current_time()
+        stopped_at = trio.current_time()
+        info = await backend.get_job(job_id)
+    assert stopped_at == second_at  # not a timing: the pool took no mock time to stop
+    assert (info.status, info.attempts, info.last_error) == ("ready", 0, None)
+    assert out.getvalue().splitlines()[1:] == [
+        "SIGTERM: shutting down; handlers may finish for up to 600s (signal again to stop at once)",
+        "SIGINT again: stopping at once; running handlers are cancelled and their jobs "
+        "released for another worker",
+        "worker pool stopped",
+    ]
+
+
+async def test_later_signals_only_say_it_is_stopping(autojump_clock: trio.abc.Clock) -> None:
+    config = trioqueue.WorkerConfig(
+        handler=sleep_forever, queue="q", shutdown_grace=600, max_job_duration=3600
+    )
+    send, signals = trio.open_memory_channel[int](3)
+    for signum in (signal.SIGTERM, signal.SIGTERM, signal.SIGTERM):
+        send.send_nowait(signum)
+    out = io.StringIO()
+    async with trioqueue.open_memory() as backend:
+        await backend.enqueue("q", {})
+
+        async def serve(config: trioqueue.WorkerConfig, **kwargs: Any) -> None:
+            await trioqueue.run_worker_pool(backend, config, **kwargs)
+
+        assert await supervise_worker(serve, config, signals, out, where="memory")
+        assert trio.current_time() < 600
+    assert out.getvalue().splitlines()[-2:] == [
+        "SIGTERM: already stopping at once; releasing the running jobs",
+        "worker pool stopped",
+    ]
+
+
+async def sleep_forever(payload: object, ctx: trioqueue.JobContext) -> None:
+    """A handler that runs until it is cancelled."""
+    await trio.sleep_forever()

@@ -351,3 +351,59 @@ async def _sql(dsn: str, query: str) -> Any:
         backend.acquire() as connection,
     ):
         return await connection.fetchval(query)
+
+
+BLOCKING_HANDLER = """\
+import trio
+
+
+async def handler(payload, ctx):
+    print(f"handler started job {ctx.job_id}", flush=True)
+    await trio.sleep_forever()
+"""
+
+
+def test_a_second_sigterm_stops_the_worker_at_once(run: Cli, tmp_path: Path) -> None:
+    """The grace is 600 s: only the second signal lets this test finish. The running job is
+    released for another worker, its attempt not charged."""
+    job_id = int(run("enqueue", "work", "{}")[1])
+    (tmp_path / "blocking_jobs.py").write_text(BLOCKING_HANDLER)
+    argv = [sys.executable, "-m", "trioqueue", "--dsn", run.dsn, "--schema", run.schema]
+    argv += ["worker", "blocking_jobs:handler", "--queue", "work", "--shutdown-grace", "600"]
+    argv += ["--visibility-timeout", "30", "--heartbeat-interval", "5"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    with subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as worker:
+        assert worker.stdout is not None and worker.stderr is not None
+        try:
+            lines = _lines_until(worker.stdout, f"handler started job {job_id}")
+            worker.send_signal(signal.SIGTERM)
+            lines += _lines_until(worker.stdout, "SIGTERM: shutting down")
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=120)  # a safety net: without the fix it takes 600 s
+            # Read after the exit, through the same buffered streams as the lines above.
+            out, err = worker.stdout.read(), worker.stderr.read()
+        finally:
+            worker.kill()
+    assert worker.returncode == 130, err
+    assert lines[-1] == (
+        "SIGTERM: shutting down; handlers may finish for up to 600s (signal again to stop at once)"
+    )
+    assert out.splitlines() == [
+        "SIGTERM again: stopping at once; running handlers are cancelled and their jobs "
+        "released for another worker",
+        "worker pool stopped",
+    ]
+    [info] = run.jobs()
+    assert (info.status, info.attempts, info.last_error) == ("ready", 0, None)
+
+
+def _lines_until(stream: Any, wanted: str) -> list[str]:
+    """Lines read from ``stream`` up to and including the one starting with ``wanted``."""
+    lines = []
+    for line in stream:
+        lines.append(line.rstrip("\n"))
+        if line.startswith(wanted):
+            return lines
+    raise AssertionError(f"the worker exited before printing {wanted!r}; it printed {lines}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import functools
 import importlib
 import json
 import logging
@@ -30,7 +31,7 @@ import signal
 import sys
 import sysconfig
 import traceback
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO, TypeAlias
 
@@ -356,8 +357,8 @@ def _run_worker(args: argparse.Namespace) -> int:
     config = trioqueue.WorkerConfig(handler=handler, queue=args.queue, **options)
     with _errors_as_cli_errors():
         check_config(config)  # every problem at once, before connecting
-    run_on_database(args, run_worker, config, sys.stdout)
-    return 0
+    stopped_at_once = run_on_database(args, run_worker, config, sys.stdout)
+    return EXIT_INTERRUPTED if stopped_at_once else 0
 
 
 def import_handler(spec: str) -> Callable[..., Any]:
@@ -421,40 +422,72 @@ def _is_library_file(filename: str) -> bool:
     return any(filename.startswith(root + os.sep) for root in roots)
 
 
-async def run_worker(dsn: str, schema: str, config: trioqueue.WorkerConfig, out: TextIO) -> None:
-    """Run a pool until SIGINT or SIGTERM, then shut it down gracefully.
-
-    A second signal during the shutdown stops at once (KeyboardInterrupt, exit 130).
-    """
+async def run_worker(dsn: str, schema: str, config: trioqueue.WorkerConfig, out: TextIO) -> bool:
+    """Run a pool until SIGINT or SIGTERM, then shut it down gracefully (see
+    :func:`supervise_worker`); True when a second signal stopped it at once."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
-            pool = trio.CancelScope()
-            await nursery.start(_pool_task, pool, nursery.cancel_scope, dsn, schema, config)
-            _say(out, f"worker pool on queue {config.queue!r} (schema {schema}); Ctrl-C to stop")
-            async for signum in signals:
-                if pool.cancel_called:
-                    raise KeyboardInterrupt
+        serve = functools.partial(serve_worker, dsn, schema)
+        return await supervise_worker(serve, config, signals, out, where=f"schema {schema}")
+
+
+#: Runs a pool until cancelled: ``await serve(config, stop_now=event, task_status=status)``.
+PoolServer = Callable[..., Awaitable[None]]
+
+
+async def supervise_worker(
+    serve: PoolServer,
+    config: trioqueue.WorkerConfig,
+    signals: AsyncIterator[int],
+    out: TextIO,
+    *,
+    where: str,
+) -> bool:
+    """Serve a pool and stop it on ``signals``: the first shuts it down gracefully, the
+    second ends the grace at once (running handlers are cancelled and their jobs released
+    uncharged, as at the end of ``shutdown_grace``), later ones only say it is stopping.
+
+    Returns:
+        True when a second signal cut the grace short.
+    """
+    stop_now = trio.Event()
+    async with trio.open_nursery() as nursery:
+        pool = trio.CancelScope()
+        await nursery.start(_pool_task, pool, nursery.cancel_scope, serve, config, stop_now)
+        _say(out, f"worker pool on queue {config.queue!r} ({where}); Ctrl-C to stop")
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            if not pool.cancel_called:
                 _say(
                     out,
-                    f"{signal.Signals(signum).name}: shutting down; handlers may finish for "
-                    f"up to {config.shutdown_grace:g}s (signal again to stop at once)",
+                    f"{name}: shutting down; handlers may finish for up to "
+                    f"{config.shutdown_grace:g}s (signal again to stop at once)",
                 )
                 pool.cancel()
+            elif not stop_now.is_set():
+                _say(
+                    out,
+                    f"{name} again: stopping at once; running handlers are cancelled and their "
+                    "jobs released for another worker",
+                )
+                stop_now.set()
+            else:
+                _say(out, f"{name}: already stopping at once; releasing the running jobs")
     _say(out, "worker pool stopped")
+    return stop_now.is_set()
 
 
 async def _pool_task(
     pool: trio.CancelScope,
     done: trio.CancelScope,
-    dsn: str,
-    schema: str,
+    serve: PoolServer,
     config: trioqueue.WorkerConfig,
+    stop_now: trio.Event,
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run the pool in the ``pool`` scope; when it has stopped, cancel ``done``."""
+    """Serve the pool in the ``pool`` scope; when it has stopped, cancel ``done``."""
     with pool:
-        await serve_worker(dsn, schema, config, task_status=task_status)
+        await serve(config, stop_now=stop_now, task_status=task_status)
     done.cancel()
 
 
@@ -468,13 +501,15 @@ async def serve_worker(
     schema: str,
     config: trioqueue.WorkerConfig,
     *,
+    stop_now: trio.Event | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Open the backend and run a worker pool on it until cancelled (graceful shutdown)."""
+    """Open the backend and run a worker pool on it until cancelled (graceful shutdown;
+    ``stop_now`` ends the grace at once, see ``run_worker_pool``)."""
     async with trioqueue.open_postgres(
         dsn, schema=schema, max_connections=worker_connections(config)
     ) as backend:
-        await trioqueue.run_worker_pool(backend, config, task_status=task_status)
+        await trioqueue.run_worker_pool(backend, config, stop_now=stop_now, task_status=task_status)
 
 
 def worker_connections(config: trioqueue.WorkerConfig) -> int:
