@@ -8,7 +8,9 @@ exit code. The database work of each command is an async function of its own (``
 :func:`main` parses, dispatches and turns errors into exit codes, with one clear line on
 stderr and no traceback: a usage problem found after parsing (no DSN, bad JSON, an invalid
 worker configuration, a handler that cannot be imported) exits 2, like argparse's own usage
-errors; a failure of the database or an unknown job exits 1; Ctrl-C exits 130.
+errors; a failure of the database or an unknown job exits 1, with a hint chosen by the
+server's error (:func:`database_hint`); Ctrl-C exits 130, and so does a worker stopped at
+once by a second signal. Errors that trio delivers inside exception groups are unwrapped.
 
 Options every subcommand takes (``-v``, ``--dsn``, ``--schema``) come from
 :func:`_common_options`, an argparse parent, and are accepted before the subcommand too
@@ -354,8 +356,8 @@ def _run_worker(args: argparse.Namespace) -> int:
     handler = import_handler(args.handler)
     given = {name: getattr(args, name) for name in WORKER_OPTIONS}
     options = {name: value for name, value in given.items() if value is not None}
-    config = trioqueue.WorkerConfig(handler=handler, queue=args.queue, **options)
     with _errors_as_cli_errors():
+        config = trioqueue.WorkerConfig(handler=handler, queue=args.queue, **options)
         check_config(config)  # every problem at once, before connecting
     stopped_at_once = run_on_database(args, run_worker, config, sys.stdout)
     return EXIT_INTERRUPTED if stopped_at_once else 0
