@@ -7,21 +7,26 @@ under test, sped up twentyfold so it takes well under two seconds.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
+import signal
 import subprocess
 import sys
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import asyncpg
 import pytest
+import trio
 
 import trioqueue
 from trioqueue import _demo
 from trioqueue._embedded import EmbeddedPostgresError, embedded_postgres
 from trioqueue._terminal import CSI, LiveBlock, clip, format_table, progress_bar
-from trioqueue.cli import build_parser, main, status_table
+from trioqueue.cli import build_parser, database_hint, main, status_table, supervise_worker
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -268,3 +273,222 @@ def test_ctrl_c_exits_130_also_inside_exception_groups(
     monkeypatch.setattr("trioqueue.cli.trio.run", interrupted)
     assert main(["demo", "--backend", "memory", "--no-live"]) == 130
     assert "interrupted" in capsys.readouterr().err
+
+
+# -- one line, not a traceback (issue 7 items 13 and 14) ----------------------------------
+
+UNREACHABLE = "postgresql://postgres@127.0.0.1:1/test"  # nothing listens on port 1
+
+
+def _one_line(err: str) -> str:
+    """The only line of ``err``; fails on a traceback or anything else printed."""
+    assert err.count("\n") == 1 and err.endswith("\n"), err
+    assert "Traceback" not in err
+    return err
+
+
+def test_worker_with_the_database_down_prints_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The connection error, raised inside the worker's nursery, is one line (not a group)."""
+    code = main(["--dsn", UNREACHABLE, "worker", "tests.test_cli:noop", "--queue", "q"])
+    err = _one_line(capsys.readouterr().err)
+    assert code == 1
+    assert err.startswith("trioqueue worker: error: PostgreSQL: ConnectionRefusedError")
+    assert "is PostgreSQL running and listening at the host and port in the DSN?" in err
+
+
+class PoolStopped(trioqueue.BackendError):
+    """Stands for the error a pool stops with when its claims cannot succeed."""
+
+
+def test_worker_stopped_by_its_pool_prints_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pool that stops with a non-transient claim error: one line, hint included, exit 1."""
+
+    async def serve_worker(
+        dsn: str,
+        schema: str,
+        config: trioqueue.WorkerConfig,
+        *,
+        stop_now: trio.Event,
+        task_status: trio.TaskStatus[None],
+    ) -> None:
+        task_status.started()
+        await trio.lowlevel.checkpoint()
+        cause = trioqueue.BackendError('PostgreSQL: relation "s.jobs" does not exist')
+        cause.__cause__ = asyncpg.UndefinedTableError('relation "s.jobs" does not exist')
+        raise PoolStopped(f"claims fail: {cause}") from cause
+
+    monkeypatch.setattr("trioqueue.cli.serve_worker", serve_worker)
+    argv = ["--dsn", UNREACHABLE, "--schema", "s", "worker", "tests.test_cli:noop", "--queue", "q"]
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert code == 1
+    assert _one_line(captured.err) == (
+        'trioqueue worker: error: claims fail: PostgreSQL: relation "s.jobs" does not exist; '
+        "has the schema been migrated? run: trioqueue migrate --schema s\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (
+            "import json\n\nLIMIT = 1 / 0\n",
+            "ZeroDivisionError: division by zero (at {path}, line 3)",
+        ),
+        ('import json\n\nCONF = json.loads("{")\n', "JSONDecodeError: Expecting property name"),
+        (
+            "async def handler(payload, ctx)\n    pass\n",
+            "SyntaxError: expected ':' ({name}.py, line 1)",
+        ),
+    ],
+    ids=["raises", "raises-in-the-stdlib", "syntax-error"],
+)
+def test_worker_names_a_handler_module_that_fails_to_import(
+    source: str,
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+) -> None:
+    """One line naming the module, the error and its line; exit 2, nothing connected."""
+    name = f"failing_handlers_{request.node.callspec.id.replace('-', '_')}"
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = main(["--dsn", UNREACHABLE, "worker", f"{name}:handler", "--queue", "q"])
+    err = _one_line(capsys.readouterr().err)
+    assert code == 2
+    assert f"trioqueue worker: error: cannot import module {name!r}: " in err
+    assert message.format(path=path, name=name) in err
+    if "stdlib" in request.node.callspec.id:
+        assert f"(at {path}, line 3)" in err  # the user's line, not json's
+
+
+def test_deeply_nested_json_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """60,000 levels: Python's parser gives up (RecursionError); exit 2 before connecting."""
+    deep = "[" * 60_000 + "]" * 60_000
+    code = main(["--dsn", UNREACHABLE, "enqueue", "q", deep])
+    err = _one_line(capsys.readouterr().err)
+    assert code == 2
+    assert "the payload nests too deeply to be parsed" in err
+    assert "nothing was enqueued" in err
+
+
+@pytest.mark.parametrize(
+    ("error", "hint"),
+    [
+        ("UndefinedTableError", "has the schema been migrated? run: trioqueue migrate --schema s"),
+        ("InvalidSchemaNameError", "has the schema been migrated?"),
+        ("UndefinedFunctionError", "has the schema been migrated?"),
+        ("UndefinedColumnError", "has the schema been migrated?"),
+        ("InvalidCatalogNameError", "check the database name in the DSN"),
+        ("InvalidAuthorizationSpecificationError", "check the user name in the DSN"),
+        ("InvalidPasswordError", "check the user name and password in the DSN"),
+        ("DeadlockDetectedError", None),
+    ],
+)
+def test_database_hints_follow_the_server_error(error: str, hint: str | None) -> None:
+    """Only a missing object of ours suggests migrating; a missing database or role does not."""
+    cause = getattr(asyncpg, error)("something does not exist")
+    wrapped = trioqueue.BackendError(f"PostgreSQL: {error}: something does not exist")
+    wrapped.__cause__ = cause
+    given = database_hint(wrapped, "s")
+    if hint is None:
+        assert given is None
+    else:
+        assert given is not None and hint in given
+        assert ("migrate" in given) == ("migrated" in hint)
+
+
+# -- what the backends tell the command line (issue 7 item 16) ----------------------------
+
+
+async def test_memory_backend_reports_migrations_and_dedup_hits() -> None:
+    """Like PostgreSQL's (tests/test_cli_postgres.py): nothing to migrate, dedup hits said."""
+    async with trioqueue.open_memory() as backend:
+        assert await backend.migrate() == []
+        first = await backend.enqueue_deduplicated("q", 1, dedup_key="k")
+        again = await backend.enqueue_deduplicated("q", 2, dedup_key="k")
+        other = await backend.enqueue_deduplicated("q", 3, dedup_key="other")
+        assert (first, again, other) == ((first[0], True), (first[0], False), (other[0], True))
+        assert await backend.enqueue("q", 4, dedup_key="k") == first[0]
+        assert len(await backend.list_jobs()) == 2
+
+
+# -- stopping the worker (issue 7 item 15) ------------------------------------------------
+
+
+async def test_second_signal_ends_the_grace_at_once(autojump_clock: trio.abc.Clock) -> None:
+    """The first signal starts a 600 s grace; the second cancels the handler at once and
+    releases its job uncharged, so the pool stops at the same (mock) instant."""
+    started = trio.Event()
+
+    async def handler(payload: object, ctx: trioqueue.JobContext) -> None:
+        started.set()
+        await trio.sleep_forever()
+
+    config = trioqueue.WorkerConfig(
+        handler=handler, queue="q", shutdown_grace=600, visibility_timeout=30,
+        heartbeat_interval=5, max_job_duration=3600,
+    )  # fmt: skip
+    send, signals = trio.open_memory_channel[int](0)  # a send returns once it was taken
+    out = io.StringIO()
+    async with trioqueue.open_memory() as backend:
+        job_id = await backend.enqueue("q", {})
+
+        async def serve(config: trioqueue.WorkerConfig, **kwargs: Any) -> None:
+            await trioqueue.run_worker_pool(backend, config, **kwargs)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                functools.partial(supervise_worker, serve, config, signals, out, where="memory")
+            )
+            await started.wait()
+            await trio.sleep(10)  # the handler has been running a while
+            await send.send(signal.SIGTERM)
+            await trio.sleep(10)  # well into the grace
+            assert (await backend.get_job(job_id)).status == "running"
+            await send.send(signal.SIGINT)  # taken once the first was handled
+            second_at = trio.current_time()
+        stopped_at = trio.current_time()
+        info = await backend.get_job(job_id)
+    assert stopped_at == second_at  # not a timing: the pool took no mock time to stop
+    assert (info.status, info.attempts, info.last_error) == ("ready", 0, None)
+    assert out.getvalue().splitlines()[1:] == [
+        "SIGTERM: shutting down; handlers may finish for up to 600s (signal again to stop at once)",
+        "SIGINT again: stopping at once; running handlers are cancelled and their jobs "
+        "released for another worker",
+        "worker pool stopped",
+    ]
+
+
+async def test_later_signals_only_say_it_is_stopping(autojump_clock: trio.abc.Clock) -> None:
+    config = trioqueue.WorkerConfig(
+        handler=sleep_forever, queue="q", shutdown_grace=600, max_job_duration=3600
+    )
+    send, signals = trio.open_memory_channel[int](3)
+    for signum in (signal.SIGTERM, signal.SIGTERM, signal.SIGTERM):
+        send.send_nowait(signum)
+    out = io.StringIO()
+    async with trioqueue.open_memory() as backend:
+        await backend.enqueue("q", {})
+
+        async def serve(config: trioqueue.WorkerConfig, **kwargs: Any) -> None:
+            await trioqueue.run_worker_pool(backend, config, **kwargs)
+
+        assert await supervise_worker(serve, config, signals, out, where="memory")
+        assert trio.current_time() < 600
+    assert out.getvalue().splitlines()[-2:] == [
+        "SIGTERM: already stopping at once; releasing the running jobs",
+        "worker pool stopped",
+    ]
+
+
+async def sleep_forever(payload: object, ctx: trioqueue.JobContext) -> None:
+    """A handler that runs until it is cancelled."""
+    await trio.sleep_forever()

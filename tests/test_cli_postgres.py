@@ -61,14 +61,14 @@ def run(postgres_dsn: str, postgres_schema: str, capsys: pytest.CaptureFixture[s
     tq = Cli(postgres_dsn, postgres_schema, capsys)
     code, out, err = tq("migrate")
     assert code == 0, err
-    assert out == f"schema {postgres_schema} is up to date\n"
+    assert out == f"schema {postgres_schema}: applied 0001_initial\n"
     return tq
 
 
 def test_migrate_is_idempotent(run: Cli) -> None:
     code, out, _ = run("migrate")
     assert code == 0
-    assert "is up to date" in out
+    assert out == f"schema {run.schema} is already up to date\n"
 
 
 def test_dsn_comes_from_the_environment(run: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,6 +91,10 @@ def test_enqueue_with_delay_and_dedup_key(run: Cli) -> None:
     first = run("enqueue", "q", "1", "--delay", "60", "--dedup-key", "k")
     second = run("enqueue", "q", "2", "--dedup-key", "k")
     assert first[1] == second[1]  # the duplicate's id
+    assert (first[0], first[2]) == (0, "")
+    job_id = first[1].strip()
+    assert second[0] == 0
+    assert second[2] == f"job {job_id} already exists with dedup key 'k'; not enqueued again\n"
     [info] = run.jobs()
     assert (info.status, info.payload) == ("scheduled", 1)
 
@@ -140,14 +144,39 @@ def test_status_counts_per_queue_and_state(run: Cli) -> None:
 def test_cancel_a_waiting_job_and_an_unknown_one(run: Cli) -> None:
     job_id = run("enqueue", "q", "{}")[1].strip()
     code, out, _ = run("cancel", job_id)
-    assert (code, out) == (0, f"job {job_id}: cancel requested\n")
+    assert (code, out) == (
+        0,
+        f"job {job_id} cancelled at once, it was not running (cancelled before it ran)\n",
+    )
     [info] = run.jobs()
     assert info.status == "failed"
     assert info.last_error == "cancelled before it ran"
     code, _, err = run("cancel", job_id)
     assert code == 1
-    assert "unknown or already finished" in err
-    assert run("cancel", "999999")[0] == 1
+    assert err == f"trioqueue cancel: error: job {job_id} already failed: nothing to cancel\n"
+    code, _, err = run("cancel", "999999")
+    assert code == 1
+    assert err == "trioqueue cancel: error: no job with id 999999\n"
+
+
+def test_cancel_a_running_job_only_requests_it(run: Cli) -> None:
+    """A leased job keeps running until its worker passes the request on."""
+    job_id = int(run("enqueue", "q", "{}")[1])
+    trio.run(_claim, run.dsn, run.schema, "q")
+    code, out, _ = run("cancel", str(job_id))
+    assert (code, out) == (
+        0,
+        f"job {job_id}: cancel requested; the running handler will stop at its next "
+        "checkpoint, and the job then fails\n",
+    )
+    [info] = run.jobs()
+    assert info.status == "running"
+
+
+async def _claim(dsn: str, schema: str, queue: str) -> None:
+    """Lease every job of ``queue`` for a minute, as a worker would."""
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        await backend.claim(queue, limit=100, worker_id="test", visibility_timeout=60)
 
 
 def test_retry_puts_a_failed_job_back(run: Cli) -> None:
@@ -168,7 +197,7 @@ def test_commands_on_a_schema_never_migrated_fail_cleanly(
     err = capsys.readouterr().err
     assert code == 1
     assert "does not exist" in err
-    assert "trioqueue migrate" in err
+    assert f"has the schema been migrated? run: trioqueue migrate --schema {postgres_schema}" in err
     assert "Traceback" not in err
 
 
@@ -260,3 +289,121 @@ def test_demo_without_a_dsn_runs_on_an_embedded_server(
     assert "starting an embedded PostgreSQL server" in captured.err
     assert "on PostgreSQL (embedded), schema trioqueue_demo" in captured.out
     assert "demo OK" in captured.out
+
+
+def _with_path(dsn: str, path: str) -> str:
+    """``dsn`` naming database ``path`` instead (keeping its query string)."""
+    base, _, query = dsn.partition("?")
+    head = base.rsplit("/", 1)[0]
+    return f"{head}/{path}" + (f"?{query}" if query else "")
+
+
+def test_an_unknown_database_is_not_taken_for_an_unmigrated_schema(
+    postgres_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["--dsn", _with_path(postgres_dsn, "no_such_db_tq"), "jobs"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert 'database "no_such_db_tq" does not exist' in err
+    assert "check the database name in the DSN" in err
+    assert "migrate" not in err
+
+
+def test_an_unknown_role_is_not_taken_for_an_unmigrated_schema(
+    postgres_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if "://" not in postgres_dsn or "@" not in postgres_dsn:
+        pytest.skip("needs a URI DSN with a user name")
+    scheme, rest = postgres_dsn.split("://", 1)
+    userinfo, host = rest.split("@", 1)
+    password = userinfo.partition(":")[1:]
+    dsn = f"{scheme}://no_such_role_tq{''.join(password)}@{host}"
+    code = main(["--dsn", dsn, "jobs"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert 'role "no_such_role_tq" does not exist' in err
+    assert "check the user name in the DSN" in err
+    assert "migrate" not in err
+
+
+def test_demo_refuses_a_schema_it_did_not_create(
+    run: Cli, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A migrated schema with jobs and the user's own table survives ``demo --schema``."""
+    job_id = run("enqueue", "mail", '{"to": "a@example.com"}')[1].strip()
+    trio.run(_sql, run.dsn, f'CREATE TABLE "{run.schema}".invoices (n int)')
+    trio.run(_sql, run.dsn, f'INSERT INTO "{run.schema}".invoices VALUES (7)')
+    code, out, err = run("demo", "--jobs", "3", "--speed", "40", "--no-live")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"trioqueue demo: error: schema {run.schema} already exists and was not made by "
+        "trioqueue demo, so the demo will not drop it; nothing was written. Choose a new "
+        "name with --schema\n"
+    )
+    assert [info.id for info in run.jobs()] == [int(job_id)]
+    assert trio.run(_sql, run.dsn, f'SELECT n FROM "{run.schema}".invoices') == 7
+
+
+async def _sql(dsn: str, query: str) -> Any:
+    """``fetchval(query)`` on a connection of its own."""
+    async with (
+        trioqueue.open_postgres(dsn, max_connections=1) as backend,
+        backend.acquire() as connection,
+    ):
+        return await connection.fetchval(query)
+
+
+BLOCKING_HANDLER = """\
+import trio
+
+
+async def handler(payload, ctx):
+    print(f"handler started job {ctx.job_id}", flush=True)
+    await trio.sleep_forever()
+"""
+
+
+def test_a_second_sigterm_stops_the_worker_at_once(run: Cli, tmp_path: Path) -> None:
+    """The grace is 600 s: only the second signal lets this test finish. The running job is
+    released for another worker, its attempt not charged."""
+    job_id = int(run("enqueue", "work", "{}")[1])
+    (tmp_path / "blocking_jobs.py").write_text(BLOCKING_HANDLER)
+    argv = [sys.executable, "-m", "trioqueue", "--dsn", run.dsn, "--schema", run.schema]
+    argv += ["worker", "blocking_jobs:handler", "--queue", "work", "--shutdown-grace", "600"]
+    argv += ["--visibility-timeout", "30", "--heartbeat-interval", "5"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    with subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as worker:
+        assert worker.stdout is not None and worker.stderr is not None
+        try:
+            lines = _lines_until(worker.stdout, f"handler started job {job_id}")
+            worker.send_signal(signal.SIGTERM)
+            lines += _lines_until(worker.stdout, "SIGTERM: shutting down")
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=120)  # a safety net: without the fix it takes 600 s
+            # Read after the exit, through the same buffered streams as the lines above.
+            out, err = worker.stdout.read(), worker.stderr.read()
+        finally:
+            worker.kill()
+    assert worker.returncode == 130, err
+    assert lines[-1] == (
+        "SIGTERM: shutting down; handlers may finish for up to 600s (signal again to stop at once)"
+    )
+    assert out.splitlines() == [
+        "SIGTERM again: stopping at once; running handlers are cancelled and their jobs "
+        "released for another worker",
+        "worker pool stopped",
+    ]
+    [info] = run.jobs()
+    assert (info.status, info.attempts, info.last_error) == ("ready", 0, None)
+
+
+def _lines_until(stream: Any, wanted: str) -> list[str]:
+    """Lines read from ``stream`` up to and including the one starting with ``wanted``."""
+    lines = []
+    for line in stream:
+        lines.append(line.rstrip("\n"))
+        if line.startswith(wanted):
+            return lines
+    raise AssertionError(f"the worker exited before printing {wanted!r}; it printed {lines}")

@@ -44,8 +44,11 @@ class Backend(Protocol):
     #: True when handlers can get ``ctx.connection`` (transactional mode).
     supports_transactions: bool
 
-    async def migrate(self) -> None:
-        """Create or upgrade the backend's storage; idempotent (a no-op in memory)."""
+    async def migrate(self) -> list[str]:
+        """Create or upgrade the backend's storage; idempotent (a no-op in memory).
+
+        Returns the names of the migrations it applied (none when up to date).
+        """
         ...
 
     # -- producers and operators ---------------------------------------------------------

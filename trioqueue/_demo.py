@@ -14,8 +14,10 @@ demo in a second or two. Only the lease keeps a floor (:data:`MIN_LEASE`): a lea
 milliseconds would measure the machine's scheduling jitter rather than the protocol.
 
 On PostgreSQL the demo works in a schema of its own (:data:`SCHEMA` unless told otherwise),
-dropped and migrated afresh at the start of each run and left in place afterwards, so
-``trioqueue --schema trioqueue_demo jobs`` can show what it did. Without a DSN the command
+created and migrated afresh at the start of each run and left in place afterwards, so
+``trioqueue --schema trioqueue_demo jobs`` can show what it did. It marks the schemas it
+creates (a comment on the schema) and drops an existing schema only when it carries that
+mark: any other schema of that name is refused, never dropped. Without a DSN the command
 line starts an embedded server first (``trioqueue._embedded``); this module only gets a DSN.
 
 The demo uses the public API only.
@@ -49,7 +51,7 @@ from trioqueue._terminal import (
 )
 
 QUEUE = "demo"
-#: The PostgreSQL schema the demo drops and migrates afresh on each run.
+#: The PostgreSQL schema the demo creates (or recreates, if it made it) on each run.
 SCHEMA = "trioqueue_demo"
 CONCURRENCY = 4
 FINAL = frozenset({"succeeded", "failed"})
@@ -372,7 +374,11 @@ def backend_name(options: DemoOptions) -> str:
 
 @asynccontextmanager
 async def open_backend(options: DemoOptions) -> AsyncIterator[DemoBackend]:
-    """The backend the options ask for; on PostgreSQL, in a freshly migrated schema."""
+    """The backend the options ask for; on PostgreSQL, in a freshly migrated schema.
+
+    Raises:
+        SchemaNotOurs: the schema exists and the demo did not create it (nothing written).
+    """
     if options.backend == "memory":
         async with trioqueue.open_memory() as memory:
             yield memory
@@ -384,11 +390,48 @@ async def open_backend(options: DemoOptions) -> AsyncIterator[DemoBackend]:
         yield postgres
 
 
+#: The comment the demo puts on a schema it creates; it drops only schemas that carry it.
+SCHEMA_MARK = "created by trioqueue demo, which drops and recreates it on each run"
+
+
+class SchemaNotOurs(ValueError):
+    """The demo's schema exists but was not created by the demo: it is not the demo's to drop."""
+
+    def __init__(self, schema: str) -> None:
+        super().__init__(
+            f"schema {schema} already exists and was not made by trioqueue demo, so the demo "
+            f"will not drop it; nothing was written. Choose a new name with --schema"
+        )
+
+
 async def fresh_schema(backend: trioqueue.PostgresBackend) -> None:
-    """Drop the demo's schema (jobs of an earlier run) and migrate it again."""
-    async with backend.acquire() as connection:
-        # The schema name is validated and lower-case, so quoting it is all it needs.
-        await connection.execute(f'DROP SCHEMA IF EXISTS "{backend.schema}" CASCADE')
+    """Create the demo's schema afresh (dropping an earlier run's), marked, and migrate it.
+
+    The demo drops only a schema that carries :data:`SCHEMA_MARK`, the comment it puts on
+    the schemas it creates: ``--schema`` may name a schema holding someone's jobs and
+    tables, which must survive a demo.
+
+    Raises:
+        SchemaNotOurs: the schema exists without the mark; nothing was written.
+    """
+    schema = backend.schema  # validated and lower-case: quoting is all it needs
+    async with backend.acquire() as connection, connection.transaction():
+        # Two demos on one schema take turns, each seeing the other's mark.
+        await connection.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1::text, 0))", f"demo:{schema}"
+        )
+        mark = await connection.fetchrow(
+            "SELECT obj_description(oid, 'pg_namespace') AS mark FROM pg_namespace "
+            "WHERE nspname = $1::text",
+            schema,
+        )
+        if mark is not None:
+            if mark["mark"] != SCHEMA_MARK:
+                raise SchemaNotOurs(schema)
+            await connection.execute(f'DROP SCHEMA "{schema}" CASCADE')
+        await connection.execute(f'CREATE SCHEMA "{schema}"')
+        # COMMENT takes no parameters; the mark is a constant without quotes.
+        await connection.execute(f"COMMENT ON SCHEMA \"{schema}\" IS '{SCHEMA_MARK}'")
     await backend.migrate()
 
 
@@ -461,23 +504,22 @@ class Result:
     timed_out: bool
 
 
-async def run_jobs(options: DemoOptions, pace: Pace, view: View) -> Result:
+async def run_jobs(backend: DemoBackend, options: DemoOptions, pace: Pace, view: View) -> Result:
     """Enqueue the workload, run a pool over it until every job finished, stop the pool."""
-    async with open_backend(options) as backend:
-        specs = await enqueue_all(backend, build_jobs(options.jobs), pace)
-        ids = list(specs)
-        view.update(await snapshot(backend, ids))
-        started = trio.current_time()
-        async with trio.open_nursery() as nursery:
-            await nursery.start(trioqueue.run_worker_pool, backend, worker_config(pace, view))
-            export = next(i for i, spec in specs.items() if spec.expect is Expect.CANCELLED)
-            nursery.start_soon(cancel_midway, backend, export, view, pace)
-            with trio.move_on_after(time_budget(options.jobs, pace)) as budget:
-                await watch(backend, ids, view, pace)
-            elapsed = trio.current_time() - started
-            nursery.cancel_scope.cancel()  # graceful shutdown of the pool
-        jobs = await snapshot(backend, ids)
-        view.update(jobs)
+    specs = await enqueue_all(backend, build_jobs(options.jobs), pace)
+    ids = list(specs)
+    view.update(await snapshot(backend, ids))
+    started = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trioqueue.run_worker_pool, backend, worker_config(pace, view))
+        export = next(i for i, spec in specs.items() if spec.expect is Expect.CANCELLED)
+        nursery.start_soon(cancel_midway, backend, export, view, pace)
+        with trio.move_on_after(time_budget(options.jobs, pace)) as budget:
+            await watch(backend, ids, view, pace)
+        elapsed = trio.current_time() - started
+        nursery.cancel_scope.cancel()  # graceful shutdown of the pool
+    jobs = await snapshot(backend, ids)
+    view.update(jobs)
     return Result(specs, jobs, elapsed, budget.cancelled_caught)
 
 
@@ -538,11 +580,13 @@ def summary(result: Result, speed: float) -> tuple[list[str], int]:
 async def run_demo(options: DemoOptions, out: TextIO) -> int:
     """Run the demo, print its summary to ``out``, and return the exit code."""
     pace = Pace(options.speed)
-    with (
-        open_view(options, out, header(options, pace)) as view,
-        library_logs_to(_ViewHandler(view), verbose=options.verbose),
-    ):
-        result = await run_jobs(options, pace, view)
+    # The backend first: a schema the demo may not use is refused before anything is drawn.
+    async with open_backend(options) as backend:
+        with (
+            open_view(options, out, header(options, pace)) as view,
+            library_logs_to(_ViewHandler(view), verbose=options.verbose),
+        ):
+            result = await run_jobs(backend, options, pace, view)
     lines, code = summary(result, options.speed)
     out.write("\n".join(lines) + "\n")
     out.flush()

@@ -256,9 +256,10 @@ class MemoryBackend:
 
     # -- producers and operators ---------------------------------------------------------
 
-    async def migrate(self) -> None:
-        """Nothing to migrate; present so code can treat both backends alike."""
+    async def migrate(self) -> list[str]:
+        """Nothing to migrate (it applies none); present so code can treat both backends alike."""
         await trio.lowlevel.checkpoint()
+        return []
 
     async def enqueue(
         self,
@@ -286,6 +287,32 @@ class MemoryBackend:
         )
         return job_id
 
+    async def enqueue_deduplicated(
+        self,
+        queue: str,
+        payload: Any,
+        *,
+        dedup_key: str,
+        priority: int = 0,
+        delay: float | None = None,
+        max_attempts: int = 10,
+    ) -> tuple[int, bool]:
+        """:meth:`enqueue` with a ``dedup_key``, also saying whether the job was added.
+
+        Returns:
+            ``(id, True)`` for a new job; ``(id, False)`` when an unfinished job of the
+            queue already held ``dedup_key`` and nothing was added (``id`` is that job's).
+        """
+        [job_id], added = await self._enqueue(
+            queue,
+            [payload],
+            priority=priority,
+            delay=delay,
+            max_attempts=max_attempts,
+            dedup_key=dedup_key,
+        )
+        return job_id, added
+
     async def enqueue_many(
         self,
         queue: str,
@@ -305,6 +332,27 @@ class MemoryBackend:
             TypeError: a payload is not JSON-serialisable, or an option has a wrong type.
             ValueError: an option is out of range, or ``dedup_key`` comes with several payloads.
         """
+        ids, _ = await self._enqueue(
+            queue,
+            payloads,
+            priority=priority,
+            delay=delay,
+            max_attempts=max_attempts,
+            dedup_key=dedup_key,
+        )
+        return ids
+
+    async def _enqueue(
+        self,
+        queue: str,
+        payloads: Sequence[Any],
+        *,
+        priority: int,
+        delay: float | None,
+        max_attempts: int,
+        dedup_key: str | None,
+    ) -> tuple[list[int], bool]:
+        """The ids, and False when a dedup key's holder was found instead of adding."""
         request = check_enqueue(
             queue,
             payloads,
@@ -315,17 +363,17 @@ class MemoryBackend:
         )
         if not request.payloads:
             await trio.lowlevel.checkpoint()
-            return []
+            return [], True
 
-        def effect(_: Fault | None) -> list[int]:
+        def effect(_: Fault | None) -> tuple[list[int], bool]:
             if request.dedup_key is not None:
                 existing = self._dedup.get((request.queue, request.dedup_key))
                 if existing is not None:
-                    return [existing]
+                    return [existing], False
             now = trio.current_time()
             ids = [self._insert(request.queue, text, request, now) for text in request.payloads]
             self._notify_available(request.queue)
-            return ids
+            return ids, True
 
         return await self._execute("enqueue", effect)
 

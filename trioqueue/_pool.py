@@ -17,6 +17,8 @@ renewing meanwhile, and jobs still running at the end are released without charg
 attempt. When the last batch is done the services are cancelled: not before, since a handler
 still unwinding past the grace (a shielded ``finally``, a thread) keeps its lease until it
 exits (docs/protocol.rst §4). The batches nursery sits inside the services nursery for that.
+Setting ``stop_now`` ends the grace at once (a service task waits for it), as a second Ctrl-C
+does in the command line.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ async def run_worker_pool(
     backend: Backend,
     config: WorkerConfig,
     *,
+    stop_now: trio.Event | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run a worker pool until cancelled, then shut it down gracefully.
@@ -58,6 +61,10 @@ async def run_worker_pool(
     Args:
         backend: where the jobs live (``open_postgres`` or ``open_memory``).
         config: the pool's settings; validated before the backend is touched.
+        stop_now: once this event is set, the shutdown (under way or to come) has no grace
+            left: running handlers are cancelled at once and their jobs released without
+            charging the attempt, as at the end of ``shutdown_grace``. The command line
+            sets it on a second Ctrl-C.
         task_status: for ``nursery.start``, which returns once the pool is claiming.
 
     Raises:
@@ -72,7 +79,7 @@ async def run_worker_pool(
         raise ConfigError(
             [f"transactional mode needs a backend with transactions, not {type(backend).__name__}"]
         )
-    await _Pool(backend, config, timing).run(task_status)
+    await _Pool(backend, config, timing, stop_now).run(task_status)
 
 
 #: Rows one claim statement takes at most when it fills several free slots (a single batch
@@ -83,7 +90,9 @@ CLAIM_ROWS = 1000
 class _Pool:
     runner: BatchRunner  # made in run(), with the run's shared blocking monitor
 
-    def __init__(self, backend: Backend, config: WorkerConfig, timing: Timing) -> None:
+    def __init__(
+        self, backend: Backend, config: WorkerConfig, timing: Timing, stop_now: trio.Event | None
+    ) -> None:
         self.backend = backend
         self.config = config
         self.timing = timing
@@ -93,6 +102,7 @@ class _Pool:
         self.slots = trio.Semaphore(config.concurrency)
         self.work_available = trio.Event()
         self.stopping = trio.Event()
+        self.stop_now = stop_now
 
     async def run(self, task_status: trio.TaskStatus[None]) -> None:
         self._log_start()
@@ -128,10 +138,19 @@ class _Pool:
                 await services.start(self.guard.run)
                 await services.start(self.writer.run)
                 await services.start(self.listen)
+                if self.stop_now is not None:
+                    services.start_soon(self._end_grace, self.stop_now)
                 async with trio.open_nursery() as batches:
                     task_status.started(batches)
                     await self.stopping.wait()
                 services.cancel_scope.cancel()  # every batch is done: no lease left to guard
+
+    async def _end_grace(self, stop_now: trio.Event) -> None:
+        """When ``stop_now`` is set and the pool is stopping, end the shutdown grace now."""
+        await stop_now.wait()
+        await self.stopping.wait()
+        log.info("worker pool %s stopping at once: cancelling running handlers", self.worker_id)
+        self.guard.begin_shutdown(0.0)
 
     # -- claiming -----------------------------------------------------------------------
 

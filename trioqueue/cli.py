@@ -8,7 +8,9 @@ exit code. The database work of each command is an async function of its own (``
 :func:`main` parses, dispatches and turns errors into exit codes, with one clear line on
 stderr and no traceback: a usage problem found after parsing (no DSN, bad JSON, an invalid
 worker configuration, a handler that cannot be imported) exits 2, like argparse's own usage
-errors; a failure of the database or an unknown job exits 1; Ctrl-C exits 130.
+errors; a failure of the database or an unknown job exits 1, with a hint chosen by the
+server's error (:func:`database_hint`); Ctrl-C exits 130, and so does a worker stopped at
+once by a second signal. Errors that trio delivers inside exception groups are unwrapped.
 
 Options every subcommand takes (``-v``, ``--dsn``, ``--schema``) come from
 :func:`_common_options`, an argparse parent, and are accepted before the subcommand too
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import functools
 import importlib
 import json
 import logging
@@ -28,7 +31,9 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+import sysconfig
+import traceback
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO, TypeAlias
 
@@ -176,25 +181,104 @@ def schema_of(args: argparse.Namespace, default: str = DEFAULT_SCHEMA) -> str:
 def run_on_database(args: argparse.Namespace, fn: Callable[..., Any], *fn_args: Any) -> Any:
     """``trio.run(fn, dsn, schema, *fn_args)``, with database and input errors as CliError."""
     dsn = require_dsn(args)
-    with library_logs_to(_stderr_log_handler(), verbose=args.verbose), _errors_as_cli_errors():
-        return trio.run(fn, dsn, schema_of(args), *fn_args)
+    schema = schema_of(args)
+    with (
+        library_logs_to(_stderr_log_handler(), verbose=args.verbose),
+        _errors_as_cli_errors(schema),
+    ):
+        return trio.run(fn, dsn, schema, *fn_args)
 
 
 @contextmanager
-def _errors_as_cli_errors() -> Iterator[None]:
-    """The library's errors as :class:`CliError`: bad input exits 2, the database 1."""
+def _errors_as_cli_errors(schema: str | None = None) -> Iterator[None]:
+    """The library's errors as :class:`CliError`: bad input exits 2, the database 1.
+
+    trio delivers an error of a task inside (nested) exception groups: a group whose every
+    leaf is such an error is reported as those errors, one line each (usually just one).
+    ``schema`` goes into the hint for a schema that was never migrated.
+    """
     try:
         yield
-    except trioqueue.ConfigError as exc:
-        raise CliError(str(exc)) from exc
-    except trioqueue.UnknownJobError as exc:
-        raise CliError(str(exc), EXIT_FAILED) from exc
-    except trioqueue.BackendError as exc:
-        hint = "; has the schema been migrated (trioqueue migrate)?"
-        message = str(exc) + (hint if "does not exist" in str(exc) else "")
-        raise CliError(message, EXIT_FAILED) from exc
-    except (TypeError, ValueError) as exc:  # the library's checks of names, ids and options
-        raise CliError(str(exc)) from exc
+    except BaseExceptionGroup as group:
+        leaves = list(_leaves(group))
+        errors = [_as_cli_error(leaf, schema) for leaf in leaves]
+        if not all(errors):
+            raise
+        messages = dict.fromkeys(str(error) for error in errors)  # once each, in order
+        code = max(error.code for error in errors if error is not None)
+        raise CliError("\n".join(messages), code) from leaves[0]
+    except Exception as exc:
+        error = _as_cli_error(exc, schema)
+        if error is None:
+            raise
+        raise error from exc
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            yield from _leaves(exc)
+        else:
+            yield exc
+
+
+def _as_cli_error(exc: BaseException, schema: str | None) -> CliError | None:
+    """``exc`` as the one-line error the command line prints, or None for anything else."""
+    if isinstance(exc, CliError):
+        return exc
+    if isinstance(exc, trioqueue.ConfigError):
+        return CliError(str(exc))
+    if isinstance(exc, trioqueue.UnknownJobError):
+        return CliError(str(exc), EXIT_FAILED)
+    if isinstance(exc, trioqueue.BackendError):
+        hint = database_hint(exc, schema)
+        return CliError(str(exc) + (f"; {hint}" if hint else ""), EXIT_FAILED)
+    if isinstance(exc, (TypeError, ValueError)):  # the library's checks of names, ids, options
+        return CliError(str(exc))
+    return None
+
+
+#: SQLSTATEs meaning that a schema, table, column or function of ours is missing:
+#: invalid_schema_name, undefined_table, undefined_column, undefined_function,
+#: undefined_object.
+NOT_MIGRATED = frozenset({"3F000", "42P01", "42703", "42883", "42704"})
+
+#: Hints for the other server errors that say "does not exist" (or nearly), by SQLSTATE.
+CONNECT_HINTS = {
+    "3D000": "check the database name in the DSN (the path after the host)",  # no such db
+    "28000": "check the user name in the DSN, and that the server lets it connect",
+    "28P01": "check the user name and password in the DSN",
+}
+
+
+def database_hint(exc: BaseException, schema: str | None = None) -> str | None:
+    """What to check for a database error, judged by the driver's error behind ``exc``.
+
+    Only a missing schema, table or function suggests ``trioqueue migrate``: an unknown
+    database or role also "does not exist", and migrating would not help there.
+    """
+    cause = _driver_error(exc)
+    if isinstance(cause, ConnectionRefusedError):
+        return "is PostgreSQL running and listening at the host and port in the DSN?"
+    sqlstate = getattr(cause, "sqlstate", None)
+    if sqlstate in NOT_MIGRATED:
+        if "trioqueue migrate" in str(exc):
+            return None  # the library said so already
+        where = f" --schema {schema}" if schema else ""
+        return f"has the schema been migrated? run: trioqueue migrate{where}"
+    return CONNECT_HINTS.get(sqlstate) if isinstance(sqlstate, str) else None
+
+
+def _driver_error(exc: BaseException) -> BaseException | None:
+    """The first exception down ``exc``'s chain of causes that is not trioqueue's own."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if not isinstance(current, trioqueue.TrioqueueError):
+            return current
+        current = current.__cause__
+    return None
 
 
 def _stderr_log_handler() -> logging.Handler:
@@ -213,15 +297,18 @@ def _add_migrate(commands: Subparsers) -> None:
 
 
 def _run_migrate(args: argparse.Namespace) -> int:
-    run_on_database(args, migrate)
-    print(f"schema {schema_of(args)} is up to date")
+    applied: list[str] = run_on_database(args, migrate)
+    if applied:
+        print(f"schema {schema_of(args)}: applied {', '.join(applied)}")
+    else:
+        print(f"schema {schema_of(args)} is already up to date")
     return 0
 
 
-async def migrate(dsn: str, schema: str) -> None:
-    """Create ``schema`` or bring it up to date."""
+async def migrate(dsn: str, schema: str) -> list[str]:
+    """Create ``schema`` or bring it up to date; the migrations applied."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        await backend.migrate()
+        return await backend.migrate()
 
 
 # -- worker -------------------------------------------------------------------------------
@@ -269,11 +356,11 @@ def _run_worker(args: argparse.Namespace) -> int:
     handler = import_handler(args.handler)
     given = {name: getattr(args, name) for name in WORKER_OPTIONS}
     options = {name: value for name, value in given.items() if value is not None}
-    config = trioqueue.WorkerConfig(handler=handler, queue=args.queue, **options)
     with _errors_as_cli_errors():
+        config = trioqueue.WorkerConfig(handler=handler, queue=args.queue, **options)
         check_config(config)  # every problem at once, before connecting
-    run_on_database(args, run_worker, config, sys.stdout)
-    return 0
+    stopped_at_once = run_on_database(args, run_worker, config, sys.stdout)
+    return EXIT_INTERRUPTED if stopped_at_once else 0
 
 
 def import_handler(spec: str) -> Callable[..., Any]:
@@ -294,6 +381,10 @@ def import_handler(spec: str) -> Callable[..., Any]:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise CliError(f"cannot import module {module_name!r}: {exc}") from exc
+    except Exception as exc:  # the module itself failed: a SyntaxError, or raised at import
+        raise CliError(
+            f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}{_where(exc)}"
+        ) from exc
     for part in attribute.split("."):
         try:
             target = getattr(target, part)
@@ -305,40 +396,100 @@ def import_handler(spec: str) -> Callable[..., Any]:
     return handler
 
 
-async def run_worker(dsn: str, schema: str, config: trioqueue.WorkerConfig, out: TextIO) -> None:
-    """Run a pool until SIGINT or SIGTERM, then shut it down gracefully.
+def _where(exc: BaseException) -> str:
+    """Where an import failed: the file and line, as far as the user's own code goes.
 
-    A second signal during the shutdown stops at once (KeyboardInterrupt, exit 130).
+    A SyntaxError carries them in its message already. Otherwise it is the innermost frame
+    outside the import machinery and the standard library, so that an error raised inside
+    (say) ``json`` points at the user's call of it.
     """
+    if isinstance(exc, SyntaxError):
+        return ""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith("<frozen ")
+    ]
+    own = [frame for frame in frames if not _is_library_file(frame.filename)]
+    if not (own or frames):
+        return ""
+    frame = (own or frames)[-1]
+    return f" (at {frame.filename}, line {frame.lineno})"
+
+
+def _is_library_file(filename: str) -> bool:
+    """True for a file of the standard library or of an installed package."""
+    paths = sysconfig.get_paths()
+    roots = {paths["stdlib"], paths["platstdlib"], paths["purelib"], paths["platlib"]}
+    return any(filename.startswith(root + os.sep) for root in roots)
+
+
+async def run_worker(dsn: str, schema: str, config: trioqueue.WorkerConfig, out: TextIO) -> bool:
+    """Run a pool until SIGINT or SIGTERM, then shut it down gracefully (see
+    :func:`supervise_worker`); True when a second signal stopped it at once."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
-            pool = trio.CancelScope()
-            await nursery.start(_pool_task, pool, nursery.cancel_scope, dsn, schema, config)
-            _say(out, f"worker pool on queue {config.queue!r} (schema {schema}); Ctrl-C to stop")
-            async for signum in signals:
-                if pool.cancel_called:
-                    raise KeyboardInterrupt
+        serve = functools.partial(serve_worker, dsn, schema)
+        return await supervise_worker(serve, config, signals, out, where=f"schema {schema}")
+
+
+#: Runs a pool until cancelled: ``await serve(config, stop_now=event, task_status=status)``.
+PoolServer = Callable[..., Awaitable[None]]
+
+
+async def supervise_worker(
+    serve: PoolServer,
+    config: trioqueue.WorkerConfig,
+    signals: AsyncIterator[int],
+    out: TextIO,
+    *,
+    where: str,
+) -> bool:
+    """Serve a pool and stop it on ``signals``: the first shuts it down gracefully, the
+    second ends the grace at once (running handlers are cancelled and their jobs released
+    uncharged, as at the end of ``shutdown_grace``), later ones only say it is stopping.
+
+    Returns:
+        True when a second signal cut the grace short.
+    """
+    stop_now = trio.Event()
+    async with trio.open_nursery() as nursery:
+        pool = trio.CancelScope()
+        await nursery.start(_pool_task, pool, nursery.cancel_scope, serve, config, stop_now)
+        _say(out, f"worker pool on queue {config.queue!r} ({where}); Ctrl-C to stop")
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            if not pool.cancel_called:
                 _say(
                     out,
-                    f"{signal.Signals(signum).name}: shutting down; handlers may finish for "
-                    f"up to {config.shutdown_grace:g}s (signal again to stop at once)",
+                    f"{name}: shutting down; handlers may finish for up to "
+                    f"{config.shutdown_grace:g}s (signal again to stop at once)",
                 )
                 pool.cancel()
+            elif not stop_now.is_set():
+                _say(
+                    out,
+                    f"{name} again: stopping at once; running handlers are cancelled and their "
+                    "jobs released for another worker",
+                )
+                stop_now.set()
+            else:
+                _say(out, f"{name}: already stopping at once; releasing the running jobs")
     _say(out, "worker pool stopped")
+    return stop_now.is_set()
 
 
 async def _pool_task(
     pool: trio.CancelScope,
     done: trio.CancelScope,
-    dsn: str,
-    schema: str,
+    serve: PoolServer,
     config: trioqueue.WorkerConfig,
+    stop_now: trio.Event,
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run the pool in the ``pool`` scope; when it has stopped, cancel ``done``."""
+    """Serve the pool in the ``pool`` scope; when it has stopped, cancel ``done``."""
     with pool:
-        await serve_worker(dsn, schema, config, task_status=task_status)
+        await serve(config, stop_now=stop_now, task_status=task_status)
     done.cancel()
 
 
@@ -352,13 +503,15 @@ async def serve_worker(
     schema: str,
     config: trioqueue.WorkerConfig,
     *,
+    stop_now: trio.Event | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Open the backend and run a worker pool on it until cancelled (graceful shutdown)."""
+    """Open the backend and run a worker pool on it until cancelled (graceful shutdown;
+    ``stop_now`` ends the grace at once, see ``run_worker_pool``)."""
     async with trioqueue.open_postgres(
         dsn, schema=schema, max_connections=worker_connections(config)
     ) as backend:
-        await trioqueue.run_worker_pool(backend, config, task_status=task_status)
+        await trioqueue.run_worker_pool(backend, config, stop_now=stop_now, task_status=task_status)
 
 
 def worker_connections(config: trioqueue.WorkerConfig) -> int:
@@ -399,8 +552,14 @@ def _run_enqueue(args: argparse.Namespace) -> int:
         "max_attempts": args.max_attempts,
         "dedup_key": args.dedup_key,
     }
-    job_id = run_on_database(args, enqueue, args.queue, payload, options)
+    job_id, added = run_on_database(args, enqueue_reporting, args.queue, payload, options)
     print(job_id)
+    if not added:
+        # stdout stays the id alone, for scripts; the news goes to stderr.
+        print(
+            f"job {job_id} already exists with dedup key {args.dedup_key!r}; not enqueued again",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -410,12 +569,30 @@ def parse_payload(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CliError(f"the payload is not valid JSON: {exc}; nothing was enqueued") from None
+    except RecursionError:
+        # Python's parser gives up near its recursion limit (about a thousand levels).
+        raise CliError(
+            "the payload nests too deeply to be parsed (arrays or objects about a thousand "
+            "levels deep); nothing was enqueued"
+        ) from None
 
 
 async def enqueue(dsn: str, schema: str, queue: str, payload: Any, options: dict[str, Any]) -> int:
     """Enqueue one job; its id (a duplicate's, with a dedup key that is taken)."""
+    job_id, _ = await enqueue_reporting(dsn, schema, queue, payload, options)
+    return job_id
+
+
+async def enqueue_reporting(
+    dsn: str, schema: str, queue: str, payload: Any, options: dict[str, Any]
+) -> tuple[int, bool]:
+    """Enqueue one job: its id and True, or a duplicate's id and False (nothing added)."""
+    options = dict(options)
+    dedup_key = options.pop("dedup_key", None)
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        return await backend.enqueue(queue, payload, **options)
+        if dedup_key is None:
+            return await backend.enqueue(queue, payload, **options), True
+        return await backend.enqueue_deduplicated(queue, payload, dedup_key=dedup_key, **options)
 
 
 # -- cancel and retry ---------------------------------------------------------------------
@@ -432,10 +609,41 @@ def _add_cancel(commands: Subparsers) -> None:
 
 
 def _run_cancel(args: argparse.Namespace) -> int:
-    return _on_job(
-        args, trioqueue.PostgresBackend.cancel, "cancel requested",
-        refused="is unknown or already finished",
-    )  # fmt: skip
+    accepted, info = run_on_database(args, cancel, args.job_id)
+    report = cancel_report(args.job_id, accepted, info)
+    if not accepted:
+        raise CliError(report, EXIT_FAILED)
+    print(report)
+    return 0
+
+
+async def cancel(dsn: str, schema: str, job_id: int) -> tuple[bool, trioqueue.JobInfo]:
+    """Cancel a job: whether the cancel was accepted, and the job as it is right after.
+
+    Raises:
+        UnknownJobError: no job has this id.
+    """
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        accepted = await backend.cancel(job_id)
+        return accepted, await backend.get_job(job_id)
+
+
+def cancel_report(job_id: int, accepted: bool, info: trioqueue.JobInfo) -> str:
+    """What a cancel did, from the job's state right after it.
+
+    A job that was not running fails at once; a running one only gets the request, which
+    its worker passes on to the handler (docs/protocol.rst, "Progress and cancellation").
+    """
+    if not accepted:
+        return f"job {job_id} already {info.status}: nothing to cancel"
+    if info.status == "running":
+        return (
+            f"job {job_id}: cancel requested; the running handler will stop at its next "
+            "checkpoint, and the job then fails"
+        )
+    if info.status == "failed":
+        return f"job {job_id} cancelled at once, it was not running ({info.last_error})"
+    return f"job {job_id}: cancel requested, but it is {info.status} now"
 
 
 def _add_retry(commands: Subparsers) -> None:
@@ -564,8 +772,9 @@ def _add_demo(commands: Subparsers) -> None:
             "Run a small, realistic workload (reports with progress, a job that fails once "
             "and succeeds on its retry, a long job cancelled mid-run) and watch the stored "
             "state of every job. Exits 0 when every job ended as expected. On PostgreSQL it "
-            f"works in its own schema (default {_demo.SCHEMA}), dropped and created afresh; "
-            f"without --dsn or ${DSN_ENV} it starts an embedded PostgreSQL "
+            f"works in a schema of its own (default {_demo.SCHEMA}), created afresh on each "
+            "run; it drops only a schema it created itself and refuses any other that "
+            f"exists (exit 2). Without --dsn or ${DSN_ENV} it starts an embedded PostgreSQL "
             f"({_embedded.INSTALL_HINT}) and stops it afterwards."
         ),
     )

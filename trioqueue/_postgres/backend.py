@@ -190,19 +190,25 @@ class PostgresBackend:
 
     # -- schema --------------------------------------------------------------------------
 
-    async def migrate(self) -> None:
+    async def migrate(self) -> list[str]:
         """Create the schema or bring it up to date; safe to run any number of times.
 
         Migrations run in one transaction under an advisory lock, so concurrent migrators
         of one schema take turns and each migration is applied exactly once.
 
+        Returns:
+            The migrations this call applied, in order (``["0001_initial"]`` on a new
+            schema); empty when the schema was already up to date.
+
         Raises:
             BackendError: the database failed, an applied migration's file was edited, or
                 the schema was migrated by a newer trioqueue.
         """
-        await self._driver.run("migrate", self._aio_migrate)
+        applied: list[str] = await self._driver.run("migrate", self._aio_migrate)
+        return applied
 
-    async def _aio_migrate(self, connection: Any) -> None:
+    async def _aio_migrate(self, connection: Any) -> list[str]:
+        done = []
         async with connection.transaction():
             await connection.execute(self._sql["migrate_lock"], f"trioqueue:{self._schema}")
             await connection.execute(self._sql["migrate_prepare"])
@@ -227,11 +233,13 @@ class PostgresBackend:
                         migration.name,
                         migration.checksum,
                     )
+                    done.append(f"{migration.version:04d}_{migration.name}")
                 elif row["checksum"] != migration.checksum:
                     raise BackendError(
                         f"migration {migration.version:04d}_{migration.name} was changed after "
                         f"it was applied to schema {self._schema!r}"
                     )
+        return done
 
     async def prune(self, older_than: float, *, limit: int = 10_000) -> int:
         """Delete up to ``limit`` jobs that finished more than ``older_than`` seconds ago.
@@ -319,6 +327,34 @@ class PostgresBackend:
         )
         return job_id
 
+    async def enqueue_deduplicated(
+        self,
+        queue: str,
+        payload: Any,
+        *,
+        dedup_key: str,
+        priority: int = 0,
+        delay: float | None = None,
+        max_attempts: int = 10,
+        connection: PgConnection | None = None,
+    ) -> tuple[int, bool]:
+        """:meth:`enqueue` with a ``dedup_key``, also saying whether the job was added.
+
+        Returns:
+            ``(id, True)`` for a new job; ``(id, False)`` when an unfinished job of the
+            queue already held ``dedup_key`` and nothing was added (``id`` is that job's).
+        """
+        [job_id], added = await self._enqueue(
+            queue,
+            [payload],
+            priority=priority,
+            delay=delay,
+            max_attempts=max_attempts,
+            dedup_key=dedup_key,
+            connection=connection,
+        )
+        return job_id, added
+
     async def enqueue_many(
         self,
         queue: str,
@@ -344,6 +380,29 @@ class PostgresBackend:
             ValueError: an option is out of range, ``dedup_key`` comes with several payloads,
                 or ``connection`` is not one of this backend's connections.
         """
+        ids, _ = await self._enqueue(
+            queue,
+            payloads,
+            priority=priority,
+            delay=delay,
+            max_attempts=max_attempts,
+            dedup_key=dedup_key,
+            connection=connection,
+        )
+        return ids
+
+    async def _enqueue(
+        self,
+        queue: str,
+        payloads: Sequence[Any],
+        *,
+        priority: int,
+        delay: float | None,
+        max_attempts: int,
+        dedup_key: str | None,
+        connection: PgConnection | None,
+    ) -> tuple[list[int], bool]:
+        """The ids, and False when a dedup key's holder was found instead of adding."""
         self._check_connection(connection)
         request = check_enqueue(
             queue,
@@ -355,7 +414,7 @@ class PostgresBackend:
         )
         if not request.payloads:
             await trio.lowlevel.checkpoint()
-            return []
+            return [], True
         run = self._driver.run if connection is None else connection.run
         return await run(
             "enqueue",
@@ -389,16 +448,16 @@ class PostgresBackend:
         max_attempts: int,
         delay: float,
         dedup_key: str | None,
-    ) -> list[int]:
+    ) -> tuple[list[int], bool]:
         args = (queue, payloads, priority, max_attempts, delay, dedup_key)
         while True:
             ids = [row["id"] for row in await connection.fetch(self._sql["enqueue"], *args)]
             if ids or dedup_key is None:
-                return ids
+                return ids, True
             # A duplicate holds the key. It may finish before we read it; then insert again.
             existing = await connection.fetchval(self._sql["find_dedup"], queue, dedup_key)
             if existing is not None:
-                return [existing]
+                return [existing], False
 
     async def cancel(self, job_id: int) -> bool:
         """Cancel a job: at once if it is not running, else by flagging its row and notifying.
