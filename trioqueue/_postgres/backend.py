@@ -54,7 +54,7 @@ from trioqueue._core.guard import RenewItem
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.verdict import Verdict
 from trioqueue._errors import BackendError, UnknownJobError
-from trioqueue._postgres.driver import Driver, PgConnection, open_driver
+from trioqueue._postgres.driver import Driver, PgConnection, check_options, open_driver
 from trioqueue._postgres.sql import MIGRATIONS, QUERIES, channel_name, check_schema, render
 from trioqueue._types import (
     Ack,
@@ -112,7 +112,11 @@ RUNTIME_RESERVE = 4
 
 @asynccontextmanager
 async def open_postgres(
-    dsn: str, *, schema: str = "trioqueue", max_connections: int | None = None
+    dsn: str,
+    *,
+    schema: str = "trioqueue",
+    max_connections: int | None = None,
+    connect_timeout: float | None = None,
 ) -> AsyncIterator[PostgresBackend]:
     """Open a PostgreSQL backend for the duration of the block.
 
@@ -121,24 +125,32 @@ async def open_postgres(
 
     Args:
         dsn: a PostgreSQL connection URI (``postgresql://user@host:port/db?...``); query
-            parameters asyncpg does not know are passed on as server settings.
+            parameters asyncpg does not know are passed on as server settings, except
+            ``connect_timeout`` (seconds, 0: no limit), which is honoured as in libpq.
         schema: the PostgreSQL schema holding the tables: a lower-case identifier matching
             ``[a-z_][a-z0-9_]{0,62}``, not starting with ``pg_``.
         max_connections: the pool size (default 10). Each ``listen`` holds one more
             connection of its own. Connections show ``application_name``
             ``trioqueue:<schema>`` in ``pg_stat_activity`` unless the DSN sets one.
+        connect_timeout: how long opening a connection may take, in seconds; default: the
+            DSN's ``connect_timeout``, else 10.
 
     Raises:
-        TypeError, ValueError: a bad ``dsn``, ``schema`` or ``max_connections``; nothing
-            is connected and no SQL runs.
+        TypeError, ValueError: a bad ``dsn`` (a ``ValueError`` naming it, its password
+            masked), ``schema``, ``max_connections`` or ``connect_timeout``; nothing is
+            connected and no SQL runs.
         BackendError: the database cannot be reached.
     """
     if not isinstance(dsn, str):
         raise TypeError(f"dsn must be a str, not {type(dsn).__name__}")
     schema = check_schema(schema)
     size = _check_max_connections(max_connections)
+    connect_timeout = check_options(connect_timeout)
     async with open_driver(
-        dsn, max_connections=size, application_name=f"trioqueue:{schema}"
+        dsn,
+        max_connections=size,
+        application_name=f"trioqueue:{schema}",
+        connect_timeout=connect_timeout,
     ) as driver:
         yield PostgresBackend(driver, schema)
 

@@ -32,25 +32,49 @@ leases.
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
+import re
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, Concatenate, ParamSpec, TypeVar
+from urllib.parse import unquote
 
 import asyncpg
+import asyncpg.connect_utils
 import trio
 import trio_asyncio
 
 from trioqueue._errors import BackendError
 from trioqueue._postgres.pool import ConnectionPool, PooledConnection
+from trioqueue._validation import MAX_SECONDS
 
-__all__ = ["Driver", "Listener", "PgConnection", "open_driver"]
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "Driver",
+    "DsnError",
+    "Listener",
+    "PgConnection",
+    "mask_dsn",
+    "open_driver",
+    "parse_dsn",
+]
+
+log = logging.getLogger("trioqueue.postgres")
 
 T = TypeVar("T")
 P = ParamSpec("P")
 
 #: How long closing may wait for connections to come back before it terminates them.
 CLOSE_TIMEOUT = 5.0
+
+#: How long opening a connection may take (seconds) when neither the ``connect_timeout``
+#: argument nor the DSN's ``connect_timeout`` says: long enough for a distant server's TLS
+#: handshake, short enough that a server that never answers is reported soon (asyncpg's
+#: own default is 60 s). docs/postgres.rst documents it.
+DEFAULT_CONNECT_TIMEOUT = 10.0
 
 #: Errors of the database or the connection to it; they surface as ``BackendError``.
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (
@@ -65,20 +89,27 @@ DRIVER_ERRORS: tuple[type[BaseException], ...] = (
 
 @asynccontextmanager
 async def open_driver(
-    dsn: str, *, max_connections: int, application_name: str = "trioqueue"
+    dsn: str,
+    *,
+    max_connections: int,
+    application_name: str = "trioqueue",
+    connect_timeout: float | None = None,
 ) -> AsyncIterator[Driver]:
     """A driver with a pool of at most ``max_connections``, for the duration of the block.
 
     Its connections show ``application_name`` in ``pg_stat_activity``, unless the DSN
-    names one itself.
+    names one itself. ``connect_timeout`` is :func:`~trioqueue.open_postgres`'s; the caller
+    has checked it (:func:`check_options`).
 
     Raises:
+        DsnError: a malformed ``dsn`` (nothing is connected).
         BackendError: the database cannot be reached.
     """
+    target = parse_dsn(dsn, connect_timeout)
     settings = {} if "application_name" in dsn else {"application_name": application_name[:63]}
     try:
         async with trio_asyncio.open_loop() as loop:
-            driver = Driver(loop, dsn, max_connections, settings)
+            driver = Driver(loop, target, max_connections, settings)
             await driver._open()
             try:
                 yield driver
@@ -92,6 +123,167 @@ async def open_driver(
         # manager.
         _raise_sole_exception(group)
         raise
+
+
+def check_options(connect_timeout: object) -> float | None:
+    """:func:`~trioqueue.open_postgres`'s connection options, checked (TypeError, ValueError)."""
+    if connect_timeout is not None:
+        if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float):
+            raise TypeError(
+                f"connect_timeout must be a number or None, not {type(connect_timeout).__name__}"
+            )
+        if not (0 < connect_timeout <= MAX_SECONDS):  # also refuses NaN
+            raise ValueError(
+                f"connect_timeout must be a number > 0 and <= {MAX_SECONDS:.0f}, "
+                f"not {connect_timeout!r}"
+            )
+        connect_timeout = float(connect_timeout)
+    return connect_timeout
+
+
+# -- DSNs ---------------------------------------------------------------------------------
+
+
+class DsnError(ValueError):
+    """A malformed DSN. The message names the DSN, its password masked."""
+
+
+@dataclass(frozen=True)
+class Dsn:
+    """A checked DSN: what asyncpg gets, and how long a connection may take to open."""
+
+    dsn: str  #: the DSN for asyncpg, without ``connect_timeout`` (asyncpg does not know it)
+    masked: str  #: the DSN as messages show it
+    connect_timeout: float | None  #: seconds; None: no limit
+
+
+_PASSWORD_IN_NETLOC = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://[^:@/?#]*):[^@/?#]*@")
+_PASSWORD_PARAMETER = re.compile(r"(?i)((?:^|[?&\s])password\s*=\s*)('[^']*'|[^&\s]*)")
+
+
+def mask_dsn(dsn: str) -> str:
+    """``dsn`` with its password (in the user part or a ``password`` parameter) as ``***``;
+    works on malformed DSNs too."""
+    masked = _PASSWORD_IN_NETLOC.sub(r"\1:***@", dsn)
+    return _PASSWORD_PARAMETER.sub(r"\1***", masked)
+
+
+def parse_dsn(dsn: str, connect_timeout: float | None = None) -> Dsn:
+    """Check ``dsn`` as asyncpg will read it, without connecting.
+
+    ``connect_timeout`` (the argument, else the DSN's ``connect_timeout`` parameter, else
+    ``DEFAULT_CONNECT_TIMEOUT``) bounds each connection's opening. As in libpq, the DSN's
+    value is in seconds and 0 means no limit.
+
+    Raises:
+        DsnError: the DSN is malformed: a bad scheme, host, port or parameter.
+    """
+    masked = mask_dsn(dsn)
+
+    def error(problem: str) -> DsnError:
+        return DsnError(f"invalid DSN {masked!r}: {problem}")
+
+    base, parameters = _split_parameter(dsn, "connect_timeout")
+    timeout = DEFAULT_CONNECT_TIMEOUT if connect_timeout is None else connect_timeout
+    if connect_timeout is None and parameters:
+        text = parameters[-1]
+        try:
+            seconds = float(text)
+        except ValueError:
+            raise error(f"connect_timeout must be a number of seconds, not {text!r}") from None
+        if not (0 <= seconds <= MAX_SECONDS):
+            raise error(
+                f"connect_timeout must be between 0 (no limit) and {MAX_SECONDS:.0f} seconds, "
+                f"not {text!r}"
+            )
+        timeout = seconds or math.inf
+    problem = _host_problem(base)
+    if problem is not None:
+        raise error(problem)
+    try:
+        addresses = _addresses(base)
+    except Exception as exc:  # asyncpg's parser raises ValueError, its own errors, ...
+        message = str(exc).removeprefix("invalid DSN: ")
+        raise error(message or type(exc).__name__) from None
+    for address in addresses:
+        if isinstance(address, tuple):
+            port = address[1]
+            if isinstance(port, int) and not 1 <= port <= 65535:
+                raise error(f"port {port} is out of range (1-65535)")
+    return Dsn(base, masked, None if math.isinf(timeout) else timeout)
+
+
+def _host_problem(dsn: str) -> str | None:
+    """What is wrong with a URI's hosts and ports (``host:port,[::1]:port``), if anything:
+    asyncpg's own messages for these do not say which part is wrong."""
+    _scheme, separator, rest = dsn.partition("://")
+    if not separator:
+        return None  # asyncpg's parser explains what it expects
+    netloc = re.split(r"[/?#]", rest, maxsplit=1)[0].rpartition("@")[2]
+    ports: list[str] = []
+    for spec in netloc.split(","):
+        if spec.startswith("["):
+            address, bracket, after = spec[1:].partition("]")
+            if not bracket:
+                return f"unclosed '[' in the host {spec!r}"
+            if after and not after.startswith(":"):
+                return f"unexpected {after!r} after the host [{address}]"
+            ports.append(after[1:])
+        else:
+            ports.append(unquote(spec.partition(":")[2]))
+    query = re.split(r"#", rest.partition("?")[2], maxsplit=1)[0]
+    for item in query.split("&") if query else ():
+        key, _, value = item.partition("=")
+        if unquote(key) == "port":
+            ports.extend(unquote(value).split(","))
+    for port in ports:
+        if port and not (port.isascii() and port.isdigit()):
+            return f"port {port!r} is not a number"
+        if port and not 1 <= int(port) <= 65535:
+            return f"port {int(port)} is out of range (1-65535)"
+    return None
+
+
+def _split_parameter(dsn: str, name: str) -> tuple[str, list[str]]:
+    """``dsn`` without the URI query parameter ``name``, and that parameter's values."""
+    head, mark, rest = dsn.partition("?")
+    if not mark or "://" not in head:
+        return dsn, []
+    query, hash_mark, fragment = rest.partition("#")
+    kept: list[str] = []
+    values: list[str] = []
+    for item in query.split("&"):
+        key, _, value = item.partition("=")
+        if unquote(key) == name:
+            values.append(unquote(value))
+        else:
+            kept.append(item)
+    rebuilt = head + ("?" + "&".join(kept) if kept else "") + hash_mark + fragment
+    return rebuilt, values
+
+
+def _addresses(dsn: str) -> list[Any]:
+    """The (host, port) pairs or socket paths asyncpg would connect to, by asyncpg's own DSN
+    parser: it refuses what asyncpg would refuse when connecting, without a connection."""
+    parse = asyncpg.connect_utils._parse_connect_dsn_and_args
+    addresses, _parameters = parse(
+        dsn=dsn,
+        host=None,
+        port=None,
+        user=None,
+        password=None,
+        passfile=None,
+        database=None,
+        ssl=None,
+        service=None,
+        servicefile=None,
+        direct_tls=None,
+        server_settings=None,
+        target_session_attrs=None,
+        krbsrvname=None,
+        gsslib=None,
+    )
+    return list(addresses)
 
 
 def _raise_sole_exception(group: BaseExceptionGroup[BaseException]) -> None:
@@ -119,7 +311,11 @@ class Driver:
     """A pool of asyncpg connections in a trio-asyncio loop, used from trio."""
 
     def __init__(
-        self, loop: Any, dsn: str, max_connections: int, server_settings: dict[str, str]
+        self,
+        loop: Any,
+        dsn: Dsn,
+        max_connections: int,
+        server_settings: dict[str, str],
     ) -> None:
         self._loop = loop
         self._dsn = dsn
@@ -282,7 +478,7 @@ class Driver:
     async def _listen(
         self, channel: str, on_payload: Callable[[str], None], on_lost: Callable[[], None]
     ) -> Listener:
-        connection = await asyncpg.connect(self._dsn, server_settings=self._server_settings)
+        connection = await self._connect_to(self._dsn)
         self._listeners += 1
         listener = Listener(self, connection)
 
@@ -311,9 +507,25 @@ class Driver:
         await self._pool.release(await self._pool.acquire(), failed=False, give_up_after=None)
 
     async def _connect(self) -> Any:
-        return await asyncpg.connect(
-            self._dsn, server_settings=self._server_settings, connection_class=PooledConnection
-        )
+        return await self._connect_to(self._dsn, connection_class=PooledConnection)
+
+    async def _connect_to(self, target: Dsn, **options: Any) -> Any:
+        """``asyncpg.connect`` within the target's connect timeout; a timeout is reported as
+        such (``BackendError``)."""
+        try:
+            return await asyncpg.connect(
+                target.dsn,
+                server_settings=self._server_settings,
+                timeout=target.connect_timeout,
+                **options,
+            )
+        except TimeoutError:
+            if target.connect_timeout is None:
+                raise  # the system's own (ETIMEDOUT)
+            raise BackendError(
+                f"PostgreSQL: no connection to {target.masked} within "
+                f"{target.connect_timeout:g} s (connect_timeout)"
+            ) from None
 
     async def _close(self) -> None:
         if self._pool is not None:
