@@ -185,6 +185,15 @@ async def test_a_bad_connect_timeout_argument_is_refused(
             pass  # pragma: no cover
 
 
+async def test_a_bad_pooling_argument_is_refused() -> None:
+    with pytest.raises(ValueError, match="statement pooling is not supported"):
+        async with open_postgres("postgresql://u@h/db", pooling="statement"):  # type: ignore[arg-type]
+            pass  # pragma: no cover
+    with pytest.raises(DsnError, match="port 99999"):
+        async with open_postgres("postgresql://u@h/db", listen_dsn="postgresql://u@h:99999/db"):
+            pass  # pragma: no cover
+
+
 # -- a server that never answers ------------------------------------------------------------
 
 

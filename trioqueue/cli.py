@@ -48,6 +48,8 @@ EXIT_INTERRUPTED = 130
 
 #: The environment variable holding the DSN when ``--dsn`` is not given.
 DSN_ENV = "TRIOQUEUE_DSN"
+#: The worker's LISTEN DSN when ``--listen-dsn`` is not given (docs/pgbouncer.rst).
+LISTEN_DSN_ENV = "TRIOQUEUE_LISTEN_DSN"
 DEFAULT_SCHEMA = "trioqueue"
 
 
@@ -252,6 +254,10 @@ def _add_worker(commands: Subparsers) -> None:
     worker.add_argument(
         "--shutdown-grace", type=float, metavar="S", help="on shutdown, how long handlers go on"
     )
+    worker.add_argument(
+        "--listen-dsn",
+        help=f"where to LISTEN for wake-ups, when --dsn is a transaction pooler (${LISTEN_DSN_ENV})",
+    )
 
 
 #: ``worker`` options passed to WorkerConfig when given (argparse dest -> field).
@@ -272,6 +278,8 @@ def _run_worker(args: argparse.Namespace) -> int:
     config = trioqueue.WorkerConfig(handler=handler, queue=args.queue, **options)
     with _errors_as_cli_errors():
         check_config(config)  # every problem at once, before connecting
+    if args.listen_dsn:
+        os.environ[LISTEN_DSN_ENV] = args.listen_dsn  # read by serve_worker
     run_on_database(args, run_worker, config, sys.stdout)
     return 0
 
@@ -356,7 +364,10 @@ async def serve_worker(
 ) -> None:
     """Open the backend and run a worker pool on it until cancelled (graceful shutdown)."""
     async with trioqueue.open_postgres(
-        dsn, schema=schema, max_connections=worker_connections(config)
+        dsn,
+        schema=schema,
+        max_connections=worker_connections(config),
+        listen_dsn=os.environ.get(LISTEN_DSN_ENV) or None,
     ) as backend:
         await trioqueue.run_worker_pool(backend, config, task_status=task_status)
 

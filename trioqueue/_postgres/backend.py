@@ -54,7 +54,7 @@ from trioqueue._core.guard import RenewItem
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.verdict import Verdict
 from trioqueue._errors import BackendError, UnknownJobError
-from trioqueue._postgres.driver import Driver, PgConnection, check_options, open_driver
+from trioqueue._postgres.driver import Driver, PgConnection, Pooling, check_options, open_driver
 from trioqueue._postgres.sql import MIGRATIONS, QUERIES, channel_name, check_schema, render
 from trioqueue._types import (
     Ack,
@@ -116,6 +116,8 @@ async def open_postgres(
     *,
     schema: str = "trioqueue",
     max_connections: int | None = None,
+    pooling: Pooling | None = None,
+    listen_dsn: str | None = None,
     connect_timeout: float | None = None,
 ) -> AsyncIterator[PostgresBackend]:
     """Open a PostgreSQL backend for the duration of the block.
@@ -132,24 +134,34 @@ async def open_postgres(
         max_connections: the pool size (default 10). Each ``listen`` holds one more
             connection of its own. Connections show ``application_name``
             ``trioqueue:<schema>`` in ``pg_stat_activity`` unless the DSN sets one.
+        pooling: what ``dsn``'s connections keep between transactions: ``"session"`` (a
+            direct connection, or PgBouncer's ``pool_mode = session``) or ``"transaction"``
+            (``pool_mode = transaction``: no named prepared statements, LISTEN only on
+            ``listen_dsn``). None (the default) detects a pooler once at open and takes one
+            as transaction pooling. See docs/pgbouncer.rst.
+        listen_dsn: where to LISTEN for wake-ups when it is not ``dsn``: a direct
+            connection when ``dsn`` goes through a transaction pooler. Without it, wake-ups
+            fall back to polling there (logged once).
         connect_timeout: how long opening a connection may take, in seconds; default: the
             DSN's ``connect_timeout``, else 10.
 
     Raises:
         TypeError, ValueError: a bad ``dsn`` (a ``ValueError`` naming it, its password
-            masked), ``schema``, ``max_connections`` or ``connect_timeout``; nothing is
-            connected and no SQL runs.
+            masked), ``listen_dsn``, ``schema``, ``max_connections``, ``pooling`` or
+            ``connect_timeout``; nothing is connected and no SQL runs.
         BackendError: the database cannot be reached.
     """
     if not isinstance(dsn, str):
         raise TypeError(f"dsn must be a str, not {type(dsn).__name__}")
     schema = check_schema(schema)
     size = _check_max_connections(max_connections)
-    connect_timeout = check_options(connect_timeout)
+    pooling, listen_dsn, connect_timeout = check_options(pooling, listen_dsn, connect_timeout)
     async with open_driver(
         dsn,
         max_connections=size,
         application_name=f"trioqueue:{schema}",
+        pooling=pooling,
+        listen_dsn=listen_dsn,
         connect_timeout=connect_timeout,
     ) as driver:
         yield PostgresBackend(driver, schema)

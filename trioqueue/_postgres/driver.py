@@ -20,6 +20,15 @@ asyncpg ships no type information, so its objects are ``Any`` and stay inside th
 and the backend's asyncio coroutines; trio code sees :class:`Driver`, :class:`PgConnection`
 and :class:`Listener`.
 
+Connection poolers (PgBouncer): a pooler in ``pool_mode = transaction`` hands each transaction
+to whichever server connection is free, so nothing may outlive a transaction on the server:
+no named prepared statements (asyncpg's statement cache names them ``__asyncpg_stmt_N__``
+on every connection alike, and another client's statement of that name would run instead),
+no ``LISTEN`` through it, no session reset of a lent connection (it would reach some other
+client's server connection). ``pooling`` says which kind of server connection the DSN gives;
+by default it is detected once at open (:func:`_pooler_in_between`). docs/pgbouncer.rst says
+what each mode does.
+
 Connection budget: ``max_connections`` pooled connections serve every operation (claims,
 renewals, including at most one abandoned renewal per pool, outcome writes, producers and
 transactional handlers, each of which holds one connection from before its handler starts
@@ -39,7 +48,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 from urllib.parse import unquote
 
 import asyncpg
@@ -57,6 +66,7 @@ __all__ = [
     "DsnError",
     "Listener",
     "PgConnection",
+    "Pooling",
     "mask_dsn",
     "open_driver",
     "parse_dsn",
@@ -76,6 +86,12 @@ CLOSE_TIMEOUT = 5.0
 #: own default is 60 s). docs/postgres.rst documents it.
 DEFAULT_CONNECT_TIMEOUT = 10.0
 
+#: What the DSN's connections keep between transactions: ``"session"`` (a direct server
+#: connection, or a pooler in session mode) or ``"transaction"`` (a pooler that may hand
+#: each transaction to another server connection).
+Pooling = Literal["session", "transaction"]
+POOLING_MODES: tuple[Pooling, ...] = ("session", "transaction")
+
 #: Errors of the database or the connection to it; they surface as ``BackendError``.
 DRIVER_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.PostgresError,
@@ -93,23 +109,27 @@ async def open_driver(
     *,
     max_connections: int,
     application_name: str = "trioqueue",
+    pooling: Pooling | None = None,
+    listen_dsn: str | None = None,
     connect_timeout: float | None = None,
 ) -> AsyncIterator[Driver]:
     """A driver with a pool of at most ``max_connections``, for the duration of the block.
 
     Its connections show ``application_name`` in ``pg_stat_activity``, unless the DSN
-    names one itself. ``connect_timeout`` is :func:`~trioqueue.open_postgres`'s; the caller
-    has checked it (:func:`check_options`).
+    names one itself. ``pooling`` (None: detected at open), ``listen_dsn`` and
+    ``connect_timeout`` are :func:`~trioqueue.open_postgres`'s; the caller has checked them
+    (:func:`check_options`).
 
     Raises:
-        DsnError: a malformed ``dsn`` (nothing is connected).
+        DsnError: a malformed ``dsn`` or ``listen_dsn`` (nothing is connected).
         BackendError: the database cannot be reached.
     """
     target = parse_dsn(dsn, connect_timeout)
+    listen_target = None if listen_dsn is None else parse_dsn(listen_dsn, connect_timeout)
     settings = {} if "application_name" in dsn else {"application_name": application_name[:63]}
     try:
         async with trio_asyncio.open_loop() as loop:
-            driver = Driver(loop, target, max_connections, settings)
+            driver = Driver(loop, target, max_connections, settings, pooling, listen_target)
             await driver._open()
             try:
                 yield driver
@@ -125,8 +145,17 @@ async def open_driver(
         raise
 
 
-def check_options(connect_timeout: object) -> float | None:
+def check_options(
+    pooling: object, listen_dsn: object, connect_timeout: object
+) -> tuple[Pooling | None, str | None, float | None]:
     """:func:`~trioqueue.open_postgres`'s connection options, checked (TypeError, ValueError)."""
+    if pooling is not None and pooling not in POOLING_MODES:
+        raise ValueError(
+            f"pooling must be 'session', 'transaction' or None (detect), not {pooling!r}"
+            + ("; statement pooling is not supported" if pooling == "statement" else "")
+        )
+    if listen_dsn is not None and not isinstance(listen_dsn, str):
+        raise TypeError(f"listen_dsn must be a str or None, not {type(listen_dsn).__name__}")
     if connect_timeout is not None:
         if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float):
             raise TypeError(
@@ -138,7 +167,7 @@ def check_options(connect_timeout: object) -> float | None:
                 f"not {connect_timeout!r}"
             )
         connect_timeout = float(connect_timeout)
-    return connect_timeout
+    return pooling, listen_dsn, connect_timeout
 
 
 # -- DSNs ---------------------------------------------------------------------------------
@@ -316,11 +345,16 @@ class Driver:
         dsn: Dsn,
         max_connections: int,
         server_settings: dict[str, str],
+        pooling: Pooling | None = None,
+        listen_dsn: Dsn | None = None,
     ) -> None:
         self._loop = loop
         self._dsn = dsn
+        self._listen_dsn = listen_dsn
         self._server_settings = server_settings
         self._max_connections = max_connections
+        self._pooling = pooling
+        self._said_polling = False
         self._pool: ConnectionPool | None = None
         self._in_use = 0
         self._peak = 0
@@ -346,6 +380,11 @@ class Driver:
     def listeners(self) -> int:
         """Dedicated LISTEN connections open now."""
         return self._listeners
+
+    @property
+    def pooling(self) -> Pooling | None:
+        """What the DSN's server connections keep between transactions (None before open)."""
+        return self._pooling
 
     # -- running operations --------------------------------------------------------------
 
@@ -473,12 +512,25 @@ class Driver:
         connection dies. Both run in the loop's task, on trio's thread, so they may use trio's
         synchronous APIs (``send_nowait`` into a memory channel).
         """
+        if self._listen_dsn is None and self._pooling == "transaction":
+            # LISTEN through a transaction pooler would subscribe whichever server connection
+            # ran it, and notices would reach whoever holds that one later, or nobody.
+            if not self._said_polling:
+                self._said_polling = True
+                log.warning(
+                    "LISTEN needs a connection of its own, and %s is pooled per transaction: "
+                    "wake-ups fall back to polling (pass listen_dsn, a direct DSN, to listen)",
+                    self._dsn.masked,
+                )
+            await trio.lowlevel.checkpoint()
+            return Listener(self, None)
         return await self.cross(self._listen(channel, on_payload, on_lost))
 
     async def _listen(
         self, channel: str, on_payload: Callable[[str], None], on_lost: Callable[[], None]
     ) -> Listener:
-        connection = await self._connect_to(self._dsn)
+        target = self._dsn if self._listen_dsn is None else self._listen_dsn
+        connection = await self._connect_to(target)
         self._listeners += 1
         listener = Listener(self, connection)
 
@@ -504,14 +556,50 @@ class Driver:
 
     async def _create_pool(self) -> None:
         self._pool = ConnectionPool(self._connect, self._max_connections)
-        await self._pool.release(await self._pool.acquire(), failed=False, give_up_after=None)
+        if self._pooling is None:
+            # The detection's connection also shows that the database can be reached; it is
+            # closed, as it was made without the statement cache a session could use.
+            self._pooling = "transaction" if await self._pooler_in_between() else "session"
+        else:
+            await self._pool.release(await self._pool.acquire(), failed=False, give_up_after=None)
+
+    async def _pooler_in_between(self) -> bool:
+        """Whether a connection pooler sits between us and the server.
+
+        A server tells each new connection its process id (the cancel key); PgBouncer, like
+        any pooler that shares server connections, makes up a key of its own instead, as a
+        client's cancel request must reach whichever server connection it has at the time.
+        So the reported id and ``pg_backend_pid()`` differ exactly when a pooler is there. Its
+        mode cannot be seen from a client: it is taken as transaction pooling, which is
+        correct in both modes (docs/pgbouncer.rst).
+        """
+        connection = await self._connect_to(self._dsn, statement_cache_size=0)
+        try:
+            server_pid = await connection.fetchval("SELECT pg_backend_pid()")
+        finally:
+            await connection.close(timeout=CLOSE_TIMEOUT)
+        pooled = bool(server_pid != connection.get_server_pid())
+        if pooled:
+            log.info(
+                "a connection pooler is between trioqueue and PostgreSQL at %s: taken as "
+                "transaction pooling (no named prepared statements; LISTEN only on listen_dsn); "
+                "pass pooling='session' if it keeps sessions",
+                self._dsn.masked,
+            )
+        return pooled
 
     async def _connect(self) -> Any:
-        return await self._connect_to(self._dsn, connection_class=PooledConnection)
+        transaction_pooling = self._pooling == "transaction"
+        # Without a statement cache asyncpg runs every query as the unnamed statement: parsed
+        # and executed in one exchange that a pooler keeps on one server connection.
+        options = {"statement_cache_size": 0} if transaction_pooling else {}
+        connection = await self._connect_to(self._dsn, connection_class=PooledConnection, **options)
+        connection.keep_session_reset(not transaction_pooling)
+        return connection
 
     async def _connect_to(self, target: Dsn, **options: Any) -> Any:
-        """``asyncpg.connect`` within the target's connect timeout; a timeout is reported as
-        such (``BackendError``)."""
+        """``asyncpg.connect`` within the target's connect timeout; a timeout, or a setting a
+        pooler refuses, is reported as such (``BackendError``)."""
         try:
             return await asyncpg.connect(
                 target.dsn,
@@ -526,6 +614,13 @@ class Driver:
                 f"PostgreSQL: no connection to {target.masked} within "
                 f"{target.connect_timeout:g} s (connect_timeout)"
             ) from None
+        except asyncpg.ProtocolViolationError as exc:
+            if "unsupported startup parameter" not in str(exc):
+                raise
+            raise BackendError(
+                f"PostgreSQL: {exc} (a connection pooler refused a server setting of the DSN "
+                f"{target.masked}: drop it, or list it in PgBouncer's ignore_startup_parameters)"
+            ) from exc
 
     async def _close(self) -> None:
         if self._pool is not None:
@@ -618,7 +713,8 @@ class PgConnection:
 
 
 class Listener:
-    """A dedicated LISTEN connection; close it with :meth:`aclose`."""
+    """A dedicated LISTEN connection; close it with :meth:`aclose`. Without a connection
+    (None: nowhere to listen), it never hears anything."""
 
     def __init__(self, driver: Driver, connection: Any) -> None:
         self._driver = driver
@@ -637,6 +733,8 @@ class Listener:
         if self.closing:
             return
         self.closing = True
+        if self._connection is None:
+            return  # polling stands in for it: nothing was opened
         self._driver._listeners -= 1
         try:
             await asyncio.wait_for(self._connection.close(), CLOSE_TIMEOUT)
