@@ -18,6 +18,7 @@ import pytest
 import trio
 
 from trioqueue import cli
+from trioqueue._core.guard import RenewItem
 from trioqueue._errors import BackendError
 from trioqueue._postgres import PostgresBackend, open_postgres
 from trioqueue._postgres.driver import DEFAULT_CONNECT_TIMEOUT, Dsn, DsnError, mask_dsn, parse_dsn
@@ -239,3 +240,46 @@ async def test_a_server_that_never_answers_is_given_up_on_after_connect_timeout(
     message = str(caught.value)
     assert "within 0.5 s (connect_timeout)" in message
     assert f"127.0.0.1:{port}" in message and "s3cret" not in message
+
+
+# -- pooling, on a direct server --------------------------------------------------------------
+
+PREPARED = "SELECT name FROM pg_prepared_statements ORDER BY name"
+
+
+async def test_a_direct_connection_is_detected_as_keeping_its_session(
+    backend: PostgresBackend,
+) -> None:
+    assert backend._driver.pooling == "session"
+
+
+@pytest.mark.parametrize("pooling", ["transaction", "session"])
+async def test_transaction_pooling_prepares_no_named_statement_and_resets_no_session(
+    postgres_dsn: str, postgres_schema: str, pooling: str
+) -> None:
+    """Nothing of ours may stay on a server connection a transaction pooler shares: the
+    one pooled connection here has run every kind of statement, and holds no named one. A
+    lent connection's session is not reset (it would reach another client's); with session
+    pooling both are as before."""
+    async with open_postgres(
+        postgres_dsn,
+        schema=postgres_schema,
+        max_connections=1,
+        pooling=pooling,  # type: ignore[arg-type]
+    ) as backend:
+        await backend.migrate()
+        [job_id] = await backend.enqueue_many(Q, ["x"])
+        await backend.get_job(job_id)
+        [claimed] = await backend.claim(Q, limit=1, worker_id="w", visibility_timeout=60)
+        await backend.renew([RenewItem(job_id, claimed.job.claim_seq, 0.5)], visibility_timeout=60)
+        assert await backend.cancel(job_id)
+        async with backend.acquire() as connection:
+            named = [row["name"] for row in await connection.fetch(PREPARED)]
+            await connection.execute("SET statement_timeout = '4321ms'")
+        async with backend.acquire() as connection:  # the same one: the pool has one
+            timeout = await connection.fetchval("SHOW statement_timeout")
+    if pooling == "transaction":
+        assert (named, timeout) == ([], "4321ms")
+    else:
+        assert named and all(name.startswith("__asyncpg_stmt_") for name in named)
+        assert timeout == "0"
