@@ -556,14 +556,23 @@ class Driver:
 
     async def _create_pool(self) -> None:
         self._pool = ConnectionPool(self._connect, self._max_connections)
-        if self._pooling is None:
-            # The detection's connection also shows that the database can be reached; it is
-            # closed, as it was made without the statement cache a session could use.
-            self._pooling = "transaction" if await self._pooler_in_between() else "session"
-        else:
-            await self._pool.release(await self._pool.acquire(), failed=False, give_up_after=None)
+        # The first connection shows that the database can be reached, and where there is no
+        # pooler in between (the usual case) it stays in the pool.
+        connection = await self._pool.acquire()
+        failed = True
+        try:
+            if self._pooling is None:
+                if await self._pooler_in_between(connection):
+                    self._pooling = "transaction"
+                    # Made with the statement cache: not one for transaction pooling.
+                    await connection.close(timeout=CLOSE_TIMEOUT)
+                else:
+                    self._pooling = "session"
+            failed = False
+        finally:
+            await self._pool.release(connection, failed=failed, give_up_after=CLOSE_TIMEOUT)
 
-    async def _pooler_in_between(self) -> bool:
+    async def _pooler_in_between(self, connection: Any) -> bool:
         """Whether a connection pooler sits between us and the server.
 
         A server tells each new connection its process id (the cancel key); PgBouncer, like
@@ -572,13 +581,17 @@ class Driver:
         So the reported id and ``pg_backend_pid()`` differ exactly when a pooler is there. Its
         mode cannot be seen from a client: it is taken as transaction pooling, which is
         correct in both modes (docs/pgbouncer.rst).
+
+        The query runs as ``COPY ... TO STDOUT`` in the simple query protocol: it leaves no
+        prepared statement behind on a server connection that a pooler may share.
         """
-        connection = await self._connect_to(self._dsn, statement_cache_size=0)
-        try:
-            server_pid = await connection.fetchval("SELECT pg_backend_pid()")
-        finally:
-            await connection.close(timeout=CLOSE_TIMEOUT)
-        pooled = bool(server_pid != connection.get_server_pid())
+        output = bytearray()
+
+        async def receive(data: bytes) -> None:
+            output.extend(data)
+
+        await connection.copy_from_query("SELECT pg_backend_pid()", output=receive)
+        pooled = bool(int(output) != connection.get_server_pid())
         if pooled:
             log.info(
                 "a connection pooler is between trioqueue and PostgreSQL at %s: taken as "
