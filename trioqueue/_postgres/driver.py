@@ -41,6 +41,7 @@ leases.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import math
 import re
@@ -293,26 +294,41 @@ def _split_parameter(dsn: str, name: str) -> tuple[str, list[str]]:
 
 def _addresses(dsn: str) -> list[Any]:
     """The (host, port) pairs or socket paths asyncpg would connect to, by asyncpg's own DSN
-    parser: it refuses what asyncpg would refuse when connecting, without a connection."""
-    parse = asyncpg.connect_utils._parse_connect_dsn_and_args
-    addresses, _parameters = parse(
-        dsn=dsn,
-        host=None,
-        port=None,
-        user=None,
-        password=None,
-        passfile=None,
-        database=None,
-        ssl=None,
-        service=None,
-        servicefile=None,
-        direct_tls=None,
-        server_settings=None,
-        target_session_attrs=None,
-        krbsrvname=None,
-        gsslib=None,
-    )
+    parser: it refuses what asyncpg would refuse when connecting, without a connection.
+
+    The parser is asyncpg's private function (of 0.32). Should another asyncpg version not
+    have it, or call it differently, this checks nothing and connecting still does.
+    """
+    parse = getattr(asyncpg.connect_utils, "_parse_connect_dsn_and_args", None)
+    if parse is None:
+        return []
+    try:
+        arguments = inspect.signature(parse).bind(dsn=dsn, **_PARSER_ARGUMENTS)
+    except (TypeError, ValueError):
+        return []
+    addresses, _parameters = parse(*arguments.args, **arguments.kwargs)
     return list(addresses)
+
+
+#: What ``_addresses`` passes to asyncpg's DSN parser besides the DSN: nothing else is given.
+_PARSER_ARGUMENTS: dict[str, Any] = dict.fromkeys(
+    (
+        "host",
+        "port",
+        "user",
+        "password",
+        "passfile",
+        "database",
+        "ssl",
+        "service",
+        "servicefile",
+        "direct_tls",
+        "server_settings",
+        "target_session_attrs",
+        "krbsrvname",
+        "gsslib",
+    )
+)
 
 
 def _raise_sole_exception(group: BaseExceptionGroup[BaseException]) -> None:
