@@ -26,7 +26,14 @@ import trioqueue
 from trioqueue import _demo
 from trioqueue._embedded import EmbeddedPostgresError, embedded_postgres
 from trioqueue._terminal import CSI, LiveBlock, clip, format_table, progress_bar
-from trioqueue.cli import build_parser, database_hint, main, status_table, supervise_worker
+from trioqueue.cli import (
+    LISTEN_DSN_ENV,
+    build_parser,
+    database_hint,
+    main,
+    status_table,
+    supervise_worker,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -312,6 +319,7 @@ def test_worker_stopped_by_its_pool_prints_one_line(
         schema: str,
         config: trioqueue.WorkerConfig,
         *,
+        listen_dsn: str | None,
         stop_now: trio.Event,
         task_status: trio.TaskStatus[None],
     ) -> None:
@@ -330,6 +338,49 @@ def test_worker_stopped_by_its_pool_prints_one_line(
         'trioqueue worker: error: claims fail: PostgreSQL: relation "s.jobs" does not exist; '
         "has the schema been migrated? run: trioqueue migrate --schema s\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("flag", "env", "expected"),
+    [
+        pytest.param([], None, None, id="neither"),
+        pytest.param([], "postgresql://u@direct/db", "postgresql://u@direct/db", id="env"),
+        pytest.param(
+            ["--listen-dsn", "postgresql://u@flag/db"],
+            "postgresql://u@direct/db",
+            "postgresql://u@flag/db",
+            id="flag-wins",
+        ),
+    ],
+)
+def test_worker_passes_the_listen_dsn_to_its_backend(
+    monkeypatch: pytest.MonkeyPatch, flag: list[str], env: str | None, expected: str | None
+) -> None:
+    """``--listen-dsn``, else ``TRIOQUEUE_LISTEN_DSN``, reaches the backend the worker opens."""
+    seen: list[str | None] = []
+
+    async def serve_worker(
+        dsn: str,
+        schema: str,
+        config: trioqueue.WorkerConfig,
+        *,
+        listen_dsn: str | None,
+        stop_now: trio.Event,
+        task_status: trio.TaskStatus[None],
+    ) -> None:
+        seen.append(listen_dsn)
+        task_status.started()
+        await trio.lowlevel.checkpoint()
+        raise PoolStopped("stop here")
+
+    monkeypatch.setattr("trioqueue.cli.serve_worker", serve_worker)
+    if env is None:
+        monkeypatch.delenv(LISTEN_DSN_ENV, raising=False)
+    else:
+        monkeypatch.setenv(LISTEN_DSN_ENV, env)
+    argv = ["--dsn", UNREACHABLE, "worker", "tests.test_cli:noop", "--queue", "q", *flag]
+    assert main(argv) == 1
+    assert seen == [expected]
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""The driver's connection pool (``trioqueue/_postgres/pool.py``) on a real server.
+"""The driver's connection pool (``trioqueue/_postgres/pool.py``) on a real server, and how
+the driver reads DSNs and gives up on a server that does not answer.
 
 What the pool promises: the driver's own statements cost no extra round trip (no session
 reset after a claim, a renewal or an ack); connections lent to callers come back clean (their
@@ -8,12 +9,19 @@ pool's size wait their turn; a connection the server closed is replaced (test_po
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 import trio
 
+from trioqueue import cli
+from trioqueue._core.guard import RenewItem
+from trioqueue._errors import BackendError
 from trioqueue._postgres import PostgresBackend, open_postgres
+from trioqueue._postgres.driver import DEFAULT_CONNECT_TIMEOUT, Dsn, DsnError, mask_dsn, parse_dsn
 from trioqueue._postgres.sql import QUERIES, render
 
 pytestmark = pytest.mark.postgres
@@ -94,3 +102,184 @@ async def test_a_caller_cancelled_while_waiting_for_a_connection_takes_no_place(
             nursery.start_soon(backend.enqueue, Q, n)
     assert (await backend.counts())[Q] == {"ready": 2}
     assert backend.statistics()["connections_in_use"] == 0
+
+
+# -- DSNs (no server needed) ----------------------------------------------------------------
+
+MALFORMED_DSNS = [
+    pytest.param(
+        "postgresql://app:s3cret@127.0.0.1:99999/db", "port 99999 is out of range", id="port-99999"
+    ),
+    pytest.param("postgresql://app:s3cret@127.0.0.1:0/db", "port 0 is out of range", id="port-0"),
+    pytest.param(
+        "postgresql://app:s3cret@127.0.0.1:abc/db", "port 'abc' is not a number", id="abc"
+    ),
+    pytest.param("postgresql://app:s3cret@[::1/db", "unclosed '['", id="unclosed-ipv6"),
+    pytest.param("postgresql://app:s3cret@[::1]x/db", "unexpected 'x'", id="after-ipv6"),
+    pytest.param("postgresql://app:s3cret@h1:5432,h2:70000/db", "port 70000", id="second-host"),
+    pytest.param("postgresql://app:s3cret@h/db?port=99999", "port 99999", id="port-parameter"),
+    pytest.param("postgresql://app:s3cret@h/db?sslmode=sometimes", "sslmode", id="sslmode"),
+    pytest.param("mysql://app:s3cret@h/db", "scheme", id="scheme"),
+    pytest.param("host=h password=s3cret", "scheme", id="keyword-form"),
+    pytest.param("postgresql://app:s3cret@h/db?connect_timeout=soon", "connect_timeout", id="ct"),
+    pytest.param("postgresql://app:s3cret@h/db?connect_timeout=-1", "connect_timeout", id="ct<0"),
+]
+
+
+@pytest.mark.parametrize(("dsn", "problem"), MALFORMED_DSNS)
+async def test_a_malformed_dsn_is_one_clear_error_naming_it(dsn: str, problem: str) -> None:
+    """A ValueError (the CLI's exit 2) that names the DSN with its password masked, before
+    anything connects."""
+    with pytest.raises(DsnError) as caught:
+        async with open_postgres(dsn):
+            pass  # pragma: no cover
+    message = str(caught.value)
+    assert isinstance(caught.value, ValueError)
+    assert problem in message
+    assert mask_dsn(dsn) in message
+    assert "s3cret" not in message
+
+
+@pytest.mark.parametrize(("dsn", "problem"), MALFORMED_DSNS[:4])
+def test_the_cli_reports_a_malformed_dsn_in_one_line(
+    dsn: str, problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["status", "--dsn", dsn]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert problem in err and "s3cret" not in err
+
+
+@pytest.mark.parametrize(
+    ("dsn", "masked"),
+    [
+        ("postgresql://app:s3cret@h/db", "postgresql://app:***@h/db"),
+        ("postgresql://app:@h/db", "postgresql://app:***@h/db"),
+        ("postgresql://app@h/db?password=s3cret&x=1", "postgresql://app@h/db?password=***&x=1"),
+        ("postgresql://app:s3cret@[::1/db", "postgresql://app:***@[::1/db"),
+        ("host=h password=s3cret user=u", "host=h password=*** user=u"),
+        ("postgresql://h/db", "postgresql://h/db"),
+    ],
+)
+def test_mask_dsn(dsn: str, masked: str) -> None:
+    assert mask_dsn(dsn) == masked
+
+
+def test_connect_timeout_comes_from_the_argument_the_dsn_or_the_default() -> None:
+    dsn = "postgresql://u@h/db?application_name=x&connect_timeout=2.5#f"
+    assert parse_dsn(dsn) == Dsn("postgresql://u@h/db?application_name=x#f", dsn, 2.5)
+    assert parse_dsn(dsn, 7.0).connect_timeout == 7.0
+    assert parse_dsn("postgresql://u@h/db?connect_timeout=0").connect_timeout is None  # libpq
+    assert parse_dsn("postgresql://u@h/db").connect_timeout == DEFAULT_CONNECT_TIMEOUT == 10.0
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [(0, ValueError), (-1, ValueError), (math.nan, ValueError), (10**400, ValueError),
+     ("5", TypeError), (True, TypeError)],
+)  # fmt: skip
+async def test_a_bad_connect_timeout_argument_is_refused(
+    value: object, error: type[Exception]
+) -> None:
+    with pytest.raises(error, match="connect_timeout"):
+        async with open_postgres("postgresql://u@h/db", connect_timeout=value):  # type: ignore[arg-type]
+            pass  # pragma: no cover
+
+
+async def test_a_bad_pooling_argument_is_refused() -> None:
+    with pytest.raises(ValueError, match="statement pooling is not supported"):
+        async with open_postgres("postgresql://u@h/db", pooling="statement"):  # type: ignore[arg-type]
+            pass  # pragma: no cover
+    with pytest.raises(DsnError, match="port 99999"):
+        async with open_postgres("postgresql://u@h/db", listen_dsn="postgresql://u@h:99999/db"):
+            pass  # pragma: no cover
+
+
+# -- a server that never answers ------------------------------------------------------------
+
+
+@asynccontextmanager
+async def silent_server() -> AsyncIterator[int]:
+    """A port on 127.0.0.1 that accepts connections and never says a word."""
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    accepted: list[trio.socket.SocketType] = []
+
+    async def accept() -> None:
+        while True:
+            connection, _ = await listener.accept()
+            accepted.append(connection)  # kept open, never read nor written
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(accept)
+        try:
+            yield listener.getsockname()[1]
+        finally:
+            nursery.cancel_scope.cancel()
+            for connection in accepted:
+                connection.close()
+            listener.close()
+
+
+@pytest.mark.parametrize("where", ["dsn", "argument"])
+async def test_a_server_that_never_answers_is_given_up_on_after_connect_timeout(
+    where: str,
+) -> None:
+    """Not asyncpg's 60 s: the DSN's connect_timeout, or the argument's (here 0.5 s)."""
+    async with silent_server() as port:
+        dsn = f"postgresql://app:s3cret@127.0.0.1:{port}/db"
+        options: dict[str, Any] = {}
+        if where == "dsn":
+            dsn += "?connect_timeout=0.5"
+        else:
+            options["connect_timeout"] = 0.5
+        with trio.fail_after(20), pytest.raises(BackendError) as caught:
+            async with open_postgres(dsn, **options):
+                pass  # pragma: no cover
+    message = str(caught.value)
+    assert "within 0.5 s (connect_timeout)" in message
+    assert f"127.0.0.1:{port}" in message and "s3cret" not in message
+
+
+# -- pooling, on a direct server --------------------------------------------------------------
+
+PREPARED = "SELECT name FROM pg_prepared_statements ORDER BY name"
+
+
+async def test_a_direct_connection_is_detected_as_keeping_its_session(
+    backend: PostgresBackend,
+) -> None:
+    assert backend._driver.pooling == "session"
+
+
+@pytest.mark.parametrize("pooling", ["transaction", "session"])
+async def test_transaction_pooling_prepares_no_named_statement_and_resets_no_session(
+    postgres_dsn: str, postgres_schema: str, pooling: str
+) -> None:
+    """Nothing of ours may stay on a server connection a transaction pooler shares: the
+    one pooled connection here has run every kind of statement, and holds no named one. A
+    lent connection's session is not reset (it would reach another client's); with session
+    pooling both are as before."""
+    async with open_postgres(
+        postgres_dsn,
+        schema=postgres_schema,
+        max_connections=1,
+        pooling=pooling,  # type: ignore[arg-type]
+    ) as backend:
+        await backend.migrate()
+        [job_id] = await backend.enqueue_many(Q, ["x"])
+        await backend.get_job(job_id)
+        [claimed] = await backend.claim(Q, limit=1, worker_id="w", visibility_timeout=60)
+        await backend.renew([RenewItem(job_id, claimed.job.claim_seq, 0.5)], visibility_timeout=60)
+        assert await backend.cancel(job_id)
+        async with backend.acquire() as connection:
+            named = [row["name"] for row in await connection.fetch(PREPARED)]
+            await connection.execute("SET statement_timeout = '4321ms'")
+        async with backend.acquire() as connection:  # the same one: the pool has one
+            timeout = await connection.fetchval("SHOW statement_timeout")
+    if pooling == "transaction":
+        assert (named, timeout) == ([], "4321ms")
+    else:
+        assert named and all(name.startswith("__asyncpg_stmt_") for name in named)
+        assert timeout == "0"

@@ -53,6 +53,8 @@ EXIT_INTERRUPTED = 130
 
 #: The environment variable holding the DSN when ``--dsn`` is not given.
 DSN_ENV = "TRIOQUEUE_DSN"
+#: The worker's LISTEN DSN when ``--listen-dsn`` is not given (docs/pgbouncer.rst).
+LISTEN_DSN_ENV = "TRIOQUEUE_LISTEN_DSN"
 DEFAULT_SCHEMA = "trioqueue"
 
 
@@ -339,6 +341,10 @@ def _add_worker(commands: Subparsers) -> None:
     worker.add_argument(
         "--shutdown-grace", type=float, metavar="S", help="on shutdown, how long handlers go on"
     )
+    worker.add_argument(
+        "--listen-dsn",
+        help=f"where to LISTEN for wake-ups, when --dsn is a transaction pooler (${LISTEN_DSN_ENV})",
+    )
 
 
 #: ``worker`` options passed to WorkerConfig when given (argparse dest -> field).
@@ -359,7 +365,9 @@ def _run_worker(args: argparse.Namespace) -> int:
     with _errors_as_cli_errors():
         config = trioqueue.WorkerConfig(handler=handler, queue=args.queue, **options)
         check_config(config)  # every problem at once, before connecting
-    stopped_at_once = run_on_database(args, run_worker, config, sys.stdout)
+    listen_dsn = args.listen_dsn or os.environ.get(LISTEN_DSN_ENV) or None
+    work = functools.partial(run_worker, listen_dsn=listen_dsn)
+    stopped_at_once = run_on_database(args, work, config, sys.stdout)
     return EXIT_INTERRUPTED if stopped_at_once else 0
 
 
@@ -424,11 +432,18 @@ def _is_library_file(filename: str) -> bool:
     return any(filename.startswith(root + os.sep) for root in roots)
 
 
-async def run_worker(dsn: str, schema: str, config: trioqueue.WorkerConfig, out: TextIO) -> bool:
+async def run_worker(
+    dsn: str,
+    schema: str,
+    config: trioqueue.WorkerConfig,
+    out: TextIO,
+    *,
+    listen_dsn: str | None = None,
+) -> bool:
     """Run a pool until SIGINT or SIGTERM, then shut it down gracefully (see
     :func:`supervise_worker`); True when a second signal stopped it at once."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        serve = functools.partial(serve_worker, dsn, schema)
+        serve = functools.partial(serve_worker, dsn, schema, listen_dsn=listen_dsn)
         return await supervise_worker(serve, config, signals, out, where=f"schema {schema}")
 
 
@@ -503,13 +518,18 @@ async def serve_worker(
     schema: str,
     config: trioqueue.WorkerConfig,
     *,
+    listen_dsn: str | None = None,
     stop_now: trio.Event | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Open the backend and run a worker pool on it until cancelled (graceful shutdown;
-    ``stop_now`` ends the grace at once, see ``run_worker_pool``)."""
+    ``stop_now`` ends the grace at once, see ``run_worker_pool``). ``listen_dsn``: where to
+    LISTEN when ``dsn`` is a transaction pooler (docs/pgbouncer.rst)."""
     async with trioqueue.open_postgres(
-        dsn, schema=schema, max_connections=worker_connections(config)
+        dsn,
+        schema=schema,
+        max_connections=worker_connections(config),
+        listen_dsn=listen_dsn,
     ) as backend:
         await trioqueue.run_worker_pool(backend, config, stop_now=stop_now, task_status=task_status)
 

@@ -56,7 +56,14 @@ from trioqueue._core.guard import RenewItem
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.verdict import Verdict
 from trioqueue._errors import BackendError, UnknownJobError
-from trioqueue._postgres.driver import DRIVER_ERRORS, Driver, PgConnection, open_driver
+from trioqueue._postgres.driver import (
+    DRIVER_ERRORS,
+    Driver,
+    PgConnection,
+    Pooling,
+    check_options,
+    open_driver,
+)
 from trioqueue._postgres.errors import connection_refused
 from trioqueue._postgres.sql import MIGRATIONS, QUERIES, channel_name, check_schema, render
 from trioqueue._types import (
@@ -118,7 +125,13 @@ RUNTIME_RESERVE = 4
 
 @asynccontextmanager
 async def open_postgres(
-    dsn: str, *, schema: str = "trioqueue", max_connections: int | None = None
+    dsn: str,
+    *,
+    schema: str = "trioqueue",
+    max_connections: int | None = None,
+    pooling: Pooling | None = None,
+    listen_dsn: str | None = None,
+    connect_timeout: float | None = None,
 ) -> AsyncIterator[PostgresBackend]:
     """Open a PostgreSQL backend for the duration of the block.
 
@@ -127,24 +140,42 @@ async def open_postgres(
 
     Args:
         dsn: a PostgreSQL connection URI (``postgresql://user@host:port/db?...``); query
-            parameters asyncpg does not know are passed on as server settings.
+            parameters asyncpg does not know are passed on as server settings, except
+            ``connect_timeout`` (seconds, 0: no limit), which is honoured as in libpq.
         schema: the PostgreSQL schema holding the tables: a lower-case identifier matching
             ``[a-z_][a-z0-9_]{0,62}``, not starting with ``pg_``.
         max_connections: the pool size (default 10). Each ``listen`` holds one more
             connection of its own. Connections show ``application_name``
             ``trioqueue:<schema>`` in ``pg_stat_activity`` unless the DSN sets one.
+        pooling: what ``dsn``'s connections keep between transactions: ``"session"`` (a
+            direct connection, or PgBouncer's ``pool_mode = session``) or ``"transaction"``
+            (``pool_mode = transaction``: no named prepared statements, LISTEN only on
+            ``listen_dsn``). None (the default) detects a pooler once at open and takes one
+            as transaction pooling. See docs/pgbouncer.rst.
+        listen_dsn: where to LISTEN for wake-ups when it is not ``dsn``: a direct
+            connection when ``dsn`` goes through a transaction pooler. Without it, wake-ups
+            fall back to polling there (logged once).
+        connect_timeout: how long opening a connection may take, in seconds; default: the
+            DSN's ``connect_timeout``, else 10.
 
     Raises:
-        TypeError, ValueError: a bad ``dsn``, ``schema`` or ``max_connections``; nothing
-            is connected and no SQL runs.
+        TypeError, ValueError: a bad ``dsn`` (a ``ValueError`` naming it, its password
+            masked), ``listen_dsn``, ``schema``, ``max_connections``, ``pooling`` or
+            ``connect_timeout``; nothing is connected and no SQL runs.
         BackendError: the database cannot be reached.
     """
     if not isinstance(dsn, str):
         raise TypeError(f"dsn must be a str, not {type(dsn).__name__}")
     schema = check_schema(schema)
     size = _check_max_connections(max_connections)
+    pooling, listen_dsn, connect_timeout = check_options(pooling, listen_dsn, connect_timeout)
     async with open_driver(
-        dsn, max_connections=size, application_name=f"trioqueue:{schema}"
+        dsn,
+        max_connections=size,
+        application_name=f"trioqueue:{schema}",
+        pooling=pooling,
+        listen_dsn=listen_dsn,
+        connect_timeout=connect_timeout,
     ) as driver:
         yield PostgresBackend(driver, schema)
 

@@ -15,7 +15,8 @@ What it keeps of asyncpg's pool:
   reset waits for an in-flight statement cancel to finish, so a wedged call keeps its
   connection checked out until the server lets go (PROTOCOL.md §6 counts on it);
 * a connection lent to code outside the driver (``acquire()``, ``transaction()``) gets the
-  full session reset when it comes back, as user code may have run ``SET`` or ``LISTEN``;
+  full session reset when it comes back, as user code may have run ``SET`` or ``LISTEN``
+  (not behind a transaction pooler, where there is no session of its own to reset);
 * an open transaction is rolled back on return; a connection that cannot be reset, or that
   the server closed, is dropped and its place freed.
 """
@@ -35,7 +36,7 @@ __all__ = ["ConnectionPool", "PooledConnection"]
 class PooledConnection(asyncpg.Connection):  # type: ignore[misc, no-any-unimported]
     """An asyncpg connection that knows whether it needs a session reset."""
 
-    __slots__ = ("_trioqueue_dirty",)
+    __slots__ = ("_trioqueue_dirty", "_trioqueue_no_session")
 
     def mark_dirty(self) -> None:
         """Reset this connection's session before it is used again."""
@@ -44,12 +45,24 @@ class PooledConnection(asyncpg.Connection):  # type: ignore[misc, no-any-unimpor
     def is_dirty(self) -> bool:
         return bool(getattr(self, "_trioqueue_dirty", False))
 
+    def keep_session_reset(self, keep: bool) -> None:
+        """Whether a dirty connection's session is reset (``RESET ALL``, ``UNLISTEN *``, ...).
+
+        Not behind a transaction pooler: outside a transaction each statement may reach
+        another server connection, so the reset would hit some other client's session and
+        not the one the lent code changed (docs/pgbouncer.rst). Rolling back an open
+        transaction still happens: that one stays on its server connection.
+        """
+        self._trioqueue_no_session = not keep
+
     def get_reset_query(self) -> str:
         # asyncpg's reset() runs this after rolling back any open transaction; a clean
         # connection needs nothing more (and so costs no round trip).
         if not self.is_dirty():
             return ""
         self._trioqueue_dirty = False
+        if getattr(self, "_trioqueue_no_session", False):
+            return ""
         query: str = super().get_reset_query()
         return query
 
