@@ -25,6 +25,7 @@ import trio
 import trioqueue
 from trioqueue import _demo
 from trioqueue._embedded import EmbeddedPostgresError, embedded_postgres
+from trioqueue._postgres.errors import backend_error
 from trioqueue._terminal import CSI, LiveBlock, clip, format_table, progress_bar
 from trioqueue.cli import (
     LISTEN_DSN_ENV,
@@ -325,9 +326,8 @@ def test_worker_stopped_by_its_pool_prints_one_line(
     ) -> None:
         task_status.started()
         await trio.lowlevel.checkpoint()
-        cause = trioqueue.BackendError('PostgreSQL: relation "s.jobs" does not exist')
-        cause.__cause__ = asyncpg.UndefinedTableError('relation "s.jobs" does not exist')
-        raise PoolStopped(f"claims fail: {cause}") from cause
+        cause = backend_error(asyncpg.UndefinedTableError('relation "s.jobs" does not exist'))
+        raise PoolStopped(f"claims fail: {cause} ({cause.hint})", hint=cause.hint) from cause
 
     monkeypatch.setattr("trioqueue.cli.serve_worker", serve_worker)
     argv = ["--dsn", UNREACHABLE, "--schema", "s", "worker", "tests.test_cli:noop", "--queue", "q"]
@@ -335,8 +335,9 @@ def test_worker_stopped_by_its_pool_prints_one_line(
     captured = capsys.readouterr()
     assert code == 1
     assert _one_line(captured.err) == (
-        'trioqueue worker: error: claims fail: PostgreSQL: relation "s.jobs" does not exist; '
-        "has the schema been migrated? run: trioqueue migrate --schema s\n"
+        "trioqueue worker: error: claims fail: PostgreSQL: UndefinedTableError: "
+        'relation "s.jobs" does not exist (has the schema been migrated? run '
+        "`trioqueue migrate`, or backend.migrate())\n"
     )
 
 
@@ -444,10 +445,11 @@ def test_deeply_nested_json_is_refused_in_one_line(capsys: pytest.CaptureFixture
     ],
 )
 def test_database_hints_follow_the_server_error(error: str, hint: str | None) -> None:
-    """Only a missing object of ours suggests migrating; a missing database or role does not."""
+    """Only a missing object of ours suggests migrating; a missing database or role does not.
+    The backend chooses the hint (``BackendError.hint``); the command line names the schema."""
     cause = getattr(asyncpg, error)("something does not exist")
-    wrapped = trioqueue.BackendError(f"PostgreSQL: {error}: something does not exist")
-    wrapped.__cause__ = cause
+    wrapped = trioqueue.BackendError("a backend call failed")
+    wrapped.__cause__ = backend_error(cause)
     given = database_hint(wrapped, "s")
     if hint is None:
         assert given is None

@@ -240,47 +240,29 @@ def _as_cli_error(exc: BaseException, schema: str | None) -> CliError | None:
     return None
 
 
-#: SQLSTATEs meaning that a schema, table, column or function of ours is missing:
-#: invalid_schema_name, undefined_table, undefined_column, undefined_function,
-#: undefined_object.
-NOT_MIGRATED = frozenset({"3F000", "42P01", "42703", "42883", "42704"})
-
-#: Hints for the other server errors that say "does not exist" (or nearly), by SQLSTATE.
-CONNECT_HINTS = {
-    "3D000": "check the database name in the DSN (the path after the host)",  # no such db
-    "28000": "check the user name in the DSN, and that the server lets it connect",
-    "28P01": "check the user name and password in the DSN",
-}
-
-
 def database_hint(exc: BaseException, schema: str | None = None) -> str | None:
-    """What to check for a database error, judged by the driver's error behind ``exc``.
-
-    Only a missing schema, table or function suggests ``trioqueue migrate``: an unknown
-    database or role also "does not exist", and migrating would not help there.
+    """What to check for a database error: the backend's hint (``BackendError.hint``), unless
+    the message says it already. Only a missing schema, table or function of ours suggests
+    migrating (an unknown database or role also "does not exist", and migrating would not
+    help there); the command line then names the schema to migrate.
     """
-    cause = _driver_error(exc)
-    if isinstance(cause, ConnectionRefusedError):
-        return "is PostgreSQL running and listening at the host and port in the DSN?"
-    sqlstate = getattr(cause, "sqlstate", None)
-    if sqlstate in NOT_MIGRATED:
-        if "trioqueue migrate" in str(exc):
-            return None  # the library said so already
-        where = f" --schema {schema}" if schema else ""
-        return f"has the schema been migrated? run: trioqueue migrate{where}"
-    return CONNECT_HINTS.get(sqlstate) if isinstance(sqlstate, str) else None
+    hints = (e.hint for e in _causes(exc) if isinstance(e, trioqueue.BackendError) and e.hint)
+    hint = next(hints, None)
+    if hint is None or hint in str(exc):
+        return None
+    if schema is not None and "`trioqueue migrate`" in hint:
+        return f"has the schema been migrated? run: trioqueue migrate --schema {schema}"
+    return hint
 
 
-def _driver_error(exc: BaseException) -> BaseException | None:
-    """The first exception down ``exc``'s chain of causes that is not trioqueue's own."""
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, then each exception it was raised from."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if not isinstance(current, trioqueue.TrioqueueError):
-            return current
+        yield current
         current = current.__cause__
-    return None
 
 
 def _stderr_log_handler() -> logging.Handler:

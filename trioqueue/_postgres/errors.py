@@ -28,21 +28,34 @@ __all__ = ["MIGRATE_HINT", "backend_error", "connection_refused"]
 TRANSIENT_CLASSES = frozenset({"08", "40", "53", "57", "58"})
 #: Single SQLSTATEs that pass by themselves: lock_not_available (a lock_timeout).
 TRANSIENT_STATES = frozenset({"55P03"})
-#: undefined_table, invalid_schema_name, undefined_column: the schema was never migrated,
-#: or by an older trioqueue.
-UNMIGRATED_STATES = frozenset({"42P01", "3F000", "42703"})
+#: undefined_table, invalid_schema_name, undefined_column, undefined_function,
+#: undefined_object: a schema, table, column or function of ours is missing, so the schema
+#: was never migrated, or by an older trioqueue.
+UNMIGRATED_STATES = frozenset({"42P01", "3F000", "42703", "42883", "42704"})
 
 MIGRATE_HINT = "has the schema been migrated? run `trioqueue migrate`, or backend.migrate()"
 
+#: Hints for the errors of connecting that also say "does not exist" (or nearly), where
+#: migrating would not help: an unknown database, an unknown role, a wrong password.
+CONNECT_HINTS = {
+    "3D000": "check the database name in the DSN (the path after the host)",
+    "28000": "check the user name in the DSN, and that the server lets it connect",
+    "28P01": "check the user name and password in the DSN",
+}
+
+REFUSED_HINT = "is PostgreSQL running and listening at the host and port in the DSN?"
+
 
 def backend_error(exc: BaseException) -> BackendError:
-    """The :class:`BackendError` that stands for ``exc``, an error of asyncpg or the socket."""
+    """The :class:`BackendError` that stands for ``exc``, an error of asyncpg or the socket,
+    with a hint when there is one to give (docs/cli.rst lists them)."""
     sqlstate = getattr(exc, "sqlstate", None)
     message = f"PostgreSQL: {type(exc).__name__}: {exc}"
     if not isinstance(sqlstate, str):  # no answer from the server: the connection failed
-        return BackendError(message)
+        refused = isinstance(exc, ConnectionRefusedError)
+        return BackendError(message, hint=REFUSED_HINT if refused else None)
     transient = sqlstate[:2] in TRANSIENT_CLASSES or sqlstate in TRANSIENT_STATES
-    hint = MIGRATE_HINT if sqlstate in UNMIGRATED_STATES else None
+    hint = MIGRATE_HINT if sqlstate in UNMIGRATED_STATES else CONNECT_HINTS.get(sqlstate)
     return BackendError(message, transient=transient, hint=hint)
 
 
