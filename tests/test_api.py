@@ -1,4 +1,4 @@
-"""The public API is a contract (API.md): these names must stay importable."""
+"""The public API is a contract (docs/api.rst): these names must stay importable."""
 
 from __future__ import annotations
 

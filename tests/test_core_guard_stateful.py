@@ -11,7 +11,7 @@ the runtime, the guard usually runs right after a registration, an answer or a c
 
 A small model tracks what the database granted, which cancel notices are outstanding, and
 the deadlines the runtime's cancel scopes hold (moved only as ``Effects.moved`` says).
-Invariants and checks are named after PROTOCOL.md (I2, I4, I5, I6, I7, I8, I10, I11, I12,
+Invariants and checks are named after docs/protocol.rst (I2, I4, I5, I6, I7, I8, I10, I11, I12,
 I13).
 
 A batch's stop (why its scope was stopped: frozen, decides the outcome) and its lease (lost

@@ -1,6 +1,6 @@
 """Example tests for the sans-IO core (``trioqueue._core``) and config validation.
 
-Each test pins one rule of PROTOCOL.md with concrete numbers; the property tests in
+Each test pins one rule of docs/protocol.rst with concrete numbers; the property tests in
 ``test_core_guard_stateful.py`` explore the same state machine with random schedules.
 No trio here: every call takes ``now`` and the clock is a plain float.
 """

@@ -1,6 +1,6 @@
 """Whole worker pools on the memory backend, driven by trio's MockClock.
 
-Each test names the PROTOCOL.md invariant it pins. Times are exact: the autojump clock makes
+Each test names the docs/protocol.rst invariant it pins. Times are exact: the autojump clock makes
 the fake time advance only when every task is blocked, so a claim at t=0 happens at t=0.
 """
 
@@ -483,7 +483,8 @@ async def test_batch_jobs_have_independent_outcomes(autojump_clock: object) -> N
 
 
 def test_sync_handler_runs_in_a_thread_and_sees_cancel() -> None:
-    """Sync handlers need a real clock: a thread blocks trio's autojump (see NOTES.md)."""
+    """Sync handlers need a real clock: while a thread runs, trio counts the waiting task as
+    blocked, so an autojump clock would jump ahead."""
     import threading
     import time
 

@@ -2,7 +2,7 @@
 
 Each example runs one pool inside ``trio.run(..., clock=MockClock(autojump_threshold=0))``,
 so minutes of fake time pass in milliseconds and every timing is exact. Hypothesis draws the
-timings, the workload, the faults and the cancellations; the assertions are PROTOCOL.md's
+timings, the workload, the faults and the cancellations; the assertions are the protocol's (docs/protocol.rst)
 invariants, observed from the outside (hooks and handler milestones).
 """
 
@@ -22,7 +22,7 @@ import trioqueue
 from tests._pool_harness import Recorder, config
 from trioqueue import testing as faults
 
-SLACK = 0.25  # the in-flight renewal slack of the fence (PROTOCOL.md §3)
+SLACK = 0.25  # the in-flight renewal slack of the fence (docs/protocol.rst §3)
 OUTCOMES = ("succeeded", "failed", "retry", "unavailable")
 FAULT_OPS = ("claim", "renew", "ack", "fail")
 HEAL_AT = 100.0  # every fault is lifted then, so every job must finish (I13)

@@ -237,7 +237,7 @@ async def test_fresh_migration_matches_the_schema_snapshot(backend: PostgresBack
 
 
 def test_documented_columns_are_in_the_snapshot() -> None:
-    """API.md's promise to operators: these columns of <schema>.jobs exist."""
+    """docs/api.rst's promise to operators: these columns of <schema>.jobs exist."""
     documented = {
         *("id", "queue", "payload", "status", "priority", "attempts", "max_attempts"),
         *("claim_seq", "not_visible_until", "progress", "last_error", "cancel_requested_at"),

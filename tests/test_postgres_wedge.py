@@ -1,4 +1,4 @@
-"""A wedged or killed database under a running pool (PROTOCOL.md §6, invariants I2, I5, I13).
+"""A wedged or killed database under a running pool (docs/protocol.rst §6, invariants I2, I5, I13).
 
 The wedge is a trigger on the test schema's jobs table that loops in ``pg_sleep`` for as long
 as a flag row says so, for renewals only (a running row's lease moving within one attempt:

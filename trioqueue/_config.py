@@ -46,7 +46,7 @@ _HOOKS = (
 MIN_INTERVAL = 0.01
 
 
-#: ``WorkerConfig.max_attempts``, kept so that configs naming it still work (API.md).
+#: ``WorkerConfig.max_attempts``, kept so that configs naming it still work (docs/api.rst).
 DEFAULT_MAX_ATTEMPTS = 10
 MAX_ATTEMPTS_UNUSED = (
     "WorkerConfig.max_attempts has no effect and is deprecated: a job gets the attempts it "

@@ -30,7 +30,7 @@ __all__ = [
     "find_postgres",
 ]
 
-#: Where a developer machine or CI usually has a server (NOTES.md).
+#: Where a developer machine or CI usually has a server (a local cluster on the default port).
 LOCAL_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
 #: How to get the optional dependency.

@@ -514,7 +514,7 @@ class MemoryBackend:
         """Record failed attempts. Fenced: per item, what it became (None: not applied).
 
         A retry is recorded as final when the attempt was the last one allowed, or when the
-        job was asked to cancel (a cancelled job is never retried, PROTOCOL.md §5).
+        job was asked to cancel (a cancelled job is never retried, docs/protocol.rst §5).
         """
         items = tuple(items)
         for item in items:
@@ -723,7 +723,7 @@ class MemoryBackend:
         """Fail a row whose lease expired when it must not run again; True if it did.
 
         A cancel flag means the user wants the job dead, even if its worker never saw the
-        flag. A lease expired on the final attempt is dead-lettered (PROTOCOL.md §1).
+        flag. A lease expired on the final attempt is dead-lettered (docs/protocol.rst §1).
         """
         if row.status != "running" or row.not_visible_until > now or row.id in self._locked:
             return False  # still leased; or locked, so skipped as SKIP LOCKED would

@@ -1,4 +1,4 @@
-"""Progress values: only finite numbers in [0, 1] count (PROTOCOL.md §5, invariant I11)."""
+"""Progress values: only finite numbers in [0, 1] count (docs/protocol.rst §5, invariant I11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The per-job answer of a renewal statement (PROTOCOL.md §2)."""
+"""The per-job answer of a renewal statement (docs/protocol.rst §2)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ same inputs the same way and write nothing when they do.
 
 Row times are the database's (``now()``), returned as epoch seconds; :meth:`wall_time` is
 ``time.time()``, the worker's reading of the same clock. Worker and database clocks must
-agree (PROTOCOL.md §7).
+agree (docs/protocol.rst §7).
 
 The SQL lives in ``queries.sql`` and ``migrations/``; ``sql.py`` explains the naming and the
 one spliced value, the checked and quoted schema name.
@@ -189,7 +189,7 @@ def _check_max_connections(value: object) -> int:
 class PostgresBackend:
     """A :class:`~trioqueue._backend.Backend` on PostgreSQL. Create it with :func:`open_postgres`.
 
-    Jobs live in ``<schema>.jobs`` (columns documented in API.md and in the first migration).
+    Jobs live in ``<schema>.jobs`` (columns documented in docs/api.rst and in the first migration).
     Besides the Backend protocol it offers :meth:`migrate`, :meth:`prune` (retention),
     :meth:`acquire` (a pooled connection for the caller's own SQL, also for transactional
     enqueue) and :meth:`job_transaction` (transactional mode).
@@ -676,7 +676,7 @@ class PostgresBackend:
         """Record failed attempts. Fenced: per item, what it became (None: not applied).
 
         A retry is recorded as final when the attempt was the last one allowed, or when the
-        job was asked to cancel (a cancelled job is never retried, PROTOCOL.md §5).
+        job was asked to cancel (a cancelled job is never retried, docs/protocol.rst §5).
         """
         items = tuple(items)
         delays = [check_retry_delay(item.retry_delay) for item in items]

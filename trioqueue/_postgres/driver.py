@@ -7,13 +7,13 @@ an asyncpg connection pool. asyncpg objects belong to the loop that made them, s
 never leave it: trio code hands the driver an *asyncio* coroutine function, and
 :meth:`Driver.run` runs it on one pooled connection, crossing the trio↔asyncio bridge
 **once per logical operation**, however many statements the function issues (a crossing
-costs tens of microseconds; NOTES.md). The loop is passed explicitly on every crossing, so
+costs tens of microseconds; docs/performance.rst). The loop is passed explicitly on every crossing, so
 any trio task may call the driver, not only those started inside the loop's block.
 
 Cancelling a trio caller cancels the asyncio task once; asyncpg then asks the server to
 cancel the statement, and the call returns when its connection is back in the pool. A call
 whose server or network is wedged can therefore outlive its caller's deadline: the guard
-copes with that (it abandons one such renewal at a time, PROTOCOL.md §6), and the
+copes with that (it abandons one such renewal at a time, docs/protocol.rst §6), and the
 connection counts as in use until it really is free.
 
 asyncpg ships no type information, so its objects are ``Any`` and stay inside this module
@@ -464,7 +464,7 @@ class Driver:
         self, connection: Any, *, failed: bool = False, give_up_after: float | None = None
     ) -> None:
         # Without a timeout, a connection whose statement is being cancelled stays checked
-        # out until the server confirms (PROTOCOL.md §6: a wedged call keeps its connection).
+        # out until the server confirms (docs/protocol.rst §6: a wedged call keeps its connection).
         assert self._pool is not None, "the driver is not open"
         try:
             await self._pool.release(connection, failed=failed, give_up_after=give_up_after)

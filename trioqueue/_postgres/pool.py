@@ -1,7 +1,7 @@
 """The connection pool under the driver: asyncio code, run on the trio-asyncio loop.
 
 Why not asyncpg's pool: under trio-asyncio every asyncio callback costs a pass of the
-bridged loop (tens of microseconds, NOTES.md), and asyncpg's pool spends several of them on
+bridged loop (tens of microseconds, docs/performance.rst), and asyncpg's pool spends several of them on
 every check-out and return (a queue, a timeout, a connection proxy), then one more round
 trip on the return to reset the session (``RESET ALL``, ``UNLISTEN *``, ...). For a worker
 whose every claim, renewal and ack is one short statement, that doubled the cost of each
@@ -13,7 +13,7 @@ What it keeps of asyncpg's pool:
 * at most ``size`` connections, opened on demand, most recently used first;
 * a connection whose call failed or was cancelled is reset before anyone reuses it, and the
   reset waits for an in-flight statement cancel to finish, so a wedged call keeps its
-  connection checked out until the server lets go (PROTOCOL.md §6 counts on it);
+  connection checked out until the server lets go (docs/protocol.rst §6 counts on it);
 * a connection lent to code outside the driver (``acquire()``, ``transaction()``) gets the
   full session reset when it comes back, as user code may have run ``SET`` or ``LISTEN``
   (not behind a transaction pooler, where there is no session of its own to reset);

@@ -10,7 +10,7 @@
 --   c:<job_id>:<md5(worker_id)>:<queue>   cancel requested for a job leased by that worker
 --
 -- Every write about an attempt is fenced: it names (id, claim_seq) and applies only while
--- the row is 'running' with that claim_seq (PROTOCOL.md §1, invariant I9).
+-- the row is 'running' with that claim_seq (docs/protocol.rst §1, invariant I9).
 
 -- name: migrate_lock
 -- Serialises concurrent migrators of one schema until their transaction ends.
