@@ -1,6 +1,6 @@
 """A stateful property test of the guard's sans-IO core (``GuardCore``), float clock.
 
-The machine plays the trio runtime (``trioqueue._guard``) and the database against one
+The machine plays the trio runtime (``trioqueue._runtime.guard``) and the database against one
 ``GuardCore``. Its rules register batches (some already expired), let time pass, wake the
 guard task (``poll``, then send the renewal the core offers), let the current renewal come
 back (random verdicts per job, missing ones included; an error; its timeout), leave it

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from trioqueue._config import MIN_INTERVAL, WorkerConfig, check, is_async_callable, problems_of
 from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.fence import advanced_deadline, initial_deadline, local_row_deadline
 from trioqueue._core.guard import Effects, GuardCore, Renewal, StopReason
@@ -32,6 +31,13 @@ from trioqueue._core.timing import (
 )
 from trioqueue._core.verdict import Verdict
 from trioqueue._errors import ConfigError
+from trioqueue._runtime.config import (
+    MIN_INTERVAL,
+    WorkerConfig,
+    check,
+    is_async_callable,
+    problems_of,
+)
 
 V, H = 30.0, 10.0
 EXT, CANCEL, RECLAIMED, GONE, UNCHANGED = (
@@ -394,7 +400,7 @@ def test_I8_decide_job_stop_beats_batch_stop() -> None:
     )
 
 
-# -- _config.py (I1) --------------------------------------------------------------------
+# -- _runtime/config.py (I1) -----------------------------------------------------------
 
 
 async def handler(payload: object, ctx: object) -> None:

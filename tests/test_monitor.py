@@ -14,7 +14,7 @@ import time
 import pytest
 import trio
 
-from trioqueue._monitor import BlockingMonitor, shared_monitor
+from trioqueue._runtime.monitor import BlockingMonitor, shared_monitor
 
 
 class FakeClock:

@@ -41,7 +41,7 @@ import trio
 
 import trioqueue
 from trioqueue import _demo, _embedded
-from trioqueue._config import check as check_config
+from trioqueue._runtime.config import check as check_config
 from trioqueue._terminal import clip, format_table, library_logs_to
 from trioqueue._types import JOB_STATUSES
 

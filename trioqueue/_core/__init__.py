@@ -2,9 +2,9 @@
 
 Nothing in this package imports trio, asyncpg or any other I/O library, and no function
 reads a clock: every decision takes ``now`` (the worker's monotonic time, in seconds) as an
-argument. The trio runtime (``trioqueue._guard``, ``_batch``, ``_pool``) only executes the
-decisions made here, which is what lets the protocol be property-tested with a float clock
-and ported to other languages line by line.
+argument. The trio runtime (``trioqueue._runtime``: the guard, the batches, the pool) only
+executes the decisions made here, which is what lets the protocol be property-tested with a
+float clock and ported to other languages line by line.
 """
 
 from trioqueue._core.backoff import ExponentialBackoff

@@ -44,15 +44,15 @@ from trioqueue._backend import (
     TransactionalBackend,
     transactions_of,
 )
-from trioqueue._config import WorkerConfig, is_async_callable
-from trioqueue._context import JobContext
 from trioqueue._core.guard import StopReason
 from trioqueue._core.outcome import Outcome, OutcomeKind, decide
 from trioqueue._core.timing import Timing, retry_delay
-from trioqueue._guard import BatchHandle, Guard
-from trioqueue._monitor import BlockingMonitor
+from trioqueue._runtime.config import WorkerConfig, is_async_callable
+from trioqueue._runtime.context import JobContext
+from trioqueue._runtime.guard import BatchHandle, Guard
+from trioqueue._runtime.monitor import BlockingMonitor
+from trioqueue._runtime.writer import OutcomeWriter
 from trioqueue._types import Ack, Claimed, Failure, Job, Recorded, Release
-from trioqueue._writer import OutcomeWriter
 
 log = logging.getLogger("trioqueue.worker")
 

@@ -9,7 +9,7 @@ The nursery tree of a pool::
             ├── guard                   └── guard nursery: current + abandoned renewal
             ├── outcome writer          batches the fenced acks, failures and releases
             ├── listener                notices: new work, cancel requests
-            └── batches nursery         one task per batch (see _batch.py)
+            └── batches nursery         one task per batch (see batch.py)
 
 Shutdown: when the caller cancels, the claim loop stops, every batch's scope deadline
 becomes at most ``now + shutdown_grace`` (never later than its own deadlines), the guard keeps
@@ -31,15 +31,15 @@ import uuid
 import trio
 
 from trioqueue._backend import Backend
-from trioqueue._batch import BatchRunner
-from trioqueue._config import WorkerConfig, check
 from trioqueue._core.guard import GuardCore
 from trioqueue._core.timing import Timing
 from trioqueue._errors import BackendError, ConfigError, is_transient
-from trioqueue._guard import Guard
-from trioqueue._monitor import shared_monitor
+from trioqueue._runtime.batch import BatchRunner
+from trioqueue._runtime.config import WorkerConfig, check
+from trioqueue._runtime.guard import Guard
+from trioqueue._runtime.monitor import shared_monitor
+from trioqueue._runtime.writer import OutcomeWriter
 from trioqueue._types import Claimed, NoticeKind
-from trioqueue._writer import OutcomeWriter
 
 log = logging.getLogger("trioqueue.pool")
 
