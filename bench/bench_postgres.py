@@ -52,7 +52,7 @@ import trio_asyncio
 from _jobs import Countdown, noop
 
 import trioqueue
-from trioqueue._embedded import fast_commits, find_postgres
+from trioqueue._backends.postgres.embedded import fast_commits, find_postgres
 
 QUEUE = "bench"
 ENQUEUE_CHUNK = 5000

@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 
 from trioqueue import BackendError, JobInfo
-from trioqueue._postgres import PostgresBackend
+from trioqueue._backends.postgres import PostgresBackend
 
 
 async def wait_until_finished(

@@ -28,7 +28,7 @@ from collections.abc import Iterator
 import asyncpg
 import pytest
 
-from trioqueue._embedded import EmbeddedPostgresError, fast_commits, find_postgres
+from trioqueue._backends.postgres.embedded import EmbeddedPostgresError, fast_commits, find_postgres
 
 
 @pytest.fixture(scope="session")

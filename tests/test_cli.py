@@ -24,8 +24,8 @@ import trio
 
 import trioqueue
 from trioqueue import _demo
-from trioqueue._embedded import EmbeddedPostgresError, embedded_postgres
-from trioqueue._postgres.errors import backend_error
+from trioqueue._backends.postgres.embedded import EmbeddedPostgresError, embedded_postgres
+from trioqueue._backends.postgres.errors import backend_error
 from trioqueue._terminal import CSI, LiveBlock, clip, format_table, progress_bar
 from trioqueue.cli import (
     LISTEN_DSN_ENV,

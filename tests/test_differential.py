@@ -7,7 +7,7 @@ compares every answer and, after every step, a normalised view of every job.
 
 Both run on trio's real clock with a long lease (``V``), so no lease runs out by itself
 during an example: only the ``expire`` step ends one, with the memory backend's
-:meth:`~trioqueue._memory.MemoryBackend.expire` hook and the equivalent SQL on PostgreSQL.
+:meth:`~trioqueue._backends.memory.MemoryBackend.expire` hook and the equivalent SQL on PostgreSQL.
 
 What is not compared, on purpose:
 
@@ -35,9 +35,9 @@ import trio
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from trioqueue._backends.memory import MemoryBackend, open_memory
+from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._core.guard import RenewItem
-from trioqueue._memory import MemoryBackend, open_memory
-from trioqueue._postgres import PostgresBackend, open_postgres
 from trioqueue._types import Ack, Claimed, Failure, JobInfo, Release
 
 from .conftest import Janitor

@@ -18,11 +18,11 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trioqueue._backend import OPERATIONS
+from trioqueue._backends.interface import OPERATIONS
+from trioqueue._backends.memory import MemoryBackend, open_memory
 from trioqueue._core.guard import RenewItem
 from trioqueue._core.verdict import Verdict
 from trioqueue._errors import BackendError
-from trioqueue._memory import MemoryBackend, open_memory
 from trioqueue._types import Ack, Claimed, Failure, Notice, NoticeKind, Release
 from trioqueue.testing import BackendConformance, delay, error, hang, omit
 

@@ -29,7 +29,7 @@ import trio
 
 import trioqueue
 from trioqueue import BackendError, JobContext, cli
-from trioqueue._postgres import PostgresBackend, open_postgres
+from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue.testing import BackendConformance
 
 from ._pgbouncer_harness import pgbouncer_binary, run_pgbouncer

@@ -1,4 +1,4 @@
-"""The driver's connection pool (``trioqueue/_postgres/pool.py``) on a real server, and how
+"""The driver's connection pool (``trioqueue/_backends/postgres/connections.py``) on a real server, and how
 the driver reads DSNs and gives up on a server that does not answer.
 
 What the pool promises: the driver's own statements cost no extra round trip (no session
@@ -18,11 +18,17 @@ import pytest
 import trio
 
 from trioqueue import cli
+from trioqueue._backends.postgres import PostgresBackend, open_postgres
+from trioqueue._backends.postgres.driver import (
+    DEFAULT_CONNECT_TIMEOUT,
+    Dsn,
+    DsnError,
+    mask_dsn,
+    parse_dsn,
+)
+from trioqueue._backends.postgres.sql import QUERIES, render
 from trioqueue._core.guard import RenewItem
 from trioqueue._errors import BackendError
-from trioqueue._postgres import PostgresBackend, open_postgres
-from trioqueue._postgres.driver import DEFAULT_CONNECT_TIMEOUT, Dsn, DsnError, mask_dsn, parse_dsn
-from trioqueue._postgres.sql import QUERIES, render
 
 pytestmark = pytest.mark.postgres
 

@@ -34,8 +34,8 @@ import trio
 
 import trioqueue
 from trioqueue import JobContext
-from trioqueue._embedded import INSTALL_HINT, fast_commits
-from trioqueue._postgres import PostgresBackend, open_postgres
+from trioqueue._backends.postgres import PostgresBackend, open_postgres
+from trioqueue._backends.postgres.embedded import INSTALL_HINT, fast_commits
 from trioqueue._types import Claimed
 
 from ._postgres_harness import wait_until_finished

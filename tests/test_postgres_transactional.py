@@ -18,11 +18,11 @@ import trio
 
 import trioqueue
 from trioqueue import JobContext
-from trioqueue._backend import JobTransaction
+from trioqueue._backends.interface import JobTransaction
+from trioqueue._backends.postgres import PostgresBackend, open_postgres
+from trioqueue._backends.postgres.backend import RUNTIME_RESERVE
+from trioqueue._backends.postgres.driver import PgConnection
 from trioqueue._errors import BackendError
-from trioqueue._postgres import PostgresBackend, open_postgres
-from trioqueue._postgres.backend import RUNTIME_RESERVE
-from trioqueue._postgres.driver import PgConnection
 from trioqueue._runtime.batch import NOT_RECORDED
 from trioqueue._types import Ack
 

@@ -18,7 +18,7 @@ import trio
 
 import trioqueue
 from trioqueue import JobContext
-from trioqueue._postgres import PostgresBackend, open_postgres
+from trioqueue._backends.postgres import PostgresBackend, open_postgres
 
 from ._postgres_harness import wait_until_finished
 

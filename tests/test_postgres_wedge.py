@@ -21,8 +21,8 @@ import trio
 
 import trioqueue
 from trioqueue import JobContext
-from trioqueue._postgres import PostgresBackend, open_postgres
-from trioqueue._postgres.driver import PgConnection
+from trioqueue._backends.postgres import PostgresBackend, open_postgres
+from trioqueue._backends.postgres.driver import PgConnection
 
 from ._pool_harness import Recorder
 from ._postgres_harness import wait_until_finished

@@ -5,11 +5,11 @@ lease in one shared statement, every write about an attempt is fenced by ``claim
 each batch runs in one cancel scope whose deadline is its local lease fence.
 """
 
+from trioqueue._backends.memory import MemoryBackend, open_memory
+from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.verdict import Verdict
 from trioqueue._errors import BackendError, ConfigError, TrioqueueError, UnknownJobError
-from trioqueue._memory import MemoryBackend, open_memory
-from trioqueue._postgres import PostgresBackend, open_postgres
 from trioqueue._runtime.config import WorkerConfig, transactional_worker_config
 from trioqueue._runtime.context import JobContext
 from trioqueue._runtime.pool import run_worker_pool

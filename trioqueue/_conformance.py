@@ -2,7 +2,7 @@
 
 Every backend runs these same tests, which is what lets the worker runtime treat all
 backends alike and lets a differential test compare two of them. The tests speak only the
-:class:`~trioqueue._backend.Backend` protocol. Time passes through ``trio.sleep``: instant
+:class:`~trioqueue._backends.interface.Backend` protocol. Time passes through ``trio.sleep``: instant
 under a ``MockClock`` (the memory backend), real but short against a database, where the
 few tests that must outlive a lease or a delay wait ``short_timeout + slack`` each.
 
@@ -18,7 +18,8 @@ from typing import Any, ClassVar
 import pytest
 import trio
 
-from trioqueue._backend import Backend
+from trioqueue._backends.interface import Backend
+from trioqueue._backends.validation import MAX_DEDUP_KEY_BYTES, MAX_QUEUE_LENGTH
 from trioqueue._core.guard import RenewItem
 from trioqueue._core.verdict import Verdict
 from trioqueue._types import (
@@ -31,7 +32,6 @@ from trioqueue._types import (
     Recorded,
     Release,
 )
-from trioqueue._validation import MAX_DEDUP_KEY_BYTES, MAX_QUEUE_LENGTH
 from trioqueue.testing import next_notice
 
 __all__ = ["BackendConformance"]

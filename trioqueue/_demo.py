@@ -18,7 +18,7 @@ created and migrated afresh at the start of each run and left in place afterward
 ``trioqueue --schema trioqueue_demo jobs`` can show what it did. It marks the schemas it
 creates (a comment on the schema) and drops an existing schema only when it carries that
 mark: any other schema of that name is refused, never dropped. Without a DSN the command
-line starts an embedded server first (``trioqueue._embedded``); this module only gets a DSN.
+line starts an embedded server first (``trioqueue._backends.postgres.embedded``); this module only gets a DSN.
 
 The demo uses the public API only.
 """

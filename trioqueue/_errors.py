@@ -52,7 +52,7 @@ def is_transient(exc: BaseException) -> bool:
     """Whether an operation that raised ``exc`` may succeed when tried again.
 
     The backend says so for a :class:`BackendError`. A ``TypeError`` or ``ValueError`` is an
-    argument check refusing a value (``trioqueue._validation``): the same call is refused
+    argument check refusing a value (``trioqueue._backends.validation``): the same call is refused
     every time. Anything else is taken as passing trouble, as it always was.
     """
     if isinstance(exc, BackendError):

@@ -15,7 +15,7 @@ once by a second signal. Errors that trio delivers inside exception groups are u
 Options every subcommand takes (``-v``, ``--dsn``, ``--schema``) come from
 :func:`_common_options`, an argparse parent, and are accepted before the subcommand too
 (``trioqueue --dsn ... jobs``). The DSN is ``--dsn``, else ``TRIOQUEUE_DSN``; only ``demo``
-goes on without one, on an embedded server it starts and stops (``trioqueue._embedded``).
+goes on without one, on an embedded server it starts and stops (``trioqueue._backends.postgres.embedded``).
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from typing import Any, TextIO, TypeAlias
 import trio
 
 import trioqueue
-from trioqueue import _demo, _embedded
+from trioqueue import _demo
+from trioqueue._backends.postgres import embedded as _embedded
 from trioqueue._runtime.config import check as check_config
 from trioqueue._terminal import clip, format_table, library_logs_to
 from trioqueue._types import JOB_STATUSES

@@ -3,7 +3,7 @@
 - Fault constructors for the memory backend's ``backend.inject(op, fault)``: :func:`hang`,
   :func:`delay`, :func:`error` and :func:`omit`. They build plain, frozen descriptions; the
   backend carries them out while the faulty call holds its connection.
-- :class:`BackendConformance`: the behaviour every :class:`~trioqueue._backend.Backend` must
+- :class:`BackendConformance`: the behaviour every :class:`~trioqueue._backends.interface.Backend` must
   have, as a pytest test class to subclass. It needs pytest and pytest-trio, so it is imported
   on first use: the fault helpers work without them (in a demo, say).
 - :func:`next_notice`: wait for a notice of one kind on a ``listen`` channel.
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from trioqueue._faults import (
+from trioqueue._backends.memory.faults import (
     DelayFault,
     ErrorFault,
     Fault,

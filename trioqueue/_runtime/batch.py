@@ -18,7 +18,7 @@ the write is fenced by ``claim_seq`` anyway.
 
 Transactional mode: after the claim hook, still inside the job's scope (so the lease fence
 bounds the wait for a connection), the job opens a transaction through the backend's
-:meth:`~trioqueue._backend.TransactionalBackend.job_transaction`, and the handler gets its
+:meth:`~trioqueue._backends.interface.TransactionalBackend.job_transaction`, and the handler gets its
 connection as ``ctx.connection``. A success is settled by ``commit_with_ack``: the fenced ack
 commits with the handler's writes, or, when the fence no longer matches, neither does. Every
 other outcome rolls the transaction back *first* and is then written outside it as usual, so
@@ -38,7 +38,7 @@ from typing import Any
 
 import trio
 
-from trioqueue._backend import (
+from trioqueue._backends.interface import (
     ConnectionUnavailable,
     JobTransaction,
     TransactionalBackend,

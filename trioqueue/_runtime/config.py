@@ -14,11 +14,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from trioqueue._backends.validation import MAX_SECONDS, check_queue, check_seconds
 from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.timing import Timing, auto_heartbeat
 from trioqueue._errors import ConfigError
 from trioqueue._types import Job
-from trioqueue._validation import MAX_SECONDS, check_queue, check_seconds
 
 Handler = Callable[[Any, Any], Any]
 """``async def handler(payload, ctx)`` or a plain ``def`` run in a worker thread."""
@@ -209,7 +209,7 @@ def _queue(queue: object) -> list[str]:
 
 
 def _refusal(check: Callable[..., object], *args: object, **kwargs: Any) -> list[str]:
-    """The message of a shared check's refusal (``trioqueue._validation``), as a list."""
+    """The message of a shared check's refusal (``trioqueue._backends.validation``), as a list."""
     try:
         check(*args, **kwargs)
     except (TypeError, ValueError) as exc:

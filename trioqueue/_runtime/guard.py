@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from trioqueue._backend import Backend
+from trioqueue._backends.interface import Backend
 from trioqueue._core.guard import Effects, GuardCore, JobLease, Renewal, StopReason
 from trioqueue._types import Claimed, Job
 

@@ -30,7 +30,7 @@ import uuid
 
 import trio
 
-from trioqueue._backend import Backend
+from trioqueue._backends.interface import Backend
 from trioqueue._core.guard import GuardCore
 from trioqueue._core.timing import Timing
 from trioqueue._errors import BackendError, ConfigError, is_transient

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from trioqueue._backend import Backend
+from trioqueue._backends.interface import Backend
 from trioqueue._errors import BackendError
 from trioqueue._types import Ack, Failure, Recorded, Release
 

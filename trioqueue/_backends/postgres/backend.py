@@ -2,11 +2,11 @@
 
 Theory of operation
 -------------------
-Each operation of the :class:`~trioqueue._backend.Backend` protocol is one asyncio
+Each operation of the :class:`~trioqueue._backends.interface.Backend` protocol is one asyncio
 coroutine (the ``_aio_*`` methods) that runs on one pooled connection and issues one
 statement, or a few in one transaction (migrations, a dedup lookup), so each operation
 crosses the trio↔asyncio bridge once (``driver.py``). Argument checks and JSON encoding
-come from ``trioqueue._validation``, shared with the memory backend, so both refuse the
+come from ``trioqueue._backends.validation``, shared with the memory backend, so both refuse the
 same inputs the same way and write nothing when they do.
 
 Row times are the database's (``now()``), returned as epoch seconds; :meth:`wall_time` is
@@ -51,12 +51,8 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 import trio
 
-from trioqueue._backend import OPERATIONS, Backend, ConnectionUnavailable
-from trioqueue._core.guard import RenewItem
-from trioqueue._core.progress import valid_progress
-from trioqueue._core.verdict import Verdict
-from trioqueue._errors import BackendError, UnknownJobError
-from trioqueue._postgres.driver import (
+from trioqueue._backends.interface import OPERATIONS, Backend, ConnectionUnavailable
+from trioqueue._backends.postgres.driver import (
     DRIVER_ERRORS,
     Driver,
     PgConnection,
@@ -64,8 +60,25 @@ from trioqueue._postgres.driver import (
     check_options,
     open_driver,
 )
-from trioqueue._postgres.errors import connection_refused
-from trioqueue._postgres.sql import MIGRATIONS, QUERIES, channel_name, check_schema, render
+from trioqueue._backends.postgres.errors import connection_refused
+from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, channel_name, check_schema, render
+from trioqueue._backends.validation import (
+    check_age,
+    check_claim,
+    check_enqueue,
+    check_int,
+    check_job_id,
+    check_list_jobs,
+    check_queue,
+    check_renew_items,
+    check_retry_delay,
+    check_timeout,
+    decode_payload,
+)
+from trioqueue._core.guard import RenewItem
+from trioqueue._core.progress import valid_progress
+from trioqueue._core.verdict import Verdict
+from trioqueue._errors import BackendError, UnknownJobError
 from trioqueue._types import (
     Ack,
     BackendStatistics,
@@ -79,19 +92,6 @@ from trioqueue._types import (
     Recorded,
     Release,
     UndecodablePayload,
-)
-from trioqueue._validation import (
-    check_age,
-    check_claim,
-    check_enqueue,
-    check_int,
-    check_job_id,
-    check_list_jobs,
-    check_queue,
-    check_renew_items,
-    check_retry_delay,
-    check_timeout,
-    decode_payload,
 )
 
 __all__ = ["PostgresBackend", "open_postgres"]
@@ -187,7 +187,7 @@ def _check_max_connections(value: object) -> int:
 
 
 class PostgresBackend:
-    """A :class:`~trioqueue._backend.Backend` on PostgreSQL. Create it with :func:`open_postgres`.
+    """A :class:`~trioqueue._backends.interface.Backend` on PostgreSQL. Create it with :func:`open_postgres`.
 
     Jobs live in ``<schema>.jobs`` (columns documented in docs/api.rst and in the first migration).
     Besides the Backend protocol it offers :meth:`migrate`, :meth:`prune` (retention),
@@ -310,7 +310,7 @@ class PostgresBackend:
 
         Raises:
             ConnectionUnavailable: (a ``BackendError``) the server refused the connection
-                or could not be reached (see :func:`~trioqueue._postgres.errors.connection_refused`).
+                or could not be reached (see :func:`~trioqueue._backends.postgres.errors.connection_refused`).
             BackendError: the database failed otherwise.
         """
         async with self._transaction_slots, AsyncExitStack() as stack:
@@ -747,7 +747,7 @@ class PostgresBackend:
 
 
 class _JobTransaction:
-    """One handler's transaction: :class:`~trioqueue._backend.JobTransaction` on PostgreSQL."""
+    """One handler's transaction: :class:`~trioqueue._backends.interface.JobTransaction` on PostgreSQL."""
 
     def __init__(self, connection: PgConnection, ack_sql: str) -> None:
         self._connection = connection

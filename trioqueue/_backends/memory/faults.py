@@ -1,7 +1,7 @@
 """Fault descriptions for the memory backend's fault injection (``backend.inject``).
 
 A fault is plain, frozen data: *what* should go wrong with an operation. The memory
-backend interprets it (``trioqueue._memory``), so a fault can be built, compared and
+backend interprets it (``trioqueue._backends.memory``), so a fault can be built, compared and
 printed without a running trio loop. The public constructors are re-exported by
 :mod:`trioqueue.testing`.
 
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TypeAlias, final
 
-from trioqueue._validation import _show, check_int
+from trioqueue._backends.validation import _show, check_int
 
 __all__ = [
     "DelayFault",

@@ -37,7 +37,7 @@ SCHEMA_PATTERN = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 #: Longest NOTIFY channel name (PostgreSQL's NAMEDATALEN - 1).
 MAX_CHANNEL_LENGTH = 63
 
-_PACKAGE = "trioqueue._postgres"
+_PACKAGE = "trioqueue._backends.postgres"
 
 _NAME_LINE = re.compile(r"--\s*name:\s*([a-z_][a-z0-9_]*)\s*$")
 _MIGRATION_FILE = re.compile(r"([0-9]{4})_([a-z0-9_]+)\.sql")

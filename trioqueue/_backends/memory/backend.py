@@ -34,12 +34,24 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import trio
 
-from trioqueue._backend import OPERATIONS, Backend
+from trioqueue._backends.interface import OPERATIONS, Backend
+from trioqueue._backends.memory.faults import DelayFault, ErrorFault, Fault, HangFault, OmitFault
+from trioqueue._backends.validation import (
+    EnqueueRequest,
+    check_claim,
+    check_enqueue,
+    check_job_id,
+    check_list_jobs,
+    check_queue,
+    check_renew_items,
+    check_retry_delay,
+    check_timeout,
+    decode_payload,
+)
 from trioqueue._core.guard import RenewItem
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.verdict import Verdict
 from trioqueue._errors import BackendError, UnknownJobError
-from trioqueue._faults import DelayFault, ErrorFault, Fault, HangFault, OmitFault
 from trioqueue._types import (
     Ack,
     BackendStatistics,
@@ -52,18 +64,6 @@ from trioqueue._types import (
     NoticeKind,
     Recorded,
     Release,
-)
-from trioqueue._validation import (
-    EnqueueRequest,
-    check_claim,
-    check_enqueue,
-    check_job_id,
-    check_list_jobs,
-    check_queue,
-    check_renew_items,
-    check_retry_delay,
-    check_timeout,
-    decode_payload,
 )
 
 __all__ = ["MemoryBackend", "open_memory"]
@@ -224,7 +224,7 @@ class _FaultTable:
 
 
 class MemoryBackend:
-    """A :class:`~trioqueue._backend.Backend` that keeps its jobs in memory.
+    """A :class:`~trioqueue._backends.interface.Backend` that keeps its jobs in memory.
 
     Create it with :func:`open_memory`. Besides the Backend protocol it offers the testing
     hooks :meth:`inject` (fault injection) and :meth:`lock_rows` / :meth:`unlock_rows`

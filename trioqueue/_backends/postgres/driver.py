@@ -57,10 +57,10 @@ import asyncpg.connect_utils
 import trio
 import trio_asyncio
 
+from trioqueue._backends.postgres.connections import ConnectionPool, PooledConnection
+from trioqueue._backends.postgres.errors import backend_error
+from trioqueue._backends.validation import MAX_SECONDS
 from trioqueue._errors import BackendError
-from trioqueue._postgres.errors import backend_error
-from trioqueue._postgres.pool import ConnectionPool, PooledConnection
-from trioqueue._validation import MAX_SECONDS
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
