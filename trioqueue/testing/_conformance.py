@@ -32,7 +32,7 @@ from trioqueue._types import (
     Recorded,
     Release,
 )
-from trioqueue.testing import next_notice
+from trioqueue.testing._notices import next_notice
 
 __all__ = ["BackendConformance"]
 

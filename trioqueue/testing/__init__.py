@@ -3,10 +3,15 @@
 - Fault constructors for the memory backend's ``backend.inject(op, fault)``: :func:`hang`,
   :func:`delay`, :func:`error` and :func:`omit`. They build plain, frozen descriptions; the
   backend carries them out while the faulty call holds its connection.
-- :class:`BackendConformance`: the behaviour every :class:`~trioqueue._backends.interface.Backend` must
-  have, as a pytest test class to subclass. It needs pytest and pytest-trio, so it is imported
-  on first use: the fault helpers work without them (in a demo, say).
+- :class:`BackendConformance`: the behaviour every
+  :class:`~trioqueue._backends.interface.Backend` must have, as a pytest test class to
+  subclass. It needs pytest and pytest-trio, so it is imported on first use: the fault
+  helpers work without them (in a demo, say).
 - :func:`next_notice`: wait for a notice of one kind on a ``listen`` channel.
+
+The package re-exports private modules: ``_conformance.py`` (the suite), ``_notices.py``
+(``next_notice``, which the suite uses too); the faults live beside the memory backend that
+carries them out (``trioqueue._backends.memory.faults``).
 
 Example::
 
@@ -20,8 +25,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import trio
-
 from trioqueue._backends.memory.faults import (
     DelayFault,
     ErrorFault,
@@ -33,10 +36,10 @@ from trioqueue._backends.memory.faults import (
     hang,
     omit,
 )
-from trioqueue._types import Notice, NoticeKind
+from trioqueue.testing._notices import next_notice
 
 if TYPE_CHECKING:
-    from trioqueue._conformance import BackendConformance
+    from trioqueue.testing._conformance import BackendConformance
 
 __all__ = [
     "BackendConformance",
@@ -53,28 +56,10 @@ __all__ = [
 ]
 
 
-async def next_notice(notices: trio.MemoryReceiveChannel[Notice], kind: NoticeKind) -> Notice:
-    """The next notice of ``kind`` on ``notices``, skipping notices of other kinds.
-
-    Bound the wait with the caller's own scope, e.g. ``with trio.fail_after(5):``.
-
-    Args:
-        notices: a channel from ``backend.listen(queue, worker_id)``.
-        kind: the kind of notice to wait for.
-
-    Raises:
-        trio.EndOfChannel: the listener was closed first.
-    """
-    while True:
-        notice = await notices.receive()
-        if notice.kind is kind:
-            return notice
-
-
 def __getattr__(name: str) -> Any:
     # BackendConformance imports pytest: load it only when someone asks for it.
     if name == "BackendConformance":
-        from trioqueue._conformance import BackendConformance
+        from trioqueue.testing._conformance import BackendConformance
 
         return BackendConformance
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
