@@ -23,11 +23,10 @@ import pytest
 import trio
 
 import trioqueue
-from trioqueue import _demo
 from trioqueue._backends.postgres.embedded import EmbeddedPostgresError, embedded_postgres
 from trioqueue._backends.postgres.errors import backend_error
-from trioqueue._terminal import CSI, LiveBlock, clip, format_table, progress_bar
-from trioqueue.cli import (
+from trioqueue.cli import _demo
+from trioqueue.cli._commands import (
     LISTEN_DSN_ENV,
     build_parser,
     database_hint,
@@ -35,6 +34,7 @@ from trioqueue.cli import (
     status_table,
     supervise_worker,
 )
+from trioqueue.cli._terminal import CSI, LiveBlock, clip, format_table, progress_bar
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -278,7 +278,7 @@ def test_ctrl_c_exits_130_also_inside_exception_groups(
     def interrupted(*args: object) -> int:
         raise BaseExceptionGroup("from a nursery", [KeyboardInterrupt()])
 
-    monkeypatch.setattr("trioqueue.cli.trio.run", interrupted)
+    monkeypatch.setattr("trioqueue.cli._commands.trio.run", interrupted)
     assert main(["demo", "--backend", "memory", "--no-live"]) == 130
     assert "interrupted" in capsys.readouterr().err
 
@@ -329,7 +329,7 @@ def test_worker_stopped_by_its_pool_prints_one_line(
         cause = backend_error(asyncpg.UndefinedTableError('relation "s.jobs" does not exist'))
         raise PoolStopped(f"claims fail: {cause} ({cause.hint})", hint=cause.hint) from cause
 
-    monkeypatch.setattr("trioqueue.cli.serve_worker", serve_worker)
+    monkeypatch.setattr("trioqueue.cli._commands.serve_worker", serve_worker)
     argv = ["--dsn", UNREACHABLE, "--schema", "s", "worker", "tests.test_cli:noop", "--queue", "q"]
     code = main(argv)
     captured = capsys.readouterr()
@@ -374,7 +374,7 @@ def test_worker_passes_the_listen_dsn_to_its_backend(
         await trio.lowlevel.checkpoint()
         raise PoolStopped("stop here")
 
-    monkeypatch.setattr("trioqueue.cli.serve_worker", serve_worker)
+    monkeypatch.setattr("trioqueue.cli._commands.serve_worker", serve_worker)
     if env is None:
         monkeypatch.delenv(LISTEN_DSN_ENV, raising=False)
     else:

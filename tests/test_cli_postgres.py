@@ -21,7 +21,7 @@ import pytest
 import trio
 
 import trioqueue
-from trioqueue import cli
+from trioqueue.cli import _commands as cli
 from trioqueue.cli import main
 
 pytestmark = pytest.mark.postgres

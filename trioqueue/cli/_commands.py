@@ -1,4 +1,4 @@
-"""The ``trioqueue`` command (also ``python -m trioqueue``).
+"""The ``trioqueue`` command's subcommands (``trioqueue.cli.main``, also ``python -m trioqueue``).
 
 Each subcommand is a pair of functions: ``_add_<name>(commands)`` declares its arguments on
 the shared subparsers, and sets ``run``, a function of the parsed arguments that returns the
@@ -15,7 +15,8 @@ once by a second signal. Errors that trio delivers inside exception groups are u
 Options every subcommand takes (``-v``, ``--dsn``, ``--schema``) come from
 :func:`_common_options`, an argparse parent, and are accepted before the subcommand too
 (``trioqueue --dsn ... jobs``). The DSN is ``--dsn``, else ``TRIOQUEUE_DSN``; only ``demo``
-goes on without one, on an embedded server it starts and stops (``trioqueue._backends.postgres.embedded``).
+goes on without one, on an embedded server it starts and stops
+(``trioqueue._backends.postgres.embedded``).
 """
 
 from __future__ import annotations
@@ -40,11 +41,11 @@ from typing import Any, TextIO, TypeAlias
 import trio
 
 import trioqueue
-from trioqueue import _demo
 from trioqueue._backends.postgres import embedded as _embedded
 from trioqueue._runtime.config import check as check_config
-from trioqueue._terminal import clip, format_table, library_logs_to
 from trioqueue._types import JOB_STATUSES
+from trioqueue.cli import _demo
+from trioqueue.cli._terminal import clip, format_table, library_logs_to
 
 Runner = Callable[[argparse.Namespace], int]
 

@@ -38,7 +38,7 @@ from typing import Any, Protocol, TextIO
 import trio
 
 import trioqueue
-from trioqueue._terminal import (
+from trioqueue.cli._terminal import (
     STATUS_STYLES,
     LiveBlock,
     clip,
