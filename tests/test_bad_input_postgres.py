@@ -11,7 +11,7 @@ import trio
 
 import trioqueue
 from trioqueue import BackendError
-from trioqueue._backends.postgres.errors import MIGRATE_HINT, backend_error
+from trioqueue._backends.postgres.sqlstate import MIGRATE_HINT, backend_error
 from trioqueue.cli import main
 
 # -- values no backend can take ---------------------------------------------------------

@@ -24,7 +24,7 @@ import trio
 
 import trioqueue
 from trioqueue._backends.postgres.embedded import EmbeddedPostgresError, embedded_postgres
-from trioqueue._backends.postgres.errors import backend_error
+from trioqueue._backends.postgres.sqlstate import backend_error
 from trioqueue.cli import _demo
 from trioqueue.cli._commands import (
     LISTEN_DSN_ENV,

@@ -43,7 +43,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from trioqueue._core.guard import (
+from trioqueue._core.guard_rules import (
     BatchLease,
     Effects,
     GuardCore,

@@ -9,7 +9,7 @@ float clock and ported to other languages line by line.
 
 from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.fence import advanced_deadline, initial_deadline, local_row_deadline
-from trioqueue._core.guard import (
+from trioqueue._core.guard_rules import (
     Effects,
     GuardCore,
     Renewal,

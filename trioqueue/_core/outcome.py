@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from trioqueue._core.guard import StopReason
+from trioqueue._core.guard_rules import StopReason
 
 
 class OutcomeKind(enum.Enum):

@@ -44,7 +44,7 @@ from trioqueue._backends.interface import (
     TransactionalBackend,
     transactions_of,
 )
-from trioqueue._core.guard import StopReason
+from trioqueue._core.guard_rules import StopReason
 from trioqueue._core.outcome import Outcome, OutcomeKind, decide
 from trioqueue._core.timing import Timing, retry_delay
 from trioqueue._runtime.config import WorkerConfig, is_async_callable

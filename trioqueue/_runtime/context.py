@@ -7,7 +7,7 @@ from typing import Any, final
 
 import trio
 
-from trioqueue._core.guard import JobLease
+from trioqueue._core.guard_rules import JobLease
 from trioqueue._core.progress import valid_progress
 from trioqueue._types import Job
 

@@ -1,4 +1,4 @@
-"""The guard's trio runtime: it executes :class:`~trioqueue._core.guard.GuardCore` decisions.
+"""The guard's trio runtime: it executes :class:`~trioqueue._core.guard_rules.GuardCore` decisions.
 
 One guard per pool. Its nursery holds the renewal tasks: the current one and, at most, one
 abandoned one still stuck in its driver call. The guard loop sleeps in a cancel scope whose
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import trio
 
 from trioqueue._backends.interface import Backend
-from trioqueue._core.guard import Effects, GuardCore, JobLease, Renewal, StopReason
+from trioqueue._core.guard_rules import Effects, GuardCore, JobLease, Renewal, StopReason
 from trioqueue._types import Claimed, Job
 
 log = logging.getLogger("trioqueue.guard")

@@ -31,7 +31,7 @@ import uuid
 import trio
 
 from trioqueue._backends.interface import Backend
-from trioqueue._core.guard import GuardCore
+from trioqueue._core.guard_rules import GuardCore
 from trioqueue._core.timing import Timing
 from trioqueue._errors import BackendError, ConfigError, is_transient
 from trioqueue._runtime.batch import BatchRunner

@@ -20,7 +20,7 @@ import trio
 
 from trioqueue._backends.interface import Backend
 from trioqueue._backends.validation import MAX_DEDUP_KEY_BYTES, MAX_QUEUE_LENGTH
-from trioqueue._core.guard import RenewItem
+from trioqueue._core.guard_rules import RenewItem
 from trioqueue._core.verdict import Verdict
 from trioqueue._types import (
     Ack,

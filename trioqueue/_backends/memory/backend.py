@@ -48,7 +48,7 @@ from trioqueue._backends.validation import (
     check_timeout,
     decode_payload,
 )
-from trioqueue._core.guard import RenewItem
+from trioqueue._core.guard_rules import RenewItem
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.verdict import Verdict
 from trioqueue._errors import BackendError, UnknownJobError

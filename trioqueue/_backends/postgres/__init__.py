@@ -4,7 +4,7 @@
   checked, quoted schema name, the only text ever spliced into SQL.
 - ``driver.py``: the trio-asyncio bridge; one crossing per operation.
 - ``connections.py``: the asyncpg connection pool under the driver (asyncio code).
-- ``errors.py``: asyncpg's errors as ``BackendError``, transient or not (the one place
+- ``sqlstate.py``: asyncpg's errors as ``BackendError``, transient or not (the one place
   that decides).
 - ``backend.py``: :class:`PostgresBackend`, the Backend protocol on those two.
 - ``embedded.py``: a PostgreSQL server shipped in a wheel (pgserver), for the demo and tests.

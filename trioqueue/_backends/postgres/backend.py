@@ -60,8 +60,8 @@ from trioqueue._backends.postgres.driver import (
     check_options,
     open_driver,
 )
-from trioqueue._backends.postgres.errors import connection_refused
 from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, channel_name, check_schema, render
+from trioqueue._backends.postgres.sqlstate import connection_refused
 from trioqueue._backends.validation import (
     check_age,
     check_claim,
@@ -75,7 +75,7 @@ from trioqueue._backends.validation import (
     check_timeout,
     decode_payload,
 )
-from trioqueue._core.guard import RenewItem
+from trioqueue._core.guard_rules import RenewItem
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.verdict import Verdict
 from trioqueue._errors import BackendError, UnknownJobError
@@ -310,7 +310,7 @@ class PostgresBackend:
 
         Raises:
             ConnectionUnavailable: (a ``BackendError``) the server refused the connection
-                or could not be reached (see :func:`~trioqueue._backends.postgres.errors.connection_refused`).
+                or could not be reached (see :func:`~trioqueue._backends.postgres.sqlstate.connection_refused`).
             BackendError: the database failed otherwise.
         """
         async with self._transaction_slots, AsyncExitStack() as stack:

@@ -58,7 +58,7 @@ import trio
 import trio_asyncio
 
 from trioqueue._backends.postgres.connections import ConnectionPool, PooledConnection
-from trioqueue._backends.postgres.errors import backend_error
+from trioqueue._backends.postgres.sqlstate import backend_error
 from trioqueue._backends.validation import MAX_SECONDS
 from trioqueue._errors import BackendError
 
