@@ -36,14 +36,13 @@ import sysconfig
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TextIO, TypeAlias
+from typing import Any, TextIO, TypeAlias, get_args
 
 import trio
 
 import trioqueue
 from trioqueue._backends.postgres import embedded as _embedded
 from trioqueue._runtime.config import check as check_config
-from trioqueue._types import JOB_STATUSES
 from trioqueue.cli import _demo
 from trioqueue.cli._terminal import clip, format_table, library_logs_to
 
@@ -58,6 +57,8 @@ DSN_ENV = "TRIOQUEUE_DSN"
 #: The worker's LISTEN DSN when ``--listen-dsn`` is not given (docs/pgbouncer.rst).
 LISTEN_DSN_ENV = "TRIOQUEUE_LISTEN_DSN"
 DEFAULT_SCHEMA = "trioqueue"
+# The public JobStatus literal, in its order (scheduled ... failed): the columns of `status`.
+JOB_STATUSES: tuple[str, ...] = get_args(trioqueue.JobStatus)
 
 
 class CliError(Exception):

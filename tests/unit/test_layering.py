@@ -1,0 +1,337 @@
+"""The package's layers, read from the imports of its source files (``ast``, nothing imported).
+
+The layers, bottom to top, are :data:`TIERS`; a module may import its own component and any
+component of a lower tier, nothing else. So ``_core`` stands alone, the runtime reaches the
+backends only through the Backend protocol, the two concrete backends never import each
+other, and the command line sits on the public API. ``_core`` may import only the standard
+library (no trio, trio-asyncio or asyncpg): its rules are sans-IO. No import cycles.
+
+Every import counts for the layers, wherever it is: at module level, inside a function (a
+lazy import) or under ``if TYPE_CHECKING:``. The cycle check looks at the imports a module
+runs when it is imported: module level, minus ``if TYPE_CHECKING:`` blocks and function bodies.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "trioqueue"
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    packages: tuple[str, ...] = ()  # these modules and everything below them
+    modules: tuple[str, ...] = ()  # exactly these modules
+
+    def holds(self, module: str) -> int:
+        """How specifically this component names ``module`` (0: not at all)."""
+        if module in self.modules:
+            return len(module) + 1
+        matches = [len(p) for p in self.packages if module == p or module.startswith(p + ".")]
+        return max(matches, default=0)
+
+
+CORE = Component("core", packages=("trioqueue._core",))
+SHARED = Component("shared types and errors", modules=("trioqueue._types", "trioqueue._errors"))
+PROTOCOL = Component(
+    "backend protocol",
+    modules=(
+        "trioqueue._backends",
+        "trioqueue._backends.interface",
+        "trioqueue._backends.validation",
+    ),
+)
+RUNTIME = Component("runtime", packages=("trioqueue._runtime",))
+MEMORY = Component("memory backend", packages=("trioqueue._backends.memory",))
+POSTGRES = Component("postgres backend", packages=("trioqueue._backends.postgres",))
+PUBLIC = Component("public API", modules=("trioqueue",))
+TESTING = Component("testing", packages=("trioqueue.testing",))
+CLI = Component("command line", packages=("trioqueue.cli",), modules=("trioqueue.__main__",))
+
+# Bottom to top. Components of one tier may not import each other: the runtime and the
+# concrete backends are siblings above the protocol, and none of them knows the others.
+TIERS: tuple[tuple[Component, ...], ...] = (
+    (CORE,),
+    (SHARED,),
+    (PROTOCOL,),
+    (RUNTIME, MEMORY, POSTGRES),
+    (PUBLIC,),
+    (TESTING,),
+    (CLI,),
+)
+
+# The command line uses the public API (``trioqueue``, ``trioqueue.testing``) and these
+# private modules only, each for something the public API does not offer.
+CLI_PRIVATE_IMPORTS = {
+    # The embedded PostgreSQL server that `trioqueue demo` starts when given no DSN: a
+    # convenience of the demo and the tests, deliberately not public API.
+    "trioqueue._backends.postgres.embedded": "the demo's embedded server",
+    # check(config) lists every problem of a worker configuration at once, so that
+    # `trioqueue worker` exits 2 with all of them before it connects (run_worker_pool checks
+    # the same, but only once it has a backend).
+    "trioqueue._runtime.config": "the worker's configuration check before connecting",
+}
+
+# Outside the standard library, only these third-party top-level modules may be imported,
+# per component. _core is sans-IO; the runtime and the memory backend know no database driver.
+THIRD_PARTY: dict[Component, frozenset[str]] = {
+    CORE: frozenset(),
+    SHARED: frozenset(),
+    PROTOCOL: frozenset({"trio"}),
+    RUNTIME: frozenset({"trio"}),
+    MEMORY: frozenset({"trio"}),
+    POSTGRES: frozenset({"trio", "trio_asyncio", "asyncpg", "pgserver"}),
+    PUBLIC: frozenset(),
+    TESTING: frozenset({"trio", "pytest"}),
+    CLI: frozenset({"trio"}),
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    target: str  # a module name, resolved to a module of the package where it names one
+    line: int
+    runs_on_import: bool  # module level, outside `if TYPE_CHECKING:`
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def package_modules(root: Path = PACKAGE) -> dict[str, Path]:
+    return {module_name(path, root): path for path in sorted(root.rglob("*.py"))}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _walk(body: Iterable[ast.stmt], runs: bool) -> Iterator[tuple[ast.stmt, bool]]:
+    """Every statement, with whether it runs when its module is imported."""
+    for node in body:
+        yield node, runs
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield from _walk(node.body, False)
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            yield from _walk(node.body, False)
+            yield from _walk(node.orelse, runs)
+        else:
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                children = getattr(node, field, None)
+                if isinstance(children, list):
+                    yield from _walk((c for c in children if isinstance(c, ast.stmt)), runs)
+                    for child in children:
+                        if isinstance(child, ast.ExceptHandler | ast.match_case):
+                            yield from _walk(child.body, runs)
+
+
+def imports_of(
+    module: str, source: str, known: Iterable[str], *, is_package: bool = False
+) -> list[Import]:
+    """The imports in ``source``; ``from pkg import sub`` names ``pkg.sub`` when it is a module."""
+    known = set(known)
+    found = []
+    for node, runs in _walk(ast.parse(source).body, True):
+        if isinstance(node, ast.Import):
+            found += [Import(alias.name, node.lineno, runs) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")
+                anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                found.append(Import(candidate if candidate in known else base, node.lineno, runs))
+    return found
+
+
+def component_of(module: str) -> Component | None:
+    ranked = [(c.holds(module), c) for tier in TIERS for c in tier]
+    best, component = max(ranked, key=lambda pair: pair[0])
+    return component if best else None
+
+
+def tier_of(component: Component) -> int:
+    return next(i for i, tier in enumerate(TIERS) if component in tier)
+
+
+def layering_problems(graph: dict[str, list[Import]]) -> list[str]:
+    problems = []
+    for module, imports in sorted(graph.items()):
+        source = component_of(module)
+        if source is None:
+            problems.append(f"{module}: in no layer; add it to TIERS in this test")
+            continue
+        for imp in imports:
+            top = imp.target.split(".")[0]
+            where = f"{module}:{imp.line} imports {imp.target}"
+            if top != "trioqueue":
+                third_party = top not in sys.stdlib_module_names and top != "__future__"
+                if third_party and top not in THIRD_PARTY[source]:
+                    problems.append(f"{where}: {source.name} may not import {top}")
+                continue
+            target = component_of(imp.target)
+            if target is None or target is source:
+                continue
+            if source is CLI and imp.target in CLI_PRIVATE_IMPORTS:
+                continue
+            if source is CLI and target not in (PUBLIC, TESTING):
+                problems.append(f"{where}: the command line uses only the public API")
+            elif tier_of(target) >= tier_of(source):
+                problems.append(f"{where}: {source.name} may not import {target.name}")
+    return problems
+
+
+def cycles(graph: dict[str, list[Import]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (or a self-import)."""
+    edges = {
+        module: sorted({i.target for i in imports if i.runs_on_import and i.target in graph})
+        for module, imports in graph.items()
+    }
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's algorithm; the package is small
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in edges[module]:
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            members = []
+            while True:
+                member = stack.pop()
+                members.append(member)
+                if member == module:
+                    break
+            if len(members) > 1 or module in edges[module]:
+                found.append(sorted(members))
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def package_graph() -> dict[str, list[Import]]:
+    modules = package_modules()
+    return {
+        name: imports_of(
+            name, path.read_text(encoding="utf-8"), modules, is_package=path.name == "__init__.py"
+        )
+        for name, path in modules.items()
+    }
+
+
+def test_every_module_imports_only_downward() -> None:
+    assert layering_problems(package_graph()) == []
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(package_graph()) == []
+
+
+def test_the_layers_cover_the_package() -> None:
+    graph = package_graph()
+    assert "trioqueue._core.guard_rules" in graph  # the graph is read at all
+    assert {c.name for tier in TIERS for c in tier} == {
+        component.name for module in graph if (component := component_of(module))
+    }
+
+
+# -- the checks catch what they are meant to ------------------------------------------------
+
+
+def _graph(edges: dict[str, list[str]], runs: bool = True) -> dict[str, list[Import]]:
+    return {module: [Import(t, 1, runs) for t in targets] for module, targets in edges.items()}
+
+
+@pytest.mark.parametrize(
+    ("module", "target"),
+    [
+        ("trioqueue._core.fence", "trio"),
+        ("trioqueue._core.fence", "asyncpg"),
+        ("trioqueue._core.fence", "trio_asyncio"),
+        ("trioqueue._core.fence", "trioqueue._types"),
+        ("trioqueue._runtime.pool", "trioqueue._backends.memory"),
+        ("trioqueue._runtime.pool", "trioqueue._backends.postgres.backend"),
+        ("trioqueue._runtime.pool", "asyncpg"),
+        ("trioqueue._backends.memory.backend", "trioqueue._backends.postgres.sql"),
+        ("trioqueue._backends.postgres.backend", "trioqueue._runtime.pool"),
+        ("trioqueue._backends.interface", "trioqueue._runtime.config"),
+        ("trioqueue._types", "trioqueue._backends.validation"),
+        ("trioqueue._runtime.guard", "trioqueue.testing"),
+        ("trioqueue.testing._conformance", "trioqueue.cli"),
+        ("trioqueue.cli._commands", "trioqueue._runtime.pool"),
+        ("trioqueue.cli._commands", "trioqueue._types"),
+    ],
+)
+def test_an_upward_or_sideways_import_is_reported(module: str, target: str) -> None:
+    assert layering_problems(_graph({module: [target]})) != []
+
+
+@pytest.mark.parametrize(
+    ("module", "target"),
+    [
+        ("trioqueue._core.guard_rules", "heapq"),
+        ("trioqueue._runtime.pool", "trioqueue._backends.interface"),
+        ("trioqueue._backends.postgres.backend", "trioqueue._core.verdict"),
+        ("trioqueue.testing", "trioqueue._backends.memory.faults"),
+        ("trioqueue.cli._commands", "trioqueue"),
+        ("trioqueue.cli._commands", "trioqueue._backends.postgres.embedded"),
+    ],
+)
+def test_a_downward_import_is_fine(module: str, target: str) -> None:
+    assert layering_problems(_graph({module: [target]})) == []
+
+
+def test_a_module_in_no_layer_is_reported() -> None:
+    assert layering_problems(_graph({"trioqueue.web": []})) != []
+
+
+def test_a_cycle_is_reported_unless_it_waits_for_type_checking_or_a_call() -> None:
+    edges = {"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}
+    assert cycles(_graph(edges)) == [["a", "b", "c"]]
+    assert cycles(_graph(edges, runs=False)) == []
+
+
+def test_imports_are_read_from_the_source() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "import trio\n"
+        "from trioqueue.cli import _demo, main\n"
+        "from . import sibling\n"
+        "if TYPE_CHECKING:\n"
+        "    from trioqueue._types import Job\n"
+        "def f():\n"
+        "    import asyncpg\n"
+    )
+    known = {"trioqueue.cli", "trioqueue.cli._demo", "trioqueue.cli.sibling"}
+    found = {(i.target, i.runs_on_import) for i in imports_of("trioqueue.cli.x", source, known)}
+    assert found == {
+        ("typing", True),
+        ("trio", True),
+        ("trioqueue.cli._demo", True),
+        ("trioqueue.cli", True),
+        ("trioqueue.cli.sibling", True),
+        ("trioqueue._types", False),
+        ("asyncpg", False),
+    }
