@@ -1,4 +1,4 @@
-"""Developer and CI sessions: ``nox -s tests lint typecheck`` (and ``docs``).
+"""Developer and CI sessions: ``nox -s tests lint typecheck`` (and ``docs``, ``fast``).
 
 Every session builds a fresh virtualenv from the project's own metadata, so a
 green run means the project installs and passes from scratch.
@@ -45,6 +45,13 @@ def tests(session: nox.Session) -> None:
     session.install(".[dev]")
     _print_versions(session)
     session.run("pytest", *session.posargs)
+
+
+@nox.session
+def fast(session: nox.Session) -> None:
+    """Only tests/unit: no database, seconds (not a default session; CI runs ``tests``)."""
+    session.install(".[dev]")
+    session.run("pytest", "tests/unit", *session.posargs)
 
 
 @nox.session

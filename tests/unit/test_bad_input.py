@@ -22,7 +22,7 @@ from tests._pool_harness import Recorder, config
 from trioqueue import BackendError, ConfigError, JobContext
 from trioqueue.testing import error
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def noop_handler(payload: Any, ctx: JobContext) -> None:
@@ -37,7 +37,7 @@ def test_cli_worker_refuses_a_queue_of_argv_bytes_that_are_not_utf8() -> None:
     backend can store. Refused before connecting (the DSN here would refuse, exit 1)."""
     argv: list[str | bytes] = [sys.executable, "-m", "trioqueue", "worker"]
     argv += [
-        "tests.test_bad_input:noop_handler",
+        "tests.unit.test_bad_input:noop_handler",
         "--queue",
         b"\xff",
         "--dsn",

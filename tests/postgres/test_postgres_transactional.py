@@ -26,8 +26,8 @@ from trioqueue._errors import BackendError
 from trioqueue._runtime.batch import NOT_RECORDED
 from trioqueue._types import Ack
 
-from ._pool_harness import Recorder
-from ._postgres_harness import wait_until_finished
+from .._pool_harness import Recorder
+from .._postgres_harness import wait_until_finished
 
 pytestmark = pytest.mark.postgres
 

@@ -24,8 +24,8 @@ from trioqueue import JobContext
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._backends.postgres.driver import PgConnection
 
-from ._pool_harness import Recorder
-from ._postgres_harness import wait_until_finished
+from .._pool_harness import Recorder
+from .._postgres_harness import wait_until_finished
 
 pytestmark = pytest.mark.postgres
 

@@ -40,7 +40,7 @@ from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._core.guard_rules import RenewItem
 from trioqueue._types import Ack, Claimed, Failure, JobInfo, Release
 
-from .conftest import Janitor
+from ..conftest import Janitor
 
 pytestmark = pytest.mark.postgres
 

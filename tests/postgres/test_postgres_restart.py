@@ -38,7 +38,7 @@ from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._backends.postgres.embedded import INSTALL_HINT, fast_commits
 from trioqueue._types import Claimed
 
-from ._postgres_harness import wait_until_finished
+from .._postgres_harness import wait_until_finished
 
 if TYPE_CHECKING:
     from pgserver.postgres_server import PostgresServer

@@ -26,7 +26,7 @@ from trioqueue.cli import main
 
 pytestmark = pytest.mark.postgres
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Cli:
@@ -239,7 +239,14 @@ def test_worker_command_runs_jobs_and_stops_gracefully_on_ctrl_c(run: Cli) -> No
     for n in range(2):
         run("enqueue", "work", json.dumps({"n": n}))
     argv = [sys.executable, "-m", "trioqueue", "--dsn", run.dsn, "--schema", run.schema]
-    argv += ["worker", "tests.test_cli_postgres:noop", "--queue", "work", "--concurrency", "2"]
+    argv += [
+        "worker",
+        "tests.postgres.test_cli_postgres:noop",
+        "--queue",
+        "work",
+        "--concurrency",
+        "2",
+    ]
     argv += ["--visibility-timeout", "10", "--heartbeat-interval", "2", "--shutdown-grace", "1"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with subprocess.Popen(

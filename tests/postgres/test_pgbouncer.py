@@ -33,8 +33,8 @@ from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue.cli import _commands
 from trioqueue.testing import BackendConformance
 
-from ._pgbouncer_harness import pgbouncer_binary, run_pgbouncer
-from ._postgres_harness import wait_until_finished
+from .._pgbouncer_harness import pgbouncer_binary, run_pgbouncer
+from .._postgres_harness import wait_until_finished
 
 pytestmark = [
     pytest.mark.postgres,

@@ -36,7 +36,7 @@ from trioqueue.cli._commands import (
 )
 from trioqueue.cli._terminal import CSI, LiveBlock, clip, format_table, progress_bar
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # -- the demo -----------------------------------------------------------------------------
@@ -179,7 +179,7 @@ def test_options_are_accepted_before_and_after_the_command() -> None:
 
 
 def test_worker_reports_every_config_problem_at_once(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--dsn", "postgresql://nobody@127.0.0.1:1/none", "worker", "tests.test_cli:noop"]
+    argv = ["--dsn", "postgresql://nobody@127.0.0.1:1/none", "worker", "tests.unit.test_cli:noop"]
     argv += ["--queue", "q", "--concurrency", "0", "--visibility-timeout", "-1"]
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -191,10 +191,10 @@ def test_worker_reports_every_config_problem_at_once(capsys: pytest.CaptureFixtu
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("tests.test_cli", "must look like MODULE:HANDLER"),
+        ("tests.unit.test_cli", "must look like MODULE:HANDLER"),
         ("tests.no_such_module:noop", "cannot import module 'tests.no_such_module'"),
-        ("tests.test_cli:missing", "has no attribute 'missing'"),
-        ("tests.test_cli:ROOT", "is not callable"),
+        ("tests.unit.test_cli:missing", "has no attribute 'missing'"),
+        ("tests.unit.test_cli:ROOT", "is not callable"),
     ],
 )
 def test_worker_names_a_handler_it_cannot_import(
@@ -299,7 +299,7 @@ def test_worker_with_the_database_down_prints_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The connection error, raised inside the worker's nursery, is one line (not a group)."""
-    code = main(["--dsn", UNREACHABLE, "worker", "tests.test_cli:noop", "--queue", "q"])
+    code = main(["--dsn", UNREACHABLE, "worker", "tests.unit.test_cli:noop", "--queue", "q"])
     err = _one_line(capsys.readouterr().err)
     assert code == 1
     assert err.startswith("trioqueue worker: error: PostgreSQL: ConnectionRefusedError")
@@ -330,7 +330,16 @@ def test_worker_stopped_by_its_pool_prints_one_line(
         raise PoolStopped(f"claims fail: {cause} ({cause.hint})", hint=cause.hint) from cause
 
     monkeypatch.setattr("trioqueue.cli._commands.serve_worker", serve_worker)
-    argv = ["--dsn", UNREACHABLE, "--schema", "s", "worker", "tests.test_cli:noop", "--queue", "q"]
+    argv = [
+        "--dsn",
+        UNREACHABLE,
+        "--schema",
+        "s",
+        "worker",
+        "tests.unit.test_cli:noop",
+        "--queue",
+        "q",
+    ]
     code = main(argv)
     captured = capsys.readouterr()
     assert code == 1
@@ -379,7 +388,7 @@ def test_worker_passes_the_listen_dsn_to_its_backend(
         monkeypatch.delenv(LISTEN_DSN_ENV, raising=False)
     else:
         monkeypatch.setenv(LISTEN_DSN_ENV, env)
-    argv = ["--dsn", UNREACHABLE, "worker", "tests.test_cli:noop", "--queue", "q", *flag]
+    argv = ["--dsn", UNREACHABLE, "worker", "tests.unit.test_cli:noop", "--queue", "q", *flag]
     assert main(argv) == 1
     assert seen == [expected]
 
@@ -462,7 +471,7 @@ def test_database_hints_follow_the_server_error(error: str, hint: str | None) ->
 
 
 async def test_memory_backend_reports_migrations_and_dedup_hits() -> None:
-    """Like PostgreSQL's (tests/test_cli_postgres.py): nothing to migrate, dedup hits said."""
+    """Like PostgreSQL's (tests/postgres/test_cli_postgres.py): nothing to migrate, dedup hits said."""
     async with trioqueue.open_memory() as backend:
         assert await backend.migrate() == []
         first = await backend.enqueue_deduplicated("q", 1, dedup_key="k")

@@ -21,7 +21,7 @@ from trioqueue._errors import BackendError
 from trioqueue._types import Ack, Claimed, Failure, Notice, NoticeKind, Recorded, Release
 from trioqueue.testing import BackendConformance
 
-from .conftest import Janitor
+from ..conftest import Janitor
 
 pytestmark = pytest.mark.postgres
 

@@ -25,7 +25,7 @@ import trioqueue
 from trioqueue import JobContext, UndecodablePayload
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 
-from ._postgres_harness import wait_until_finished
+from .._postgres_harness import wait_until_finished
 
 pytestmark = pytest.mark.postgres
 
