@@ -8,7 +8,7 @@ each batch runs in one cancel scope whose deadline is its local lease fence.
 from trioqueue._backends.memory import MemoryBackend, open_memory
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._core.backoff import ExponentialBackoff
-from trioqueue._core.verdict import Verdict
+from trioqueue._core.wire import Verdict
 from trioqueue._errors import BackendError, ConfigError, TrioqueueError, UnknownJobError
 from trioqueue._runtime.config import WorkerConfig, transactional_worker_config
 from trioqueue._runtime.context import JobContext

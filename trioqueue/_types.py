@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, final
 
-from trioqueue._core.verdict import Verdict
+from trioqueue._core.wire import Verdict
 
 __all__ = [
     "Ack",

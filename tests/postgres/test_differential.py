@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 
 from trioqueue._backends.memory import MemoryBackend, open_memory
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
-from trioqueue._core.guard_rules import RenewItem
+from trioqueue._core.wire import RenewItem
 from trioqueue._types import Ack, Claimed, Failure, JobInfo, Release
 
 from ..conftest import Janitor

@@ -15,8 +15,7 @@ import trio
 
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, render
-from trioqueue._core.guard_rules import RenewItem
-from trioqueue._core.verdict import Verdict
+from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import BackendError
 from trioqueue._types import Ack, Claimed, Failure, Notice, NoticeKind, Recorded, Release
 from trioqueue.testing import BackendConformance

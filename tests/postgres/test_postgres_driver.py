@@ -27,7 +27,7 @@ from trioqueue._backends.postgres.driver import (
     parse_dsn,
 )
 from trioqueue._backends.postgres.sql import QUERIES, render
-from trioqueue._core.guard_rules import RenewItem
+from trioqueue._core.wire import RenewItem
 from trioqueue._errors import BackendError
 
 pytestmark = pytest.mark.postgres

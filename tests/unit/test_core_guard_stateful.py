@@ -53,7 +53,7 @@ from trioqueue._core.guard_rules import (
 )
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.timing import GRACE, MIN_RETRY, Timing, retry_delay
-from trioqueue._core.verdict import Verdict
+from trioqueue._core.wire import Verdict
 
 EPS = 1e-6  # float slack for sums of times up to ~1e6
 UNKNOWN = 10**9  # a token or job id the core never issued

@@ -29,7 +29,7 @@ from trioqueue._core.timing import (
     renewal_timeout,
     retry_delay,
 )
-from trioqueue._core.verdict import Verdict
+from trioqueue._core.wire import Verdict
 from trioqueue._errors import ConfigError
 from trioqueue._runtime.config import (
     MIN_INTERVAL,

@@ -293,7 +293,7 @@ def test_an_upward_or_sideways_import_is_reported(module: str, target: str) -> N
     [
         ("trioqueue._core.guard_rules", "heapq"),
         ("trioqueue._runtime.pool", "trioqueue._backends.interface"),
-        ("trioqueue._backends.postgres.backend", "trioqueue._core.verdict"),
+        ("trioqueue._backends.postgres.backend", "trioqueue._core.wire"),
         ("trioqueue.testing", "trioqueue._backends.memory.faults"),
         ("trioqueue.cli._commands", "trioqueue"),
         ("trioqueue.cli._commands", "trioqueue._backends.postgres.embedded"),

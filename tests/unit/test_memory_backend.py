@@ -20,8 +20,7 @@ from hypothesis import strategies as st
 
 from trioqueue._backends.interface import OPERATIONS
 from trioqueue._backends.memory import MemoryBackend, open_memory
-from trioqueue._core.guard_rules import RenewItem
-from trioqueue._core.verdict import Verdict
+from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import BackendError
 from trioqueue._types import Ack, Claimed, Failure, Notice, NoticeKind, Release
 from trioqueue.testing import BackendConformance, delay, error, hang, omit

@@ -19,8 +19,7 @@ from typing import Any, Protocol, cast
 
 import trio
 
-from trioqueue._core.guard_rules import RenewItem
-from trioqueue._core.verdict import Verdict
+from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import BackendError
 from trioqueue._types import (
     Ack,

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trioqueue._core.guard_rules import RenewItem
+from trioqueue._core.wire import RenewItem
 from trioqueue._types import JOB_STATUSES, JobStatus
 
 #: Longest queue name, in characters (at most 512 bytes of UTF-8, so a queue name and a

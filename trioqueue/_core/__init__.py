@@ -13,7 +13,6 @@ from trioqueue._core.guard_rules import (
     Effects,
     GuardCore,
     Renewal,
-    RenewItem,
     StopReason,
 )
 from trioqueue._core.progress import valid_progress
@@ -24,7 +23,7 @@ from trioqueue._core.timing import (
     renewal_timeout,
     retry_delay,
 )
-from trioqueue._core.verdict import Verdict
+from trioqueue._core.wire import RenewItem, Verdict
 
 __all__ = [
     "GRACE",

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 from trioqueue._core.fence import advanced_deadline, initial_deadline
 from trioqueue._core.timing import GRACE, MIN_RETRY, Timing, renewal_timeout, retry_delay
-from trioqueue._core.verdict import Verdict
+from trioqueue._core.wire import RenewItem, Verdict
 
 
 class StopReason(enum.Enum):
@@ -90,15 +90,6 @@ class BatchLease:
 
     def renewed(self) -> Iterable[JobLease]:
         return (job for job in self.jobs.values() if job.renewed)
-
-
-@dataclass(frozen=True, slots=True)
-class RenewItem:
-    """One job in a renewal statement: fenced by ``claim_seq``, carrying its progress."""
-
-    job_id: int
-    claim_seq: int
-    progress: float | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,7 @@ import trio
 
 from trioqueue._backends.interface import Backend
 from trioqueue._backends.validation import MAX_DEDUP_KEY_BYTES, MAX_QUEUE_LENGTH
-from trioqueue._core.guard_rules import RenewItem
-from trioqueue._core.verdict import Verdict
+from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._types import (
     Ack,
     Claimed,

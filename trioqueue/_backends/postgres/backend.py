@@ -75,9 +75,8 @@ from trioqueue._backends.validation import (
     check_timeout,
     decode_payload,
 )
-from trioqueue._core.guard_rules import RenewItem
 from trioqueue._core.progress import valid_progress
-from trioqueue._core.verdict import Verdict
+from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import BackendError, UnknownJobError
 from trioqueue._types import (
     Ack,

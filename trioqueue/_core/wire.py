@@ -1,8 +1,22 @@
-"""The per-job answer of a renewal statement (docs/protocol.rst §2)."""
+"""What crosses the backend boundary: a renewal's items going out, its verdicts coming back.
+
+Every backend and the guard speak these two types, so they live apart from both
+(docs/protocol.rst §2): a port implements them first.
+"""
 
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RenewItem:
+    """One job in a renewal statement: fenced by ``claim_seq``, carrying its progress."""
+
+    job_id: int
+    claim_seq: int
+    progress: float | None
 
 
 class Verdict(enum.Enum):
