@@ -16,7 +16,7 @@ nox.options.error_on_missing_interpreters = True
 nox.options.sessions = ["tests", "lint", "typecheck"]
 
 ROOT = Path(__file__).parent
-LINT_PATHS = ("trioqueue", "tests", "bench", "noxfile.py", "docs/conf.py")
+LINT_PATHS = ("trioqueue", "tests", "bench", "noxfile.py", "docs/conf.py", "docs/render_rules.py")
 
 
 def _existing(paths: tuple[str, ...]) -> list[str]:

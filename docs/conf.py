@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parent.parent
+_DOCS = Path(__file__).resolve().parent
+_ROOT = _DOCS.parent
 _PROJECT = tomllib.loads((_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 
 project = "trioqueue"
@@ -21,8 +23,16 @@ extensions = [
     "sphinx.ext.napoleon",
 ]
 
+# The protocol's rule tables are rendered from the code at every build (render_rules.py)
+# into _generated/, which docs/protocol.rst includes.
+sys.path.insert(0, str(_DOCS))
+from render_rules import render  # noqa: E402
+
+(_DOCS / "_generated").mkdir(exist_ok=True)
+(_DOCS / "_generated" / "rules.rst").write_text(render(), encoding="utf-8")
+
 root_doc = "index"
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_generated"]
 pygments_style = "sphinx"
 
 html_theme = "alabaster"

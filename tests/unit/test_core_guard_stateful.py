@@ -49,9 +49,9 @@ from trioqueue._core.guard_rules import (
     GuardCore,
     JobLease,
     Renewal,
-    StopReason,
 )
 from trioqueue._core.progress import valid_progress
+from trioqueue._core.rules import StopReason
 from trioqueue._core.timing import GRACE, MIN_RETRY, Timing, retry_delay
 from trioqueue._core.wire import Verdict
 
@@ -110,6 +110,8 @@ def expected_stop(fence: float, duration: float, shutdown: float, now: float) ->
 
 
 LOSES_JOB = (StopReason.RECLAIMED, StopReason.GONE)
+#: The model's own reading of docs/protocol.rst §2, independent of the core's table.
+RENEWING = (Verdict.EXTENDED, Verdict.CANCEL_REQUESTED)
 
 
 def runs_with_its_row(job: JobLease) -> bool:
@@ -635,7 +637,7 @@ class GuardMachine(RuleBasedStateMachine):
         v, h = self.timing.visibility_timeout, self.timing.heartbeat_interval
         for item in renewal.items:
             verdict = verdicts.get(item.job_id)
-            if verdict is not None and verdict.renews:
+            if verdict is not None and verdict in RENEWING:
                 job = self.jobs[item.job_id]
                 job.granted = max(job.granted, renewal.sent_at + v)
         stops: list[tuple[int, int, StopReason]] = []
@@ -685,7 +687,7 @@ class GuardMachine(RuleBasedStateMachine):
                         assert lease.stop is StopReason.CANCELLED
                     else:  # on a stopped batch the first stop stands
                         assert lease.stop is old_job.stop
-                    renewed_all = renewed_all and verdict.renews
+                    renewed_all = renewed_all and verdict in RENEWING
             # I12: a cancel notice that came in while this renewal was out is not lost.
             notice = self.batches[b].notice
             if renewed_all:

@@ -18,9 +18,10 @@ import pytest
 
 from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.fence import advanced_deadline, initial_deadline, local_row_deadline
-from trioqueue._core.guard_rules import Effects, GuardCore, Renewal, StopReason
-from trioqueue._core.outcome import Outcome, OutcomeKind, decide
+from trioqueue._core.guard_rules import Effects, GuardCore, Renewal
+from trioqueue._core.outcome import Outcome, decide
 from trioqueue._core.progress import valid_progress
+from trioqueue._core.rules import OutcomeKind, StopReason
 from trioqueue._core.timing import (
     GRACE,
     MIN_RETRY,

@@ -23,8 +23,8 @@ from tests._pool_harness import Recorder
 from trioqueue._backends.interface import ConnectionUnavailable
 from trioqueue._backends.memory import MemoryBackend
 from trioqueue._backends.postgres.sqlstate import connection_refused
-from trioqueue._core.guard_rules import StopReason
-from trioqueue._core.outcome import Outcome, OutcomeKind, decide, no_connection_message
+from trioqueue._core.outcome import Outcome, decide, no_connection_message
+from trioqueue._core.rules import OutcomeKind, StopReason
 from trioqueue._errors import BackendError
 from trioqueue._types import Ack
 

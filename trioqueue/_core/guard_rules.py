@@ -34,26 +34,15 @@ itself never waits and never reads a clock.
 
 from __future__ import annotations
 
-import enum
 import heapq
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from trioqueue._core.fence import advanced_deadline, initial_deadline
+from trioqueue._core.rules import VERDICT_RULES, StopReason
 from trioqueue._core.timing import GRACE, MIN_RETRY, Timing, renewal_timeout, retry_delay
 from trioqueue._core.wire import RenewItem, Verdict
-
-
-class StopReason(enum.Enum):
-    """Why a job's handler (or a whole batch) was stopped before it finished."""
-
-    LEASE_EXPIRED = "lease expired without renewal"
-    DURATION = "max_job_duration exceeded"
-    SHUTDOWN = "released at worker shutdown"
-    CANCELLED = "cancelled"
-    RECLAIMED = "reclaimed by another worker"
-    GONE = "job row is gone (finished or deleted elsewhere)"
 
 
 @dataclass(slots=True)
@@ -119,13 +108,6 @@ class Effects:
     cancels: list[tuple[int, int]] = field(default_factory=list)
     #: The token of a renewal that was just abandoned, if any.
     abandoned: int | None = None
-
-    def merge(self, other: Effects) -> Effects:
-        self.moved |= other.moved
-        self.stops.extend(other.stops)
-        self.cancels.extend(other.cancels)
-        self.abandoned = other.abandoned if other.abandoned is not None else self.abandoned
-        return self
 
 
 class GuardCore:
@@ -431,21 +413,21 @@ class GuardCore:
             if not job.renewed:
                 continue  # settled, possibly while the renewal was out; or lost before
             verdict = verdicts.get(job.job_id, Verdict.UNCHANGED)
-            if verdict is Verdict.GONE and not job.gone_seen:
+            rule = VERDICT_RULES[verdict]
+            if rule.believed_after > 1 and not job.gone_seen:
                 # Maybe our own ack raced the renewal: trust GONE only when seen twice.
                 job.gone_seen = confirm_gone = True
                 renewed_all = False
                 continue
             job.gone_seen = False
-            if verdict in (Verdict.GONE, Verdict.RECLAIMED):
-                reason = StopReason.GONE if verdict is Verdict.GONE else StopReason.RECLAIMED
-                self._stop_job(batch, job, reason, effects)
-            elif verdict is Verdict.CANCEL_REQUESTED and job.stop is None and batch.stop is None:
+            if rule.stops is not None:
+                self._stop_job(batch, job, rule.stops, effects)
+            elif rule.cancels and job.stop is None and batch.stop is None:
                 # On a stopped batch the handler is already cancelled and its stop came
                 # first: the directive only renews (I8: one cancellation, one outcome).
                 job.stop = StopReason.CANCELLED
                 effects.cancels.append((batch.batch_id, job.job_id))
-            renewed_all = renewed_all and (verdict.renews or not job.renewed)
+            renewed_all = renewed_all and (rule.renews or not job.renewed)
         if renewed_all:
             v, h = self.timing.visibility_timeout, self.timing.heartbeat_interval
             batch.lease_deadline = advanced_deadline(batch.lease_deadline, renewal.sent_at, v)

@@ -6,18 +6,9 @@ raised) and this module turns them into the single write the attempt is allowed 
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 
-from trioqueue._core.guard_rules import StopReason
-
-
-class OutcomeKind(enum.Enum):
-    SUCCEEDED = "succeeded"  # fenced ack
-    RETRY = "retry"  # fenced failure, back to the queue after a backoff
-    FAILED = "failed"  # fenced failure, final
-    RELEASE = "release"  # fenced release (shutdown, no connection): the attempt is not charged
-    UNAVAILABLE = "unavailable"  # the attempt lost its lease: nothing is written
+from trioqueue._core.rules import STOP_OUTCOMES, OutcomeKind, StopReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +36,8 @@ def decide(
     max_job_duration: float | None,
     no_connection: str | None = None,
 ) -> Outcome:
-    """The one outcome of an attempt.
+    """The one outcome of an attempt: the stop's row of :data:`STOP_OUTCOMES`, else the
+    handler's own result (an error is a charged failure, retried while attempts remain).
 
     A job-level stop wins over a batch-level one. The guard records a cancel only while the
     batch is still live, so it happened first (and stands when the lease is lost later:
@@ -56,20 +48,16 @@ def decide(
     (docs/protocol.rst §4). A cancel or a lost lease still decides as usual.
     """
     stop = job_stop or batch_stop
+    kind = STOP_OUTCOMES[stop] if stop is not None else None
+    if no_connection is not None and kind in (None, OutcomeKind.RETRY):
+        return Outcome(OutcomeKind.RELEASE, no_connection_message(no_connection))
     if stop is StopReason.CANCELLED:
         detail = f" ({error})" if error else ""
         return Outcome(OutcomeKind.FAILED, f"cancelled: cancel requested{detail}")
-    if stop in (StopReason.RECLAIMED, StopReason.GONE, StopReason.LEASE_EXPIRED):
-        assert stop is not None
-        return Outcome(OutcomeKind.UNAVAILABLE, stop.value)
-    if stop is StopReason.SHUTDOWN:
-        return Outcome(OutcomeKind.RELEASE, stop.value)
-    if no_connection is not None:
-        return Outcome(OutcomeKind.RELEASE, no_connection_message(no_connection))
     if stop is StopReason.DURATION:
         error = duration_message(max_job_duration)
+    elif kind is not None:
+        return Outcome(kind, stop.value if stop is not None else None)
     if error is None:
         return Outcome(OutcomeKind.SUCCEEDED)
-    if attempt >= max_attempts:
-        return Outcome(OutcomeKind.FAILED, error)
-    return Outcome(OutcomeKind.RETRY, error)
+    return Outcome(OutcomeKind.FAILED if attempt >= max_attempts else OutcomeKind.RETRY, error)

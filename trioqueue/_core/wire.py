@@ -22,6 +22,7 @@ class RenewItem:
 class Verdict(enum.Enum):
     """What one renewal said about one job.
 
+    What each one does is a table, :data:`trioqueue._core.rules.VERDICT_RULES`.
     ``EXTENDED`` and ``CANCEL_REQUESTED`` both mean the row's lease was renewed; the second
     also carries a cancel directive. ``RECLAIMED`` means the row's ``claim_seq`` moved on (our
     attempt is over), ``GONE`` that the row is missing or finished, and ``UNCHANGED`` that the
@@ -33,8 +34,3 @@ class Verdict(enum.Enum):
     RECLAIMED = "reclaimed"
     GONE = "gone"
     UNCHANGED = "unchanged"
-
-    @property
-    def renews(self) -> bool:
-        """True when the row's lease was extended by the renewal."""
-        return self in (Verdict.EXTENDED, Verdict.CANCEL_REQUESTED)

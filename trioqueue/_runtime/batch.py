@@ -44,8 +44,8 @@ from trioqueue._backends.interface import (
     TransactionalBackend,
     transactions_of,
 )
-from trioqueue._core.guard_rules import StopReason
-from trioqueue._core.outcome import Outcome, OutcomeKind, decide
+from trioqueue._core.outcome import Outcome, decide
+from trioqueue._core.rules import OutcomeKind, StopReason
 from trioqueue._core.timing import Timing, retry_delay
 from trioqueue._runtime.config import WorkerConfig, is_async_callable
 from trioqueue._runtime.context import JobContext

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 import trio
 
 from trioqueue._backends.interface import Backend
-from trioqueue._core.guard_rules import Effects, GuardCore, JobLease, Renewal, StopReason
+from trioqueue._core.guard_rules import Effects, GuardCore, JobLease, Renewal
+from trioqueue._core.rules import StopReason
 from trioqueue._types import Claimed, Job
 
 log = logging.getLogger("trioqueue.guard")
