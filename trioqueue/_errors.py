@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 
 class TrioqueueError(Exception):
@@ -58,3 +58,23 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, BackendError):
         return exc.transient
     return not isinstance(exc, TypeError | ValueError)
+
+
+def leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
+    """The exceptions inside ``group`` and its nested groups (trio wraps a task's error in
+    one group per nursery it crosses)."""
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            yield from leaves(exc)
+        else:
+            yield exc
+
+
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, then each exception it was raised from (``raise ... from``), once each."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__

@@ -77,6 +77,9 @@ CLI_PRIVATE_IMPORTS = {
     # `trioqueue worker` exits 2 with all of them before it connects (run_worker_pool checks
     # the same, but only once it has a backend).
     "trioqueue._runtime.config": "the worker's configuration check before connecting",
+    # Walking trio's exception groups and ``raise ... from`` chains, shared with the
+    # PostgreSQL driver: one way to find the error a user should read.
+    "trioqueue._errors": "the exception-group and cause walkers",
 }
 
 # Outside the standard library, only these third-party top-level modules may be imported,

@@ -42,6 +42,7 @@ import trio
 
 import trioqueue
 from trioqueue._backends.postgres import embedded as _embedded
+from trioqueue._errors import causes, leaves
 from trioqueue._runtime.config import check as check_config
 from trioqueue.cli import _demo
 from trioqueue.cli._terminal import clip, format_table, library_logs_to
@@ -205,26 +206,18 @@ def _errors_as_cli_errors(schema: str | None = None) -> Iterator[None]:
     try:
         yield
     except BaseExceptionGroup as group:
-        leaves = list(_leaves(group))
-        errors = [_as_cli_error(leaf, schema) for leaf in leaves]
+        found = list(leaves(group))
+        errors = [_as_cli_error(leaf, schema) for leaf in found]
         if not all(errors):
             raise
         messages = dict.fromkeys(str(error) for error in errors)  # once each, in order
         code = max(error.code for error in errors if error is not None)
-        raise CliError("\n".join(messages), code) from leaves[0]
+        raise CliError("\n".join(messages), code) from found[0]
     except Exception as exc:
         error = _as_cli_error(exc, schema)
         if error is None:
             raise
         raise error from exc
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            yield from _leaves(exc)
-        else:
-            yield exc
 
 
 def _as_cli_error(exc: BaseException, schema: str | None) -> CliError | None:
@@ -249,23 +242,13 @@ def database_hint(exc: BaseException, schema: str | None = None) -> str | None:
     migrating (an unknown database or role also "does not exist", and migrating would not
     help there); the command line then names the schema to migrate.
     """
-    hints = (e.hint for e in _causes(exc) if isinstance(e, trioqueue.BackendError) and e.hint)
+    hints = (e.hint for e in causes(exc) if isinstance(e, trioqueue.BackendError) and e.hint)
     hint = next(hints, None)
     if hint is None or hint in str(exc):
         return None
     if schema is not None and "`trioqueue migrate`" in hint:
         return f"has the schema been migrated? run: trioqueue migrate --schema {schema}"
     return hint
-
-
-def _causes(exc: BaseException) -> Iterator[BaseException]:
-    """``exc``, then each exception it was raised from."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__
 
 
 def _stderr_log_handler() -> logging.Handler:

@@ -46,7 +46,7 @@ import logging
 import math
 import re
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
@@ -60,7 +60,7 @@ import trio_asyncio
 from trioqueue._backends.postgres.connections import ConnectionPool, PooledConnection
 from trioqueue._backends.postgres.sqlstate import backend_error
 from trioqueue._backends.validation import MAX_SECONDS
-from trioqueue._errors import BackendError
+from trioqueue._errors import BackendError, leaves
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -334,23 +334,15 @@ _PARSER_ARGUMENTS: dict[str, Any] = dict.fromkeys(
 
 def _raise_sole_exception(group: BaseExceptionGroup[BaseException]) -> None:
     """Raise the only leaf exception of ``group`` unchanged, if it has exactly one."""
-    leaves = list(_leaves(group))
-    if len(leaves) != 1:
+    found = list(leaves(group))
+    if len(found) != 1:
         return
-    [leaf] = leaves
+    [leaf] = found
     context = leaf.__context__
     try:
         raise leaf
     finally:
         leaf.__context__ = context  # not the group: it only wrapped this very exception
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            yield from _leaves(exc)
-        else:
-            yield exc
 
 
 class Driver:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from trioqueue._errors import BackendError
+from trioqueue._errors import BackendError, causes
 
 __all__ = ["MIGRATE_HINT", "backend_error", "connection_refused"]
 
@@ -73,12 +73,10 @@ def connection_refused(exc: BaseException) -> bool:
     connection or could not be reached: infrastructure trouble, which is not a handler's
     failure (docs/protocol.rst §4). Anything else (a server error about a statement, a
     broken transaction, a bug) is False."""
-    seen: BaseException | None = exc
-    while seen is not None:
+    for seen in causes(exc):
         if isinstance(seen, OSError):  # refused, reset or timed out at the network level
             return True
         state = getattr(seen, "sqlstate", None) if isinstance(seen, asyncpg.PostgresError) else None
         if isinstance(state, str) and (state[:2] in _REFUSED_CLASSES or state in _REFUSED_STATES):
             return True
-        seen = seen.__cause__
     return False
