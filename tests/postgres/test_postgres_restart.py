@@ -318,8 +318,15 @@ async def test_restart_mid_run_loses_no_job_and_notices_resume(
     n = 60
     runs = Runs()
 
+    # An outage past the lease needs an attempt in flight when the server goes down (else
+    # nothing is given up): this job's handler is held until the server is down.
+    held_payload = 20 if outage == "past the lease" else None
+    server_down = trio.Event()
+
     async def handler(payload: int, ctx: JobContext) -> None:
         runs.started(ctx.job_id)
+        if payload == held_payload:
+            await server_down.wait()
         await trio.sleep(0.1)  # real work time: 60 jobs, 4 at a time, take 1.5 s
 
     cfg = trioqueue.WorkerConfig(
@@ -338,6 +345,7 @@ async def test_restart_mid_run_loses_no_job_and_notices_resume(
     finished_when_down: list[int] = []
 
     async def while_down() -> None:
+        server_down.set()
         finished_when_down.append(len(runs.succeeded))
         if outage == "past the lease":
             # Down until the pool gives up an attempt: V after the last renewal at most, as
@@ -354,6 +362,8 @@ async def test_restart_mid_run_loses_no_job_and_notices_resume(
         ids = await backend.enqueue_many(Q, list(range(n)), max_attempts=5)
         with trio.fail_after(10):
             await runs.wait_for(lambda: len(runs.succeeded) >= 8)
+            if held_payload is not None:
+                await runs.wait_for(lambda: ids[held_payload] in runs.starts)
 
         await restart(private_server, while_down=while_down)
 
