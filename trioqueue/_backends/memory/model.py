@@ -332,6 +332,10 @@ class MemoryModel:
     def unlock_rows(self, job_ids: Iterable[int]) -> None:
         self._locked.difference_update(job_ids)
 
+    def locked_rows(self) -> frozenset[int]:
+        """The ids :meth:`lock_rows` locked and :meth:`unlock_rows` has not unlocked."""
+        return frozenset(self._locked)
+
     def expire(self, now: float, job_id: int) -> None:
         """Make a running job's lease expire (one second before ``now``).
 
