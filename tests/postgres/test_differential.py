@@ -3,7 +3,10 @@
 Each hypothesis example opens a fresh memory backend and a PostgreSQL backend on a fresh
 schema, draws a sequence of operations (enqueue, enqueue_many, claim, renew, ack, fail,
 release, cancel, retry, expire, and bad input), runs each one against both backends, and
-compares every answer and, after every step, a normalised view of every job.
+compares every answer and, after every step, a normalised view of every job. The memory
+backend is the reference model (``trioqueue/_backends/memory/model.py``) in a thin async
+shell, so this compares the model's statements with ``queries.sql``'s; it goes through the
+shell rather than the model so that bad input, checked in the shell, is compared too.
 
 Both run on trio's real clock with a long lease (``V``), so no lease runs out by itself
 during an example: only the ``expire`` step ends one, with the memory backend's

@@ -9,9 +9,9 @@
   helpers work without them (in a demo, say).
 - :func:`next_notice`: wait for a notice of one kind on a ``listen`` channel.
 
-The package re-exports private modules: ``_conformance.py`` (the suite), ``_notices.py``
-(``next_notice``, which the suite uses too); the faults live beside the memory backend that
-carries them out (``trioqueue._backends.memory.faults``).
+The package re-exports private modules: ``_conformance/`` (the suite, a module per topic),
+``_notices.py`` (``next_notice``, which the suite uses too); the faults live beside the
+memory backend that carries them out (``trioqueue._backends.memory.faults``).
 
 Example::
 

@@ -1,6 +1,6 @@
 """Waiting for notices (public as ``trioqueue.testing.next_notice``).
 
-A module of its own so that the conformance suite (``_conformance.py``) can use it without
+A module of its own so that the conformance suite (``_conformance/``) can use it without
 importing the package that lazily imports the suite.
 """
 

@@ -1,0 +1,561 @@
+"""The reference model: the job table and its named queries, synchronous, on a given clock.
+
+Theory of operation
+-------------------
+:class:`MemoryModel` is what the PostgreSQL backend's ``queries.sql`` does to the jobs table,
+as a plain class: one method per named query (``enqueue``, ``claim``, ``renew``, ``ack``,
+``fail``, ``release``, ``cancel``, ``retry``, ``get_job``, ``list_jobs``, ``counts``,
+``prune``, and ``find_dedup``), each taking ``now``, the model's clock in seconds, as its
+first argument. It imports no trio and does no I/O, so a porter can read the protocol's
+effects here without an event loop, and a property test can drive it with a float clock.
+
+Each method applies its whole effect in one step, as one SQL statement would, and assumes
+its arguments were checked already (``trioqueue._backends.validation`` does that in the
+async shell, :class:`~trioqueue._backends.memory.backend.MemoryBackend`, as the PostgreSQL
+backend does before it sends a statement). What the model cannot do by itself is left to the
+shell: the connection model, injected faults, and delivering notices. The model only queues
+the notices a statement would send (``pg_notify``); :meth:`MemoryModel.take_notices`
+hands them over.
+
+A job is a :class:`Row` with the columns the PostgreSQL table has. A row is *claimable* when
+it is not finished and its ``not_visible_until`` has passed; there is no other "running"
+bookkeeping, exactly as in the protocol (an expired lease makes a row claimable by itself).
+
+Claim order (priority DESC, id ASC) is kept incrementally per queue (:class:`_QueueIndex`)
+so that a claim costs ``O(k log n)`` rather than a scan of every row: demos and property
+tests drain thousands of jobs.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from trioqueue._backends.validation import EnqueueRequest, decode_payload
+from trioqueue._core.progress import valid_progress
+from trioqueue._core.wire import RenewItem, Verdict
+from trioqueue._errors import UnknownJobError
+from trioqueue._types import (
+    Ack,
+    Claimed,
+    Failure,
+    Job,
+    JobInfo,
+    JobStatus,
+    Notice,
+    NoticeKind,
+    Recorded,
+    Release,
+)
+
+__all__ = ["MemoryModel", "Row", "RowStatus", "Sent"]
+
+RowStatus = Literal["queued", "running", "succeeded", "failed"]
+
+#: The datetime of model time 0.0 unless the model is given another anchor.
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(slots=True, eq=False)
+class Row:
+    """One job, with the columns of the PostgreSQL table (times are model times).
+
+    Read it, never write it: the model keeps its claim order beside the rows.
+    """
+
+    id: int
+    queue: str
+    payload: str  # JSON text, decoded afresh on every read so that no caller shares it
+    priority: int
+    max_attempts: int
+    not_visible_until: float
+    created_at: float
+    dedup_key: str | None
+    status: RowStatus = "queued"
+    attempts: int = 0
+    claim_seq: int = 0
+    progress: float | None = None
+    last_error: str | None = None
+    cancel_requested_at: float | None = None
+    finished_at: float | None = None
+    worker_id: str | None = None
+    in_ready: bool = False  # an entry for it is in its queue's ready heap
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("succeeded", "failed")
+
+    def leased(self, now: float) -> bool:
+        """Running under a lease that has not expired yet."""
+        return self.status == "running" and self.not_visible_until > now
+
+    def state(self, now: float) -> JobStatus:
+        """The public status at ``now``, derived as ``get_job`` derives it."""
+        if self.status == "succeeded" or self.status == "failed":
+            return self.status
+        if self.leased(now):
+            return "running"
+        return "scheduled" if self.not_visible_until > now else "ready"
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """A notice a statement sent: to every listener of ``notice.queue``, or, when
+    ``worker_id`` is set, only to that worker's listeners of it (a cancel request)."""
+
+    notice: Notice
+    worker_id: str | None = None
+
+
+@dataclass(slots=True)
+class _QueueIndex:
+    """Claim order for one queue, kept incrementally.
+
+    ``waiting`` holds ``(not_visible_until, id)`` for every visibility time a row was given.
+    An entry is live only while it still equals the row's ``not_visible_until``: every
+    change pushes a fresh entry, and stale ones are dropped when they surface. When a live
+    entry comes due, its row moves to ``ready``, ordered ``(-priority, id)``. A ready entry
+    is re-checked when popped, since the old owner of an expired lease may renew it.
+    """
+
+    waiting: list[tuple[float, int]] = field(default_factory=list)
+    ready: list[tuple[int, int]] = field(default_factory=list)
+
+
+class MemoryModel:
+    """The jobs table and the named queries of ``queries.sql``, on the caller's clock.
+
+    Every method taking ``now`` runs at that model time; give it times that never go back.
+    Arguments are assumed valid (checked as ``trioqueue._backends.validation`` checks them).
+
+    Args:
+        anchor: a model time, and ``anchor_datetime`` the wall-clock datetime it stands for;
+            ``JobInfo`` times are mapped through them. By default model times are seconds
+            since the Unix epoch.
+    """
+
+    def __init__(self, *, anchor: float = 0.0, anchor_datetime: datetime = EPOCH) -> None:
+        self._rows: dict[int, Row] = {}
+        self._last_id = 0
+        self._queues: dict[str, _QueueIndex] = {}
+        self._dedup: dict[tuple[str, str], int] = {}  # unfinished jobs only
+        self._locked: set[int] = set()
+        self._outbox: list[Sent] = []
+        self._anchor = anchor
+        self._anchor_datetime = anchor_datetime
+
+    # -- producers and operators ---------------------------------------------------------
+
+    def enqueue(self, now: float, request: EnqueueRequest) -> tuple[list[int], bool]:
+        """Insert every payload in order; mirrors ``-- name: enqueue`` (with ``find_dedup``).
+
+        Returns:
+            The new ids and True; or, when ``request.dedup_key`` is held by an unfinished
+            job of the queue, ``([that job's id], False)`` and nothing is written. One
+            ``AVAILABLE`` notice when anything was added.
+        """
+        if request.dedup_key is not None:
+            existing = self.find_dedup(request.queue, request.dedup_key)
+            if existing is not None:
+                return [existing], False
+        ids = [self._insert(request, text, now) for text in request.payloads]
+        if ids:
+            self._notify_available(request.queue)
+        return ids, True
+
+    def find_dedup(self, queue: str, dedup_key: str) -> int | None:
+        """The unfinished job of ``queue`` holding ``dedup_key``; mirrors ``find_dedup``."""
+        return self._dedup.get((queue, dedup_key))
+
+    def cancel(self, now: float, job_id: int) -> bool:
+        """Cancel a job; mirrors ``-- name: cancel``.
+
+        A leased job gets the cancel flag and its worker a ``CANCEL`` notice; any other
+        unfinished job fails at once. False when the job is unknown or already finished.
+        """
+        row = self._rows.get(job_id)
+        if row is None or row.finished:
+            return False
+        if row.leased(now):
+            # The worker stops the handler when its renewal says CANCEL_REQUESTED; the
+            # notice only makes that renewal happen now rather than at the next beat.
+            if row.cancel_requested_at is None:
+                row.cancel_requested_at = now
+            self._outbox.append(Sent(Notice(NoticeKind.CANCEL, row.queue, row.id), row.worker_id))
+        else:
+            self._finish(row, "failed", self._cancel_message(row), now)
+        return True
+
+    def retry(self, now: float, job_id: int) -> bool:
+        """Put a failed job back for one more attempt; mirrors ``-- name: retry``.
+
+        Attempts and ``last_error`` stay, ``max_attempts`` grows when it was used up, a
+        cancel flag is cleared. False when the job is unknown, not failed, or another
+        unfinished job of its queue holds its dedup key.
+        """
+        row = self._rows.get(job_id)
+        if row is None or row.status != "failed":
+            return False
+        if row.dedup_key is not None:
+            key = (row.queue, row.dedup_key)
+            if key in self._dedup:
+                return False  # another unfinished job holds the key
+            self._dedup[key] = row.id
+        row.status = "queued"
+        row.finished_at = row.cancel_requested_at = row.worker_id = None
+        row.max_attempts = max(row.max_attempts, row.attempts + 1)
+        self._show_at(row, now)
+        self._notify_available(row.queue)
+        return True
+
+    def get_job(self, now: float, job_id: int) -> JobInfo | None:
+        """A snapshot of one job, None when no job has this id; mirrors ``get_job``."""
+        row = self._rows.get(job_id)
+        return None if row is None else self._info(row, now)
+
+    def list_jobs(
+        self, now: float, queue: str | None, status: JobStatus | None, limit: int, offset: int
+    ) -> list[JobInfo]:
+        """Snapshots ordered by id, optionally of one queue and state; mirrors ``list_jobs``."""
+        matching = [
+            row
+            for row in self._rows.values()  # ids ascend in insertion order
+            if (queue is None or row.queue == queue)
+            and (status is None or row.state(now) == status)
+        ]
+        return [self._info(row, now) for row in matching[offset : offset + limit]]
+
+    def counts(self, now: float) -> dict[str, dict[JobStatus, int]]:
+        """Jobs per queue and state (states with no jobs left out); mirrors ``counts``."""
+        counts: dict[str, dict[JobStatus, int]] = {}
+        for row in self._rows.values():
+            per_state = counts.setdefault(row.queue, {})
+            state = row.state(now)
+            per_state[state] = per_state.get(state, 0) + 1
+        return counts
+
+    def prune(self, now: float, older_than: float, limit: int) -> int:
+        """Delete up to ``limit`` rows finished more than ``older_than`` seconds before
+        ``now``, oldest first, skipping locked rows; mirrors ``-- name: prune``."""
+        cutoff = now - older_than
+        doomed = sorted(
+            (row.finished_at, row.id)
+            for row in self._rows.values()
+            if row.finished_at is not None
+            and row.finished_at < cutoff
+            and row.id not in self._locked  # FOR UPDATE SKIP LOCKED
+        )[:limit]
+        for _, job_id in doomed:
+            del self._rows[job_id]  # a finished row holds no dedup key; heap entries go stale
+        return len(doomed)
+
+    # -- the worker side -----------------------------------------------------------------
+
+    def claim(
+        self,
+        now: float,
+        queue: str,
+        limit: int,
+        worker_id: str,
+        visibility_timeout: float,
+        *,
+        started: float | None = None,
+    ) -> list[Claimed]:
+        """Lease up to ``limit`` claimable rows, priority DESC then id; mirrors ``claim``.
+
+        Rows whose lease expired on their final attempt, or that were asked to cancel while
+        running, are failed instead of run again. The lease counts from ``now``, when the
+        rows are taken; ``started`` is when the statement began (PostgreSQL's ``now()``,
+        by default ``now``), and each answer's ``locked_after`` is ``now - started``.
+        """
+        index = self._queues.get(queue)
+        if index is None:
+            return []
+        self._promote(index, now)
+        # The lease counts from now, when the rows are taken, however long the call waited
+        # for its connection or a stall before it (docs/protocol.rst, "Rows, attempts and
+        # fencing"); the answer says how long that was.
+        locked_after = 0.0 if started is None else now - started
+        return [
+            self._lease(row, worker_id, now + visibility_timeout, locked_after)
+            for row in self._pop_ready(index, now, limit)
+        ]
+
+    def renew(
+        self, now: float, items: Sequence[RenewItem], visibility_timeout: float
+    ) -> dict[int, Verdict]:
+        """Renew every item in one statement, storing progress; mirrors ``renew``.
+
+        A lease is never shortened (``greatest()``); a locked row answers ``UNCHANGED``.
+        The items name distinct jobs (validation refuses a job named twice).
+        """
+        lease_until = now + visibility_timeout
+        return {item.job_id: self._renew_one(item, lease_until) for item in items}
+
+    def ack(self, now: float, items: Sequence[Ack]) -> list[bool]:
+        """Mark attempts succeeded, fenced by ``claim_seq`` (I9); mirrors ``ack``."""
+        return [self._ack_one(item, now) for item in items]
+
+    def fail(self, now: float, items: Sequence[Failure]) -> list[Recorded | None]:
+        """Record failed attempts, fenced (I9); mirrors ``-- name: fail``.
+
+        Per item, what the job became (None: not applied). A retry is final when the
+        attempt was the last one allowed or the job was asked to cancel.
+        """
+        return [self._fail_one(item, now) for item in items]
+
+    def release(self, now: float, items: Sequence[Release]) -> list[bool]:
+        """Give attempts back uncharged, fenced (I9); mirrors ``-- name: release``.
+
+        A job asked to cancel is failed instead.
+        """
+        return [self._release_one(item, now) for item in items]
+
+    # -- what the shell needs besides the queries ------------------------------------------
+
+    def take_notices(self) -> list[Sent]:
+        """The notices sent since the last call, oldest first (the outbox is emptied)."""
+        sent, self._outbox = self._outbox, []
+        return sent
+
+    def rows(self) -> Iterator[Row]:
+        """Every row, by id (for inspection: do not change them)."""
+        return iter(list(self._rows.values()))
+
+    def lock_rows(self, job_ids: Iterable[int]) -> None:
+        """Pretend another transaction holds these rows' locks (``SKIP LOCKED`` skips them)."""
+        self._locked.update(job_ids)
+
+    def unlock_rows(self, job_ids: Iterable[int]) -> None:
+        self._locked.difference_update(job_ids)
+
+    def locked_rows(self) -> frozenset[int]:
+        """The ids :meth:`lock_rows` locked and :meth:`unlock_rows` has not unlocked."""
+        return frozenset(self._locked)
+
+    def expire(self, now: float, job_id: int) -> None:
+        """Make a running job's lease expire (one second before ``now``).
+
+        Raises:
+            UnknownJobError: no job has this id.
+            ValueError: the job is not running.
+        """
+        row = self._rows.get(job_id)
+        if row is None:
+            raise UnknownJobError(job_id)
+        if row.status != "running":
+            raise ValueError(f"job {job_id} is {row.status}, not running")
+        self._show_at(row, now - 1.0)  # pushes a live heap entry, due now
+
+    def to_datetime(self, t: float) -> datetime:
+        """The wall-clock datetime of model time ``t``."""
+        return self._anchor_datetime + timedelta(seconds=t - self._anchor)
+
+    # -- rows ----------------------------------------------------------------------------
+
+    def _insert(self, request: EnqueueRequest, payload: str, now: float) -> int:
+        self._last_id += 1
+        row = Row(
+            id=self._last_id,
+            queue=request.queue,
+            payload=payload,
+            priority=request.priority,
+            max_attempts=request.max_attempts,
+            not_visible_until=now + request.delay,
+            created_at=now,
+            dedup_key=request.dedup_key,
+        )
+        self._rows[row.id] = row
+        self._show_at(row, row.not_visible_until)
+        if row.dedup_key is not None:
+            self._dedup[(row.queue, row.dedup_key)] = row.id
+        return row.id
+
+    def _finish(self, row: Row, status: RowStatus, error: str | None, now: float) -> None:
+        row.status = status
+        row.finished_at = now
+        if error is not None:
+            row.last_error = error
+        if row.dedup_key is not None and self._dedup.get((row.queue, row.dedup_key)) == row.id:
+            del self._dedup[(row.queue, row.dedup_key)]
+
+    def _fenced(self, job_id: int, claim_seq: int) -> Row | None:
+        """The row, if a write naming ``(job_id, claim_seq)`` may apply to it (I9)."""
+        row = self._rows.get(job_id)
+        if row is None or row.status != "running" or row.claim_seq != claim_seq:
+            return None
+        return row
+
+    @staticmethod
+    def _store_progress(row: Row, progress: float | None) -> None:
+        # The runtime filters progress already; a backend must never store junk anyway.
+        value = valid_progress(progress)
+        if value is not None:
+            row.progress = value
+
+    def _info(self, row: Row, now: float) -> JobInfo:
+        return JobInfo(
+            id=row.id,
+            queue=row.queue,
+            payload=decode_payload(row.payload),
+            status=row.state(now),
+            attempts=row.attempts,
+            max_attempts=row.max_attempts,
+            priority=row.priority,
+            progress=row.progress,
+            last_error=row.last_error,
+            created_at=self.to_datetime(row.created_at),
+            finished_at=None if row.finished_at is None else self.to_datetime(row.finished_at),
+        )
+
+    # -- claim order ---------------------------------------------------------------------
+
+    def _index(self, queue: str) -> _QueueIndex:
+        index = self._queues.get(queue)
+        if index is None:
+            index = self._queues[queue] = _QueueIndex()
+        return index
+
+    def _show_at(self, row: Row, t: float) -> None:
+        """Set the row's visibility time; it becomes claimable once ``t`` has passed."""
+        row.not_visible_until = t
+        heapq.heappush(self._index(row.queue).waiting, (t, row.id))
+
+    def _promote(self, index: _QueueIndex, now: float) -> None:
+        """Move rows that came due to ``ready``, failing those that must not run again."""
+        waiting = index.waiting
+        while waiting and waiting[0][0] <= now:
+            t, job_id = heapq.heappop(waiting)
+            row = self._rows.get(job_id)  # None: pruned
+            if row is None or row.finished or row.not_visible_until != t:
+                continue
+            if self._settle_expired(row, now):
+                continue
+            if not row.in_ready:
+                row.in_ready = True
+                heapq.heappush(index.ready, (-row.priority, row.id))
+
+    def _settle_expired(self, row: Row, now: float) -> bool:
+        """Fail a row whose lease expired when it must not run again; True if it did.
+
+        A cancel flag means the user wants the job dead, even if its worker never saw the
+        flag. A lease expired on the final attempt is dead-lettered (docs/protocol.rst §1).
+        """
+        if row.status != "running" or row.not_visible_until > now or row.id in self._locked:
+            return False  # still leased; or locked, so skipped as SKIP LOCKED would
+        if row.cancel_requested_at is not None:
+            self._finish(row, "failed", "cancelled: cancel requested", now)
+        elif row.attempts >= row.max_attempts:
+            n = row.max_attempts
+            self._finish(row, "failed", f"lease expired on the final attempt ({n} of {n})", now)
+        else:
+            return False
+        return True
+
+    def _pop_ready(self, index: _QueueIndex, now: float, limit: int) -> list[Row]:
+        taken: list[Row] = []
+        skipped: list[Row] = []  # locked by someone else: SKIP LOCKED passes them over
+        while index.ready and len(taken) < limit:
+            _, job_id = heapq.heappop(index.ready)
+            row = self._rows.get(job_id)  # None: pruned
+            if row is None:
+                continue
+            row.in_ready = False
+            if row.finished or row.not_visible_until > now or self._settle_expired(row, now):
+                continue  # finished, or hidden again by its old owner's renewal
+            (skipped if row.id in self._locked else taken).append(row)
+        for row in skipped:
+            row.in_ready = True
+            heapq.heappush(index.ready, (-row.priority, row.id))
+        return taken
+
+    # -- statements, per row -------------------------------------------------------------
+
+    def _lease(self, row: Row, worker_id: str, lease_until: float, locked_after: float) -> Claimed:
+        row.status = "running"
+        row.attempts += 1
+        row.claim_seq += 1
+        row.worker_id = worker_id
+        row.progress = None  # the new attempt has reported none; an old attempt's is not its own
+        self._show_at(row, lease_until)
+        job = Job(
+            id=row.id,
+            queue=row.queue,
+            payload=decode_payload(row.payload),
+            attempt=row.attempts,
+            max_attempts=row.max_attempts,
+            claim_seq=row.claim_seq,
+        )
+        return Claimed(job, lease_until, locked_after)
+
+    def _renew_one(self, item: RenewItem, lease_until: float) -> Verdict:
+        if item.job_id in self._locked:
+            return Verdict.UNCHANGED  # the statement skips rows it cannot lock at once
+        row = self._rows.get(item.job_id)
+        if row is None or row.status != "running":
+            return Verdict.GONE
+        if row.claim_seq != item.claim_seq:
+            return Verdict.RECLAIMED
+        self._store_progress(row, item.progress)
+        self._show_at(row, max(row.not_visible_until, lease_until))  # never back, as in SQL
+        if row.cancel_requested_at is not None:
+            return Verdict.CANCEL_REQUESTED
+        return Verdict.EXTENDED
+
+    def _ack_one(self, item: Ack, now: float) -> bool:
+        row = self._fenced(item.job_id, item.claim_seq)
+        if row is None:
+            return False
+        self._store_progress(row, item.progress)
+        self._finish(row, "succeeded", None, now)
+        return True
+
+    def _fail_one(self, item: Failure, now: float) -> Recorded | None:
+        row = self._fenced(item.job_id, item.claim_seq)
+        if row is None:
+            return None
+        self._store_progress(row, item.progress)
+        if row.cancel_requested_at is not None:
+            # A cancelled job is never retried; keep the worker's own words when it knew.
+            error = item.error
+            if not error.startswith("cancelled"):
+                error = f"cancelled: cancel requested ({error})"
+            self._finish(row, "failed", error, now)
+        elif item.retry_delay is None or row.attempts >= row.max_attempts:
+            self._finish(row, "failed", item.error, now)
+        else:
+            row.status = "queued"
+            row.last_error = item.error
+            self._show_at(row, now + item.retry_delay)
+            self._notify_available(row.queue)
+            return Recorded.RETRY
+        return Recorded.FINAL
+
+    def _release_one(self, item: Release, now: float) -> bool:
+        row = self._fenced(item.job_id, item.claim_seq)
+        if row is None:
+            return False
+        self._store_progress(row, item.progress)
+        if row.cancel_requested_at is not None:
+            # Released at shutdown after a cancel request: honour the cancel, don't rerun.
+            self._finish(row, "failed", "cancelled: cancel requested", now)
+            return True
+        row.status = "queued"
+        row.attempts -= 1  # a released attempt is not charged
+        self._show_at(row, now)
+        self._notify_available(row.queue)
+        return True
+
+    @staticmethod
+    def _cancel_message(row: Row) -> str:
+        if row.status == "running":
+            return "cancelled: cancel requested after its lease expired"
+        if row.attempts == 0:
+            return "cancelled before it ran"
+        return "cancelled while waiting to retry"
+
+    def _notify_available(self, queue: str) -> None:
+        self._outbox.append(Sent(Notice(NoticeKind.AVAILABLE, queue)))

@@ -1,0 +1,55 @@
+"""The backend conformance suite (public as ``trioqueue.testing.BackendConformance``).
+
+Every backend runs these same tests, which is what lets the worker runtime treat all
+backends alike and lets a differential test compare two of them. The tests are split by
+topic, one module and one class each, and :class:`BackendConformance` combines them:
+
+- ``enqueue.py``: enqueueing and reading a job back (payloads, options, dedup keys);
+- ``claim.py``: claim order, limits, attempts and ``claim_seq``, leases, dead-lettering;
+- ``renew.py``: renewals, their verdicts and fencing, progress, bad lease lengths;
+- ``outcomes.py``: ack, fail and release, fenced by ``claim_seq``;
+- ``cancel.py``: cancelling jobs in every state;
+- ``operator.py``: ``list_jobs``, ``counts`` and ``retry``;
+- ``notices.py``: notices and statement statistics;
+- ``_base.py``: what they share (the clock fixture, the timings, helpers, bad inputs).
+"""
+
+from __future__ import annotations
+
+from trioqueue.testing._conformance.cancel import CancelConformance
+from trioqueue.testing._conformance.claim import ClaimConformance
+from trioqueue.testing._conformance.enqueue import EnqueueConformance
+from trioqueue.testing._conformance.notices import NoticeConformance
+from trioqueue.testing._conformance.operator import OperatorConformance
+from trioqueue.testing._conformance.outcomes import OutcomeConformance
+from trioqueue.testing._conformance.renew import RenewConformance
+
+__all__ = ["BackendConformance"]
+
+
+class BackendConformance(
+    EnqueueConformance,
+    ClaimConformance,
+    RenewConformance,
+    OutcomeConformance,
+    CancelConformance,
+    OperatorConformance,
+    NoticeConformance,
+):
+    """What every backend must do, as tests. Subclass it in a test module::
+
+        class TestMemoryConformance(BackendConformance):
+            @pytest.fixture
+            async def backend(self):
+                async with trioqueue.open_memory() as backend:
+                    yield backend
+
+            @pytest.fixture
+            def clock(self):
+                return trio.testing.MockClock(autojump_threshold=0)
+
+    The ``backend`` fixture must yield an open, migrated, empty backend. Override ``clock``
+    to run the tests on a fake clock (only for a backend whose times come from trio). The
+    class attributes ``short_timeout``, ``slack``, ``long_timeout`` and ``notice_timeout``
+    tune the timings to a backend's clock resolution.
+    """

@@ -1,0 +1,96 @@
+"""Operator queries: list_jobs, counts and retry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from trioqueue._backends.interface import Backend
+from trioqueue._types import Ack, Failure
+from trioqueue.testing._conformance._base import WORKER, ConformanceBase, Q
+
+__all__ = ["OperatorConformance"]
+
+
+class OperatorConformance(ConformanceBase):
+    """Operator queries: list_jobs, counts and retry."""
+
+    async def test_list_jobs_filters_and_pages(self, backend: Backend, clock: object) -> None:
+        ids = await backend.enqueue_many(Q, list(range(5)))
+        others = await backend.enqueue_many("other", ["x", "y"])
+        scheduled = await backend.enqueue(Q, "later", delay=self.long_timeout)
+        running = await self._claim_one(backend)
+        done = await self._claim_one(backend)
+        await backend.ack([Ack(done.job.id, done.job.claim_seq)])
+
+        async def listed(**filters: Any) -> list[int]:
+            return self._ids(await backend.list_jobs(**filters))
+
+        assert await listed() == [*ids, *others, scheduled]
+        assert await listed(queue=Q) == [*ids, scheduled]
+        assert await listed(status="running") == [running.job.id]
+        assert await listed(status="succeeded") == [done.job.id]
+        assert await listed(status="scheduled") == [scheduled]
+        assert await listed(queue=Q, status="ready") == ids[2:]
+        assert await listed(status="failed") == []
+        assert await listed(limit=2, offset=1) == ids[1:3]
+        assert await listed(offset=100) == []
+
+    @pytest.mark.parametrize(
+        "filters",
+        [
+            pytest.param({"status": "bogus"}, id="status"),
+            pytest.param({"limit": 0}, id="limit-0"),
+            pytest.param({"limit": 10_001}, id="limit-10001"),
+            pytest.param({"offset": -1}, id="offset"),
+        ],
+    )
+    async def test_list_jobs_rejects_bad_arguments(
+        self, backend: Backend, clock: object, filters: dict[str, Any]
+    ) -> None:
+        [name] = filters
+        with pytest.raises(ValueError, match=name):
+            await backend.list_jobs(**filters)
+
+    async def test_counts_per_queue_and_state(self, backend: Backend, clock: object) -> None:
+        assert await backend.counts() == {}
+        first = await backend.enqueue(Q, "a")
+        await backend.enqueue(Q, "b")
+        await backend.enqueue(Q, "c", delay=3600)
+        await backend.enqueue("other", "d")
+        claimed = await self._claim_one(backend)
+        assert claimed.job.id == first
+        await backend.ack([Ack(first, claimed.job.claim_seq)])
+        await backend.claim(Q, limit=1, worker_id=WORKER, visibility_timeout=60)
+        assert await backend.counts() == {
+            Q: {"succeeded": 1, "running": 1, "scheduled": 1},
+            "other": {"ready": 1},
+        }
+
+    async def test_retry_puts_a_failed_job_back_for_one_more_attempt(
+        self, backend: Backend, clock: object
+    ) -> None:
+        job_id = await backend.enqueue(Q, "x", max_attempts=1)
+        claimed = await self._claim_one(backend)
+        await backend.fail([Failure(job_id, claimed.job.claim_seq, "boom", None)])
+        assert await backend.retry(job_id) is True
+        info = await backend.get_job(job_id)
+        assert (info.status, info.attempts, info.max_attempts) == ("ready", 1, 2)
+        assert info.last_error == "boom"
+        assert info.finished_at is None
+        again = await self._claim_one(backend)
+        assert (again.job.id, again.job.attempt) == (job_id, 2)
+        assert again.job.claim_seq > claimed.job.claim_seq
+
+    async def test_retry_refuses_unknown_and_unfinished_jobs(
+        self, backend: Backend, clock: object
+    ) -> None:
+        job_id = await backend.enqueue(Q, "x")
+        assert await backend.retry(job_id) is False  # queued
+        claimed = await self._claim_one(backend)
+        assert await backend.retry(job_id) is False  # running
+        await backend.ack([Ack(job_id, claimed.job.claim_seq)])
+        assert await backend.retry(job_id) is False  # succeeded
+        assert await backend.retry(10**9) is False
+        assert (await backend.get_job(job_id)).status == "succeeded"
