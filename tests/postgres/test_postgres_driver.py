@@ -78,13 +78,14 @@ async def test_callers_beyond_the_pool_size_wait_their_turn(backend: PostgresBac
     """Two connections, eight concurrent operations, one of them held a while: all succeed."""
     released = trio.Event()
 
-    async def hold_one() -> None:
+    async def hold_one(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with backend.acquire() as connection:
             await connection.execute("SELECT 1")
+            task_status.started()  # one connection is out: the eight share the other
             await released.wait()
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(hold_one)
+        await nursery.start(hold_one)
         async with trio.open_nursery() as producers:
             for n in range(8):
                 producers.start_soon(backend.enqueue, Q, n)
