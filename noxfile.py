@@ -1,4 +1,4 @@
-"""Developer and CI sessions: ``nox -s tests lint typecheck`` (and ``docs``, ``fast``).
+"""Developer and CI sessions: ``nox -s tests lint typecheck docs`` (and ``fast``).
 
 Every session builds a fresh virtualenv from the project's own metadata, so a
 green run means the project installs and passes from scratch.
@@ -13,7 +13,7 @@ import nox
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.sessions = ["tests", "lint", "typecheck", "docs"]
 
 ROOT = Path(__file__).parent
 LINT_PATHS = ("trioqueue", "tests", "bench", "noxfile.py", "docs/conf.py", "docs/render_rules.py")
