@@ -8,17 +8,21 @@ subprocess and stops it with SIGINT, as an operator would.
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from prometheus_client.parser import text_string_to_metric_families
 
 import trioqueue
 from trioqueue.cli import _commands as cli
@@ -233,6 +237,56 @@ async def test_serve_worker_runs_jobs_until_cancelled(
     infos = await cli.list_jobs(postgres_dsn, postgres_schema, "work", None, 100, 0)
     # Ack writes are flushed before the pool returns from its graceful shutdown.
     assert [info.status for info in infos] == ["succeeded"] * 3
+
+
+def _scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        body: bytes = answer.read()
+        return body.decode()
+
+
+async def test_serve_worker_serves_metrics_that_move_while_its_pool_works(
+    postgres_dsn: str, postgres_schema: str
+) -> None:
+    """``worker --metrics-port``: /metrics over real HTTP, scraped from a thread."""
+    HANDLED.clear()
+    await cli.migrate(postgres_dsn, postgres_schema)
+    for n in range(3):
+        await cli.enqueue(postgres_dsn, postgres_schema, "work", {"n": n}, {})
+    config = trioqueue.WorkerConfig(handler=record, queue="work", poll_interval=0.1)
+    out = io.StringIO()
+    async with trio.open_nursery() as nursery:
+        serve = functools.partial(
+            cli.serve_worker, postgres_dsn, postgres_schema, metrics=("127.0.0.1", 0), out=out
+        )
+        await nursery.start(serve, config)
+        with trio.fail_after(20):
+            while len(HANDLED) < 3:
+                await trio.sleep(0.02)
+        [line] = out.getvalue().splitlines()
+        assert line.startswith("metrics on http://127.0.0.1:") and line.endswith("/metrics")
+        url = line.removeprefix("metrics on ")
+        with trio.fail_after(20):
+            while True:  # the third ack may still be on its way when the handler returns
+                text = await trio.to_thread.run_sync(_scrape, url)
+                samples = {
+                    (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+                    for family in text_string_to_metric_families(text)
+                    for sample in family.samples
+                }
+                key = (
+                    "trioqueue_jobs_finished_total",
+                    (("outcome", "succeeded"), ("queue", "work")),
+                )
+                if samples.get(key) == 3:
+                    break
+                await trio.sleep(0.05)
+        nursery.cancel_scope.cancel()
+    assert samples["trioqueue_handler_duration_seconds_count", (("queue", "work"),)] == 3
+    assert ("trioqueue_renewal_duration_seconds_count", ()) in samples  # no-op jobs: maybe 0
+    # Sampled when serving began, before the pool claimed: three ready jobs.
+    assert samples["trioqueue_jobs", (("queue", "work"), ("status", "ready"))] == 3
+    assert ("trioqueue_connections_in_use", ()) in samples
 
 
 def test_worker_command_runs_jobs_and_stops_gracefully_on_ctrl_c(run: Cli) -> None:
