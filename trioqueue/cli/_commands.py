@@ -36,7 +36,7 @@ import sys
 import sysconfig
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager
 from typing import Any, TextIO, TypeAlias, get_args
 
 import trio
@@ -534,7 +534,14 @@ async def serve_worker(
         from trioqueue.metrics import serve_metrics  # the metrics extra: imported when asked
 
         host, port = metrics
-        async with serve_metrics(backend, host=host, port=port) as served:
+        async with AsyncExitStack() as stack:
+            try:
+                served = await stack.enter_async_context(
+                    serve_metrics(backend, host=host, port=port)
+                )
+            except OSError as exc:  # in use, or not an address of this machine
+                where = f"{_url_host(host)}:{port}"
+                raise CliError(f"cannot serve metrics on {where}: {exc}", EXIT_FAILED) from exc
             if out is not None:
                 _say(out, f"metrics on http://{_url_host(served.host)}:{served.port}/metrics")
             await trioqueue.run_worker_pool(
