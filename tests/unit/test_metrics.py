@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import trioqueue
 from tests._pool_harness import Recorder, config
+from trioqueue._types import Ack
 from trioqueue.metrics import PrometheusObserver, serve_metrics
 from trioqueue.testing import error, hang
 
@@ -98,6 +99,41 @@ async def test_a_lease_lost_to_hanging_renewals_is_unavailable_and_a_loss(
         assert value(observer, "trioqueue_abandoned_renewals_total") == 0
         nursery.cancel_scope.cancel()
         backend.inject("renew", None)
+
+
+@pytest.mark.parametrize(
+    ("thief_acks", "reason"), [(False, "reclaimed"), (True, "gone")], ids=["reclaimed", "gone"]
+)
+async def test_a_row_taken_or_finished_elsewhere_is_a_loss_by_its_reason(
+    autojump_clock: object, thief_acks: bool, reason: str
+) -> None:
+    """Another worker claims the row (and, for ``gone``, finishes it) while the pool runs it:
+    the pool's next renewal says so, and the attempt ends unavailable."""
+    rec = Recorder()
+    observer = PrometheusObserver()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        job_id = await backend.enqueue("q", {"sleep": 100})
+        cfg = config(rec, concurrency=1)  # its one slot stays busy: the thief gets the row
+        await nursery.start(
+            lambda **kw: trioqueue.run_worker_pool(backend, cfg, observer=observer, **kw)
+        )
+        await rec.wait_for("started", job_id)
+        await trio.sleep(1)  # between beats (t=0, t=2): the thief acts before the next one
+        backend.expire(job_id)
+        [stolen] = await backend.claim("q", limit=1, worker_id="thief", visibility_timeout=60)
+        if thief_acks:
+            assert await backend.ack([Ack(job_id, stolen.job.claim_seq)]) == [True]
+        await rec.wait_for("unavailable", job_id)
+        assert value(observer, "trioqueue_lease_losses_total", reason=reason) == 1
+        assert (
+            sum(
+                value(observer, "trioqueue_lease_losses_total", reason=r)
+                for r in ("lease_expired", "reclaimed", "gone")
+            )
+            == 1
+        )
+        assert finished(observer, "unavailable") == 1
+        nursery.cancel_scope.cancel()
 
 
 async def test_a_stuck_renewal_is_counted_as_abandoned(autojump_clock: object) -> None:
