@@ -12,6 +12,7 @@ from trioqueue._core.wire import Verdict
 from trioqueue._errors import BackendError, ConfigError, TrioqueueError, UnknownJobError
 from trioqueue._runtime.config import WorkerConfig, transactional_worker_config
 from trioqueue._runtime.context import JobContext
+from trioqueue._runtime.observer import PoolObserver
 from trioqueue._runtime.pool import run_worker_pool
 from trioqueue._types import BackendStatistics, Job, JobInfo, JobStatus, UndecodablePayload
 
@@ -27,6 +28,7 @@ __all__ = [
     "JobInfo",
     "JobStatus",
     "MemoryBackend",
+    "PoolObserver",
     "PostgresBackend",
     "TrioqueueError",
     "UndecodablePayload",

@@ -8,17 +8,22 @@ subprocess and stops it with SIGINT, as an operator would.
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
+from prometheus_client.parser import text_string_to_metric_families
 
 import trioqueue
 from trioqueue.cli import _commands as cli
@@ -235,6 +240,75 @@ async def test_serve_worker_runs_jobs_until_cancelled(
     assert [info.status for info in infos] == ["succeeded"] * 3
 
 
+def _scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        body: bytes = answer.read()
+        return body.decode()
+
+
+Sample = tuple[str, tuple[tuple[str, str], ...]]
+SUCCEEDED_IN_WORK: Sample = (
+    "trioqueue_jobs_finished_total",
+    (("outcome", "succeeded"), ("queue", "work")),
+)
+
+
+def _samples(text: str) -> dict[Sample, float]:
+    """Every sample of an exposition, by name and sorted labels."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+async def test_serve_worker_serves_metrics_that_move_while_its_pool_works(
+    postgres_dsn: str, postgres_schema: str
+) -> None:
+    """``worker --metrics-port``: /metrics over real HTTP, scraped from a thread."""
+    HANDLED.clear()
+    await cli.migrate(postgres_dsn, postgres_schema)
+    for n in range(3):
+        await cli.enqueue(postgres_dsn, postgres_schema, "work", {"n": n}, {})
+    config = trioqueue.WorkerConfig(handler=record, queue="work", poll_interval=0.1)
+    out = io.StringIO()
+    async with trio.open_nursery() as nursery:
+        serve = functools.partial(
+            cli.serve_worker, postgres_dsn, postgres_schema, metrics=("127.0.0.1", 0), out=out
+        )
+        await nursery.start(serve, config)
+        with trio.fail_after(20):
+            while len(HANDLED) < 3:
+                await trio.sleep(0.02)
+        [line] = out.getvalue().splitlines()
+        assert line.startswith("metrics on http://127.0.0.1:") and line.endswith("/metrics")
+        url = line.removeprefix("metrics on ")
+        with trio.fail_after(20):
+            while True:  # the third ack may still be on its way when the handler returns
+                samples = _samples(await trio.to_thread.run_sync(_scrape, url))
+                if samples.get(SUCCEEDED_IN_WORK) == 3:
+                    break
+                await trio.sleep(0.05)
+        nursery.cancel_scope.cancel()
+    assert samples["trioqueue_handler_duration_seconds_count", (("queue", "work"),)] == 3
+    assert ("trioqueue_renewal_duration_seconds_count", ()) in samples  # no-op jobs: maybe 0
+    # Sampled when serving began, before the pool claimed: three ready jobs.
+    assert samples["trioqueue_jobs", (("queue", "work"), ("status", "ready"))] == 3
+    assert ("trioqueue_connections_in_use", ()) in samples
+
+
+def test_worker_metrics_port_in_use_is_a_one_line_error(run: Cli) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = ["worker", "tests.postgres.test_cli_postgres:noop", "--queue", "work"]
+        code, _, err = run(*argv, "--metrics-port", str(port))
+    assert code == 1
+    assert err.startswith(f"trioqueue worker: error: cannot serve metrics on 127.0.0.1:{port}: ")
+    assert "Traceback" not in err
+
+
 def test_worker_command_runs_jobs_and_stops_gracefully_on_ctrl_c(run: Cli) -> None:
     for n in range(2):
         run("enqueue", "work", json.dumps({"n": n}))
@@ -264,6 +338,39 @@ def test_worker_command_runs_jobs_and_stops_gracefully_on_ctrl_c(run: Cli) -> No
     assert [info.status for info in run.jobs()] == ["succeeded", "succeeded"]
     assert "worker pool on queue 'work'" in out
     assert "SIGINT: shutting down" in out
+    assert out.endswith("worker pool stopped\n")
+
+
+def test_worker_command_serves_metrics_over_http(run: Cli) -> None:
+    """``python -m trioqueue worker --metrics-port 0``: it prints the address, a scrape
+    there shows the jobs it finished, and Ctrl-C stops both."""
+    for n in range(2):
+        run("enqueue", "work", json.dumps({"n": n}))
+    argv = [sys.executable, "-m", "trioqueue", "--dsn", run.dsn, "--schema", run.schema]
+    argv += ["worker", "tests.postgres.test_cli_postgres:noop", "--queue", "work"]
+    argv += ["--metrics-port", "0", "--shutdown-grace", "1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as worker:
+        try:
+            assert worker.stdout is not None
+            first = worker.stdout.readline()  # printed before the pool starts
+            assert first.startswith("metrics on http://127.0.0.1:"), first
+            url = first.split()[-1]
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                samples = _samples(_scrape(url))
+                if samples.get(SUCCEEDED_IN_WORK) == 2:
+                    break
+                time.sleep(0.05)
+            worker.send_signal(signal.SIGINT)
+            out, err = worker.communicate(timeout=30)
+        finally:
+            worker.kill()
+    assert worker.returncode == 0, err
+    assert samples[SUCCEEDED_IN_WORK] == 2
+    assert ("trioqueue_connections_in_use", ()) in samples
     assert out.endswith("worker pool stopped\n")
 
 

@@ -17,6 +17,7 @@ PUBLIC = {
     "JobInfo",
     "JobStatus",
     "MemoryBackend",
+    "PoolObserver",
     "PostgresBackend",
     "TrioqueueError",
     "UndecodablePayload",

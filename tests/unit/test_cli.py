@@ -323,6 +323,7 @@ def test_worker_stopped_by_its_pool_prints_one_line(
         listen_dsn: str | None,
         stop_now: trio.Event,
         task_status: trio.TaskStatus[None],
+        **_: object,  # metrics, out
     ) -> None:
         task_status.started()
         await trio.lowlevel.checkpoint()
@@ -377,6 +378,7 @@ def test_worker_passes_the_listen_dsn_to_its_backend(
         listen_dsn: str | None,
         stop_now: trio.Event,
         task_status: trio.TaskStatus[None],
+        **_: object,  # metrics, out
     ) -> None:
         seen.append(listen_dsn)
         task_status.started()
@@ -389,6 +391,42 @@ def test_worker_passes_the_listen_dsn_to_its_backend(
     else:
         monkeypatch.setenv(LISTEN_DSN_ENV, env)
     argv = ["--dsn", UNREACHABLE, "worker", "tests.unit.test_cli:noop", "--queue", "q", *flag]
+    assert main(argv) == 1
+    assert seen == [expected]
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        pytest.param([], None, id="none"),
+        pytest.param(["--metrics-port", "9108"], ("127.0.0.1", 9108), id="loopback"),
+        pytest.param(
+            ["--metrics-port", "0", "--metrics-host", "0.0.0.0"], ("0.0.0.0", 0), id="any-host"
+        ),
+    ],
+)
+def test_worker_metrics_options_reach_the_server(
+    monkeypatch: pytest.MonkeyPatch, flags: list[str], expected: tuple[str, int] | None
+) -> None:
+    """``--metrics-port`` (and ``--metrics-host``, loopback by default) reach ``serve_worker``."""
+    seen: list[object] = []
+
+    async def serve_worker(
+        dsn: str,
+        schema: str,
+        config: trioqueue.WorkerConfig,
+        *,
+        metrics: tuple[str, int] | None,
+        task_status: trio.TaskStatus[None],
+        **_: object,
+    ) -> None:
+        seen.append(metrics)
+        task_status.started()
+        await trio.lowlevel.checkpoint()
+        raise PoolStopped("stop here")
+
+    monkeypatch.setattr("trioqueue.cli._commands.serve_worker", serve_worker)
+    argv = ["--dsn", UNREACHABLE, "worker", "tests.unit.test_cli:noop", "--queue", "q", *flags]
     assert main(argv) == 1
     assert seen == [expected]
 

@@ -54,6 +54,7 @@ MEMORY = Component("memory backend", packages=("trioqueue._backends.memory",))
 POSTGRES = Component("postgres backend", packages=("trioqueue._backends.postgres",))
 PUBLIC = Component("public API", modules=("trioqueue",))
 TESTING = Component("testing", packages=("trioqueue.testing",))
+METRICS = Component("metrics", modules=("trioqueue.metrics",))
 CLI = Component("command line", packages=("trioqueue.cli",), modules=("trioqueue.__main__",))
 
 # Bottom to top. Components of one tier may not import each other: the runtime and the
@@ -64,11 +65,11 @@ TIERS: tuple[tuple[Component, ...], ...] = (
     (PROTOCOL,),
     (RUNTIME, MEMORY, POSTGRES),
     (PUBLIC,),
-    (TESTING,),
+    (TESTING, METRICS),
     (CLI,),
 )
 
-# The command line uses the public API (``trioqueue``, ``trioqueue.testing``) and these
+# The command line uses the public API (``trioqueue``, ``trioqueue.testing``, ``trioqueue.metrics``) and these
 # private modules only, each for something the public API does not offer.
 CLI_PRIVATE_IMPORTS = {
     # The embedded PostgreSQL server that `trioqueue demo` starts when given no DSN: a
@@ -94,6 +95,7 @@ THIRD_PARTY: dict[Component, frozenset[str]] = {
     POSTGRES: frozenset({"trio", "trio_asyncio", "asyncpg", "pgserver"}),
     PUBLIC: frozenset(),
     TESTING: frozenset({"trio", "pytest"}),
+    METRICS: frozenset({"trio", "prometheus_client"}),
     CLI: frozenset({"trio"}),
 }
 
@@ -199,7 +201,7 @@ def layering_problems(graph: dict[str, list[Import]]) -> list[str]:
                 continue
             if source is CLI and imp.target in CLI_PRIVATE_IMPORTS:
                 continue
-            if source is CLI and target not in (PUBLIC, TESTING):
+            if source is CLI and target not in (PUBLIC, TESTING, METRICS):
                 problems.append(f"{where}: the command line uses only the public API")
             elif tier_of(target) >= tier_of(source):
                 problems.append(f"{where}: {source.name} may not import {target.name}")

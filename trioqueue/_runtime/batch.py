@@ -51,6 +51,7 @@ from trioqueue._runtime.config import WorkerConfig, is_async_callable
 from trioqueue._runtime.context import JobContext
 from trioqueue._runtime.guard import BatchHandle, Guard
 from trioqueue._runtime.monitor import BlockingMonitor
+from trioqueue._runtime.observer import LEASE_LOSSES, OUTCOME_LABELS, PoolObserver
 from trioqueue._runtime.writer import OutcomeWriter
 from trioqueue._types import Ack, Claimed, Failure, Job, Recorded, Release
 
@@ -81,8 +82,10 @@ class BatchRunner:
         config: WorkerConfig,
         timing: Timing,
         monitor: BlockingMonitor,
+        observer: PoolObserver | None = None,
     ) -> None:
         self._guard = guard
+        self._observer = observer
         self._writer = writer
         self._slots = slots
         self._config = config
@@ -114,6 +117,8 @@ class BatchRunner:
         """A batch that arrived expired: hooks say claimed then unavailable; no handler."""
         for job in (c.job for c in claimed):
             log.warning("job %d: %s; not running it", job.id, EXPIRED_ON_ARRIVAL)
+            if self._observer is not None:
+                self._observer.job_finished(self._config.queue, "unavailable")
             await self._hook(self._config.on_job_claimed, job)
             await self._hook(self._config.on_job_unavailable, job, EXPIRED_ON_ARRIVAL)
 
@@ -131,6 +136,8 @@ class BatchRunner:
         tx: JobTransaction | None = None
         refused: list[str] = []  # why the handler's connection was refused, latest last
         self._monitor.watch(job.id, self._config.blocking_threshold)
+        observer = self._observer
+        started = trio.current_time() if observer is not None else 0.0
         try:
             with scope:
                 try:
@@ -154,11 +161,13 @@ class BatchRunner:
                     log.info("job %d attempt %d raised: %s", job.id, job.attempt, error)
         finally:
             self._monitor.unwatch()
+            if observer is not None:
+                observer.handler_finished(self._config.queue, trio.current_time() - started)
             no_connection = refused[-1] if refused and tx is None else None
-            outcome = self._decide(handle, job, error, no_connection)
+            outcome, stop = self._decide(handle, job, error, no_connection)
             with trio.CancelScope(shield=True):
                 try:
-                    await self._settle(handle, job, outcome, tx, held)
+                    await self._settle(handle, job, outcome, stop, tx, held)
                 finally:
                     if held is not None:
                         await held.aclose()  # a no-op once _settle closed it
@@ -202,7 +211,9 @@ class BatchRunner:
 
     def _decide(
         self, handle: BatchHandle, job: Job, error: str | None, no_connection: str | None = None
-    ) -> Outcome:
+    ) -> tuple[Outcome, StopReason | None]:
+        """The attempt's outcome, and the stop that decided it if any (as ``decide`` picks
+        it: the job's own before its batch's)."""
         lease = self._guard.lease(handle.batch_id, job.id)
         batch_stop = None
         if handle.scope.cancel_called and lease.stop is None:
@@ -210,7 +221,7 @@ class BatchRunner:
             # scope), the scope only fires by its deadline, which mirrors the core's. Should
             # they ever disagree, writing nothing is the safe reading.
             batch_stop = self._guard.batch_stop(handle.batch_id) or StopReason.LEASE_EXPIRED
-        return decide(
+        outcome = decide(
             job_stop=lease.stop,
             batch_stop=batch_stop,
             error=error,
@@ -219,12 +230,14 @@ class BatchRunner:
             max_job_duration=self._timing.max_job_duration,
             no_connection=no_connection,
         )
+        return outcome, lease.stop or batch_stop
 
     async def _settle(
         self,
         handle: BatchHandle,
         job: Job,
         outcome: Outcome,
+        stop: StopReason | None,
         tx: JobTransaction | None = None,
         held: AsyncExitStack | None = None,
     ) -> None:
@@ -240,17 +253,36 @@ class BatchRunner:
                     applied = await self._write(handle, job, outcome, delay)
                 except _Unrecorded as exc:
                     outcome, applied = Outcome(OutcomeKind.UNAVAILABLE, str(exc)), None
+                    stop = StopReason.LEASE_EXPIRED  # its fence passed while writing
                 if outcome.kind is OutcomeKind.RETRY and applied is Recorded.FINAL:
                     # The backend knew better: the job was asked to cancel before this worker
                     # heard (a cancelled job is never retried), and stored the error so.
                     message = f"cancelled: cancel requested ({outcome.message})"
-                    outcome = Outcome(OutcomeKind.FAILED, message)
+                    outcome, stop = Outcome(OutcomeKind.FAILED, message), StopReason.CANCELLED
         finally:
             # Only now, with its claim hook and handler exited and its outcome written, is
             # the job renewed no more: a stopped handler still unwinding keeps its lease
             # (docs/protocol.rst §4).
             self._guard.job_done(handle.batch_id, job.id)
+        if self._observer is not None:
+            self._observe(outcome, applied, stop)
         await self._report(job, outcome, applied, delay)
+
+    def _observe(
+        self, outcome: Outcome, applied: bool | Recorded | None, stop: StopReason | None
+    ) -> None:
+        """Tell the observer how the attempt ended, and whether it lost its lease."""
+        assert self._observer is not None
+        queue = self._config.queue
+        if applied is False:  # the fence kept the write out: as on_job_unavailable says
+            self._observer.job_finished(queue, "unavailable")
+            return
+        label = OUTCOME_LABELS[outcome.kind]
+        if outcome.kind is OutcomeKind.FAILED and stop is StopReason.CANCELLED:
+            label = "cancelled"
+        self._observer.job_finished(queue, label)
+        if outcome.kind is OutcomeKind.UNAVAILABLE and stop is not None and stop in LEASE_LOSSES:
+            self._observer.lease_lost(LEASE_LOSSES[stop])
 
     async def _end_transaction(
         self,

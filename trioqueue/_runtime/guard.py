@@ -20,6 +20,7 @@ import trio
 from trioqueue._backends.interface import Backend
 from trioqueue._core.guard_rules import Effects, GuardCore, JobLease, Renewal
 from trioqueue._core.rules import StopReason
+from trioqueue._runtime.observer import PoolObserver
 from trioqueue._types import Claimed, Job
 
 log = logging.getLogger("trioqueue.guard")
@@ -45,9 +46,12 @@ class BatchHandle:
 class Guard:
     """Renews every due lease of the pool in one statement, and keeps the fences."""
 
-    def __init__(self, core: GuardCore, backend: Backend) -> None:
+    def __init__(
+        self, core: GuardCore, backend: Backend, observer: PoolObserver | None = None
+    ) -> None:
         self.core = core
         self._backend = backend
+        self._observer = observer
         self._batches: dict[int, BatchHandle] = {}
         self._nap = trio.CancelScope()
         self._next_batch_id = 1
@@ -141,6 +145,8 @@ class Guard:
             except Exception as exc:  # a failed heartbeat never stops a job by itself
                 log.warning("renewal of %d job(s) failed: %r", len(renewal.items), exc)
         now = trio.current_time()
+        if self._observer is not None:
+            self._observer.renewal_finished(now - renewal.sent_at)
         if verdicts is None:
             self.apply(self.core.failed(renewal.token, now))
         else:
@@ -167,6 +173,8 @@ class Guard:
                 "until the driver call exits); renewing on another connection",
                 effects.abandoned,
             )
+            if self._observer is not None:
+                self._observer.renewal_abandoned()
 
     def _stop_job(self, batch_id: int, job_id: int) -> None:
         handle = self._batches.get(batch_id)

@@ -38,6 +38,7 @@ from trioqueue._runtime.batch import BatchRunner
 from trioqueue._runtime.config import WorkerConfig, check
 from trioqueue._runtime.guard import Guard
 from trioqueue._runtime.monitor import shared_monitor
+from trioqueue._runtime.observer import PoolObserver
 from trioqueue._runtime.writer import OutcomeWriter
 from trioqueue._types import Claimed, NoticeKind
 
@@ -54,6 +55,7 @@ async def run_worker_pool(
     config: WorkerConfig,
     *,
     stop_now: trio.Event | None = None,
+    observer: PoolObserver | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run a worker pool until cancelled, then shut it down gracefully.
@@ -65,6 +67,8 @@ async def run_worker_pool(
             left: running handlers are cancelled at once and their jobs released without
             charging the attempt, as at the end of ``shutdown_grace``. The command line
             sets it on a second Ctrl-C.
+        observer: told of the pool's events (jobs finished, durations, lease losses), e.g.
+            a :class:`trioqueue.metrics.PrometheusObserver`; see docs/metrics.rst.
         task_status: for ``nursery.start``, which returns once the pool is claiming.
 
     Raises:
@@ -79,7 +83,7 @@ async def run_worker_pool(
         raise ConfigError(
             [f"transactional mode needs a backend with transactions, not {type(backend).__name__}"]
         )
-    await _Pool(backend, config, timing, stop_now).run(task_status)
+    await _Pool(backend, config, timing, stop_now, observer).run(task_status)
 
 
 #: Rows one claim statement takes at most when it fills several free slots (a single batch
@@ -91,13 +95,19 @@ class _Pool:
     runner: BatchRunner  # made in run(), with the run's shared blocking monitor
 
     def __init__(
-        self, backend: Backend, config: WorkerConfig, timing: Timing, stop_now: trio.Event | None
+        self,
+        backend: Backend,
+        config: WorkerConfig,
+        timing: Timing,
+        stop_now: trio.Event | None,
+        observer: PoolObserver | None,
     ) -> None:
         self.backend = backend
         self.config = config
         self.timing = timing
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.guard = Guard(GuardCore(timing), backend)
+        self.observer = observer
+        self.guard = Guard(GuardCore(timing), backend, observer)
         self.writer = OutcomeWriter(backend, statement_timeout=timing.visibility_timeout)
         self.slots = trio.Semaphore(config.concurrency)
         self.work_available = trio.Event()
@@ -109,7 +119,13 @@ class _Pool:
         try:
             with shared_monitor(self.config.blocking_threshold) as monitor:
                 self.runner = BatchRunner(
-                    self.guard, self.writer, self.slots, self.config, self.timing, monitor
+                    self.guard,
+                    self.writer,
+                    self.slots,
+                    self.config,
+                    self.timing,
+                    monitor,
+                    self.observer,
                 )
                 await self._run(task_status)
         finally:

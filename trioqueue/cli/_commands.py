@@ -26,6 +26,7 @@ import collections
 import dataclasses
 import functools
 import importlib
+import importlib.util
 import json
 import logging
 import math
@@ -35,7 +36,7 @@ import sys
 import sysconfig
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AsyncExitStack, contextmanager
 from typing import Any, TextIO, TypeAlias, get_args
 
 import trio
@@ -313,6 +314,18 @@ def _add_worker(commands: Subparsers) -> None:
         "--listen-dsn",
         help=f"where to LISTEN for wake-ups, when --dsn is a transaction pooler (${LISTEN_DSN_ENV})",
     )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="N",
+        help="serve Prometheus metrics on http://HOST:N/metrics (needs the metrics extra)",
+    )
+    worker.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="the address --metrics-port binds (default 127.0.0.1; 0.0.0.0 for any)",
+    )
 
 
 #: ``worker`` options passed to WorkerConfig when given (argparse dest -> field).
@@ -334,7 +347,14 @@ def _run_worker(args: argparse.Namespace) -> int:
         config = trioqueue.WorkerConfig(handler=handler, queue=args.queue, **options)
         check_config(config)  # every problem at once, before connecting
     listen_dsn = args.listen_dsn or os.environ.get(LISTEN_DSN_ENV) or None
-    work = functools.partial(run_worker, listen_dsn=listen_dsn)
+    metrics = None
+    if args.metrics_port is not None:
+        if importlib.util.find_spec("prometheus_client") is None:
+            raise CliError(
+                "--metrics-port needs the metrics extra: pip install 'trioqueue[metrics]'"
+            )
+        metrics = (args.metrics_host, args.metrics_port)
+    work = functools.partial(run_worker, listen_dsn=listen_dsn, metrics=metrics)
     stopped_at_once = run_on_database(args, work, config, sys.stdout)
     return EXIT_INTERRUPTED if stopped_at_once else 0
 
@@ -407,11 +427,14 @@ async def run_worker(
     out: TextIO,
     *,
     listen_dsn: str | None = None,
+    metrics: tuple[str, int] | None = None,
 ) -> bool:
     """Run a pool until SIGINT or SIGTERM, then shut it down gracefully (see
     :func:`supervise_worker`); True when a second signal stopped it at once."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        serve = functools.partial(serve_worker, dsn, schema, listen_dsn=listen_dsn)
+        serve = functools.partial(
+            serve_worker, dsn, schema, listen_dsn=listen_dsn, metrics=metrics, out=out
+        )
         return await supervise_worker(serve, config, signals, out, where=f"schema {schema}")
 
 
@@ -487,19 +510,52 @@ async def serve_worker(
     config: trioqueue.WorkerConfig,
     *,
     listen_dsn: str | None = None,
+    metrics: tuple[str, int] | None = None,
+    out: TextIO | None = None,
     stop_now: trio.Event | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Open the backend and run a worker pool on it until cancelled (graceful shutdown;
     ``stop_now`` ends the grace at once, see ``run_worker_pool``). ``listen_dsn``: where to
-    LISTEN when ``dsn`` is a transaction pooler (docs/pgbouncer.rst)."""
+    LISTEN when ``dsn`` is a transaction pooler (docs/pgbouncer.rst). ``metrics``: the
+    ``(host, port)`` to serve ``/metrics`` on while the pool runs (docs/metrics.rst); its
+    address is written to ``out``."""
     async with trioqueue.open_postgres(
         dsn,
         schema=schema,
         max_connections=worker_connections(config),
         listen_dsn=listen_dsn,
     ) as backend:
-        await trioqueue.run_worker_pool(backend, config, stop_now=stop_now, task_status=task_status)
+        if metrics is None:
+            await trioqueue.run_worker_pool(
+                backend, config, stop_now=stop_now, task_status=task_status
+            )
+            return
+        from trioqueue.metrics import serve_metrics  # the metrics extra: imported when asked
+
+        host, port = metrics
+        async with AsyncExitStack() as stack:
+            try:
+                served = await stack.enter_async_context(
+                    serve_metrics(backend, host=host, port=port)
+                )
+            except OSError as exc:  # in use, or not an address of this machine
+                where = f"{_url_host(host)}:{port}"
+                raise CliError(f"cannot serve metrics on {where}: {exc}", EXIT_FAILED) from exc
+            if out is not None:
+                _say(out, f"metrics on http://{_url_host(served.host)}:{served.port}/metrics")
+            await trioqueue.run_worker_pool(
+                backend,
+                config,
+                stop_now=stop_now,
+                observer=served.observer,
+                task_status=task_status,
+            )
+
+
+def _url_host(host: str) -> str:
+    """``host`` as a URL writes it: an IPv6 address in brackets."""
+    return f"[{host}]" if ":" in host else host
 
 
 def worker_connections(config: trioqueue.WorkerConfig) -> int:

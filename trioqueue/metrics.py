@@ -1,0 +1,213 @@
+"""Prometheus metrics of a worker process (the ``metrics`` extra: ``prometheus-client``).
+
+:class:`PrometheusObserver` turns a pool's events into counters and histograms on a
+registry of its own; :meth:`PrometheusObserver.sample` keeps the backend's gauges fresh;
+:func:`serve_metrics` does both and serves ``/metrics`` (``trioqueue worker
+--metrics-port``). docs/metrics.rst lists every metric and when it moves.
+
+Threads: prometheus-client's HTTP server answers scrapes on a thread of its own. It only
+reads prometheus-client's values, which take a lock; it never calls into the backend. The
+backend's gauges are sampled by a trio task every few seconds instead: ``counts()`` is a
+database statement that needs the trio loop, and ``statistics()`` copies dicts that the
+trio thread changes, so neither may run on the scrape's thread.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import trio
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+import trioqueue
+from trioqueue import PoolObserver
+from trioqueue._types import JOB_STATUSES, JobStatus
+
+__all__ = ["MetricsServer", "PrometheusObserver", "serve_metrics"]
+
+#: Handler durations run from milliseconds to an hour.
+HANDLER_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+    300.0, 600.0, 1800.0, 3600.0, math.inf,
+)  # fmt: skip
+#: A renewal statement takes milliseconds; one near its timeout (up to V) is trouble.
+RENEWAL_BUCKETS = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, math.inf,
+)  # fmt: skip
+#: The ``reason`` label's values, present from the start so that ``rate()`` sees a zero.
+LEASE_LOSS_REASONS = ("lease_expired", "reclaimed", "gone")
+
+
+class PrometheusObserver(PoolObserver):
+    """A pool observer that keeps the worker-side metrics on a Prometheus registry.
+
+    Pass it to :func:`trioqueue.run_worker_pool` as ``observer=``; one observer may serve
+    several pools (the job metrics carry a ``queue`` label).
+
+    Args:
+        registry: where the metrics are registered; by default a new
+            ``CollectorRegistry`` of its own (not prometheus-client's global one), as
+            :attr:`registry`.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = CollectorRegistry() if registry is None else registry
+        r = self.registry
+        self.jobs_finished = Counter(
+            "trioqueue_jobs_finished_total",
+            "Job attempts finished, by queue and outcome",
+            ["queue", "outcome"],
+            registry=r,
+        )
+        self.handler_duration = Histogram(
+            "trioqueue_handler_duration_seconds",
+            "Time from a job's claim hook starting to its handler exiting",
+            ["queue"],
+            buckets=HANDLER_BUCKETS,
+            registry=r,
+        )
+        self.renewal_duration = Histogram(
+            "trioqueue_renewal_duration_seconds",
+            "Time a renewal statement took to answer, raise or time out",
+            buckets=RENEWAL_BUCKETS,
+            registry=r,
+        )
+        self.lease_losses = Counter(
+            "trioqueue_lease_losses_total",
+            "Job attempts that lost their lease, by reason",
+            ["reason"],
+            registry=r,
+        )
+        self.abandoned_renewals = Counter(
+            "trioqueue_abandoned_renewals_total",
+            "Renewal statements stuck past their timeout and abandoned",
+            registry=r,
+        )
+        self.connections_in_use = Gauge(
+            "trioqueue_connections_in_use",
+            "The backend's connections checked out (sampled)",
+            registry=r,
+        )
+        self.jobs = Gauge(
+            "trioqueue_jobs",
+            "Jobs per queue and status in the database (sampled)",
+            ["queue", "status"],
+            registry=r,
+        )
+        for reason in LEASE_LOSS_REASONS:
+            self.lease_losses.labels(reason)
+        # Children by label values: ``labels()`` takes a lock and builds a tuple each call.
+        self._finished: dict[tuple[str, str], Counter] = {}
+        self._durations: dict[str, Histogram] = {}
+        self._job_series: set[tuple[str, str]] = set()
+
+    # -- the pool's events ------------------------------------------------------------
+
+    def job_finished(self, queue: str, outcome: str) -> None:
+        child = self._finished.get((queue, outcome))
+        if child is None:
+            child = self._finished[queue, outcome] = self.jobs_finished.labels(queue, outcome)
+        child.inc()
+
+    def handler_finished(self, queue: str, seconds: float) -> None:
+        child = self._durations.get(queue)
+        if child is None:
+            child = self._durations[queue] = self.handler_duration.labels(queue)
+        child.observe(seconds)
+
+    def renewal_finished(self, seconds: float) -> None:
+        self.renewal_duration.observe(seconds)
+
+    def lease_lost(self, reason: str) -> None:
+        self.lease_losses.labels(reason).inc()
+
+    def renewal_abandoned(self) -> None:
+        self.abandoned_renewals.inc()
+
+    # -- the backend's gauges ---------------------------------------------------------
+
+    async def sample(
+        self,
+        backend: trioqueue.MemoryBackend | trioqueue.PostgresBackend,
+        *,
+        interval: float = 5.0,
+        counts: bool = True,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Sample the backend's gauges now and every ``interval`` seconds, until cancelled.
+
+        ``trioqueue_connections_in_use`` comes from ``backend.statistics()``;
+        ``trioqueue_jobs`` from ``backend.counts()`` (one grouped count over the jobs
+        table), unless ``counts`` is false. A failed count leaves the last values
+        standing. Starts with ``nursery.start``, which returns after the first sample.
+        """
+        while True:
+            self.connections_in_use.set(backend.statistics().connections_in_use)
+            if counts:
+                try:
+                    per_queue = await backend.counts()
+                except Exception:
+                    pass  # the database is away: keep the last sample; the pool will say so
+                else:
+                    self._set_jobs(per_queue)
+            task_status.started()
+            task_status = trio.TASK_STATUS_IGNORED
+            await trio.sleep(interval)
+
+    def _set_jobs(self, per_queue: dict[str, dict[JobStatus, int]]) -> None:
+        seen: set[tuple[str, str]] = set()
+        for queue, per_status in per_queue.items():
+            for status in JOB_STATUSES:
+                self.jobs.labels(queue, status).set(per_status.get(status, 0))
+                seen.add((queue, status))
+        for gone in self._job_series - seen:  # a queue with no rows left
+            self.jobs.remove(*gone)
+        self._job_series = seen
+
+
+@dataclass(frozen=True)
+class MetricsServer:
+    """What :func:`serve_metrics` yields: the observer to pass to the pool, and the
+    address ``/metrics`` is served on (the port the system chose, when asked for 0)."""
+
+    observer: PrometheusObserver
+    host: str
+    port: int
+
+
+@asynccontextmanager
+async def serve_metrics(
+    backend: trioqueue.MemoryBackend | trioqueue.PostgresBackend,
+    *,
+    port: int,
+    host: str = "127.0.0.1",
+    interval: float = 5.0,
+) -> AsyncIterator[MetricsServer]:
+    """Serve ``/metrics`` on ``host:port`` while the block runs, with the backend's
+    gauges sampled every ``interval`` seconds.
+
+    The HTTP server is prometheus-client's own, on a thread; see the module's docstring
+    for why that is safe. Leaving the block stops it.
+
+    Raises:
+        OSError: the address cannot be bound.
+    """
+    observer = PrometheusObserver()
+    server, thread = await trio.to_thread.run_sync(
+        lambda: start_http_server(port, host, registry=observer.registry)
+    )
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(functools.partial(observer.sample, backend, interval=interval))
+            yield MetricsServer(observer, host, server.server_port)
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            # shutdown() waits for the serving loop's next poll (up to half a second).
+            await trio.to_thread.run_sync(server.shutdown)
+            server.server_close()
+            await trio.to_thread.run_sync(thread.join)
