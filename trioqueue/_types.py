@@ -20,6 +20,7 @@ __all__ = [
     "JobStatus",
     "Notice",
     "NoticeKind",
+    "QueueStats",
     "Release",
     "UndecodablePayload",
     "Verdict",
@@ -156,6 +157,20 @@ class Notice:
     kind: NoticeKind
     queue: str
     job_id: int | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """One queue's jobs at one moment (``Backend.queue_stats``).
+
+    ``oldest_ready_age`` is how long the queue's oldest *ready* job has been claimable, in
+    seconds: now minus its ``not_visible_until`` (when it was enqueued, put back or its delay
+    or lease ran out), None when no job is ready (docs/metrics.rst).
+    """
+
+    counts: Mapping[JobStatus, int]
+    oldest_ready_age: float | None
 
 
 @final

@@ -7,7 +7,7 @@ registry of its own; :meth:`PrometheusObserver.sample` keeps the backend's gauge
 
 Threads: prometheus-client's HTTP server answers scrapes on a thread of its own. It only
 reads prometheus-client's values, which take a lock; it never calls into the backend. The
-backend's gauges are sampled by a trio task every few seconds instead: ``counts()`` is a
+backend's gauges are sampled by a trio task every few seconds instead: ``queue_stats()`` is a
 database statement that needs the trio loop, and ``statistics()`` copies dicts that the
 trio thread changes, so neither may run on the scrape's thread.
 """
@@ -25,7 +25,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 import trioqueue
 from trioqueue import PoolObserver
-from trioqueue._types import JOB_STATUSES, JobStatus
+from trioqueue._types import JOB_STATUSES, QueueStats
 
 __all__ = ["MetricsServer", "PrometheusObserver", "serve_metrics"]
 
@@ -98,6 +98,12 @@ class PrometheusObserver(PoolObserver):
             ["queue", "status"],
             registry=r,
         )
+        self.oldest_ready_age = Gauge(
+            "trioqueue_oldest_ready_age_seconds",
+            "Seconds the queue's oldest ready job has been claimable, 0 if none (sampled)",
+            ["queue"],
+            registry=r,
+        )
         for reason in LEASE_LOSS_REASONS:
             self.lease_losses.labels(reason)
         # Children by label values: ``labels()`` takes a lock and builds a tuple each call.
@@ -141,15 +147,16 @@ class PrometheusObserver(PoolObserver):
         """Sample the backend's gauges now and every ``interval`` seconds, until cancelled.
 
         ``trioqueue_connections_in_use`` comes from ``backend.statistics()``;
-        ``trioqueue_jobs`` from ``backend.counts()`` (one grouped count over the jobs
-        table), unless ``counts`` is false. A failed count leaves the last values
+        ``trioqueue_jobs`` and ``trioqueue_oldest_ready_age_seconds`` from
+        ``backend.queue_stats()`` (one grouped count over the jobs table), unless
+        ``counts`` is false. A failed count leaves the last values
         standing. Starts with ``nursery.start``, which returns after the first sample.
         """
         while True:
             self.connections_in_use.set(backend.statistics().connections_in_use)
             if counts:
                 try:
-                    per_queue = await backend.counts()
+                    per_queue = await backend.queue_stats()
                 except Exception:
                     pass  # the database is away: keep the last sample; the pool will say so
                 else:
@@ -158,14 +165,18 @@ class PrometheusObserver(PoolObserver):
             task_status = trio.TASK_STATUS_IGNORED
             await trio.sleep(interval)
 
-    def _set_jobs(self, per_queue: dict[str, dict[JobStatus, int]]) -> None:
+    def _set_jobs(self, per_queue: dict[str, QueueStats]) -> None:
         seen: set[tuple[str, str]] = set()
-        for queue, per_status in per_queue.items():
+        for queue, stats in per_queue.items():
             for status in JOB_STATUSES:
-                self.jobs.labels(queue, status).set(per_status.get(status, 0))
+                self.jobs.labels(queue, status).set(stats.counts.get(status, 0))
                 seen.add((queue, status))
+            # 0 rather than no series when nothing waits: an alert on the age stays simple.
+            self.oldest_ready_age.labels(queue).set(stats.oldest_ready_age or 0.0)
         for gone in self._job_series - seen:  # a queue with no rows left
             self.jobs.remove(*gone)
+        for queue in {queue for queue, _ in self._job_series} - per_queue.keys():
+            self.oldest_ready_age.remove(queue)
         self._job_series = seen
 
 

@@ -12,6 +12,7 @@ import functools
 import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -139,11 +140,11 @@ def test_status_counts_per_queue_and_state(run: Cli) -> None:
     run("cancel", "3")
     code, out, _ = run("status")
     assert code == 0
-    assert out.splitlines() == [
-        "QUEUE  SCHEDULED  READY  RUNNING  SUCCEEDED  FAILED  TOTAL",
-        "a      1          1      0        0          0       2",
-        "b      0          0      0        0          1       1",
-    ]
+    header, a, b = out.splitlines()
+    assert header == "QUEUE  SCHEDULED  READY  RUNNING  SUCCEEDED  FAILED  TOTAL  OLDEST READY"
+    # The ready job's age is real time since it was enqueued: a number of seconds.
+    assert re.fullmatch(r"a      1          1      0        0          0       2      \d+s", a)
+    assert b == "b      0          0      0        0          1       1      -"
 
 
 def test_cancel_a_waiting_job_and_an_unknown_one(run: Cli) -> None:

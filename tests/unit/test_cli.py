@@ -30,6 +30,7 @@ from trioqueue.cli._commands import (
     LISTEN_DSN_ENV,
     build_parser,
     database_hint,
+    format_age,
     main,
     status_table,
     supervise_worker,
@@ -229,11 +230,28 @@ def test_embedded_server_without_pgserver(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_status_table_counts_every_state() -> None:
     counts = {"b": Counter({"ready": 2, "failed": 1}), "a": Counter({"running": 1})}
-    assert status_table(counts) == [
-        "QUEUE  SCHEDULED  READY  RUNNING  SUCCEEDED  FAILED  TOTAL",
-        "a      0          0      1        0          0       1",
-        "b      0          2      0        0          1       3",
+    assert status_table(counts, {"a": None, "b": 12.7}) == [
+        "QUEUE  SCHEDULED  READY  RUNNING  SUCCEEDED  FAILED  TOTAL  OLDEST READY",
+        "a      0          0      1        0          0       1      -",
+        "b      0          2      0        0          1       3      12s",
     ]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (None, "-"),
+        (0.0, "0s"),
+        (59.9, "59s"),
+        (60.0, "1m00s"),
+        (185.0, "3m05s"),
+        (3600.0, "1h00m"),
+        (7625.0, "2h07m"),
+        (86400.0 * 3 + 3600 * 4 + 59, "3d04h"),
+    ],
+)
+def test_format_age(seconds: float | None, shown: str) -> None:
+    assert format_age(seconds) == shown
 
 
 # -- terminal helpers ---------------------------------------------------------------------

@@ -114,6 +114,28 @@ async def test_times_are_trio_times(backend: MemoryBackend, autojump_clock: trio
     assert (finished - created).total_seconds() == pytest.approx(90)
 
 
+async def test_oldest_ready_age_in_exact_seconds(
+    backend: MemoryBackend, autojump_clock: trio.abc.Clock
+) -> None:
+    """On the mock clock the conformance suite's bounds become exact values."""
+    start = trio.current_time()
+    await backend.enqueue(Q, "ready at 0")
+    await backend.enqueue("delayed", "ready at 5", delay=5)
+    await backend.enqueue("leased", "lease ends at 3")
+    await backend.claim("leased", limit=1, worker_id="w", visibility_timeout=3)
+    await trio.sleep_until(start + 2)
+    stats = await backend.queue_stats()
+    assert stats[Q].oldest_ready_age == pytest.approx(2)
+    assert stats["delayed"].oldest_ready_age is None
+    assert stats["leased"].oldest_ready_age is None  # running
+    await trio.sleep_until(start + 7)
+    stats = await backend.queue_stats()
+    assert stats[Q].oldest_ready_age == pytest.approx(7)
+    assert stats["delayed"].oldest_ready_age == pytest.approx(2)
+    assert stats["leased"].oldest_ready_age == pytest.approx(4)  # ready since its lease ran out
+    assert stats["leased"].counts == {"ready": 1}
+
+
 # -- faults -------------------------------------------------------------------------------
 
 

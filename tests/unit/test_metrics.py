@@ -187,6 +187,33 @@ async def test_backend_gauges_are_sampled_on_a_trio_task(autojump_clock: object)
         nursery.cancel_scope.cancel()
 
 
+async def test_oldest_ready_age_is_sampled_per_queue(autojump_clock: object) -> None:
+    """Seconds since the oldest ready job became claimable; 0 when none is ready."""
+    observer = PrometheusObserver()
+
+    def age(queue: str) -> float | None:
+        return observer.registry.get_sample_value(
+            "trioqueue_oldest_ready_age_seconds", {"queue": queue}
+        )
+
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        start = trio.current_time()
+        await backend.enqueue("q", 0)
+        await backend.enqueue("other", 0, delay=8)
+        await nursery.start(lambda **kw: observer.sample(backend, interval=5, **kw))
+        assert age("q") == 0
+        assert age("other") == 0  # scheduled, not ready
+        await trio.sleep_until(start + 11)  # samples at 5 and 10
+        assert age("q") == pytest.approx(10)
+        assert age("other") == pytest.approx(2)  # ready since its delay ran out, at 8
+        [claimed] = await backend.claim("q", limit=1, worker_id="w", visibility_timeout=60)
+        await backend.ack([Ack(claimed.job.id, claimed.job.claim_seq)])
+        await trio.sleep_until(start + 16)  # the sample at 15
+        assert age("q") == 0  # its only job finished: none ready
+        assert age("other") == pytest.approx(7)
+        nursery.cancel_scope.cancel()
+
+
 async def test_the_exposition_has_exactly_the_documented_names_and_labels(
     autojump_clock: object,
 ) -> None:
@@ -218,6 +245,7 @@ async def test_the_exposition_has_exactly_the_documented_names_and_labels(
         "trioqueue_lease_losses": "counter",
         "trioqueue_abandoned_renewals": "counter",
         "trioqueue_connections_in_use": "gauge",
+        "trioqueue_oldest_ready_age_seconds": "gauge",
     }
     labels = {
         sample.name: set(sample.labels) - {"le"}
@@ -236,6 +264,7 @@ async def test_the_exposition_has_exactly_the_documented_names_and_labels(
         "trioqueue_lease_losses_total": {"reason"},
         "trioqueue_abandoned_renewals_total": set(),
         "trioqueue_connections_in_use": set(),
+        "trioqueue_oldest_ready_age_seconds": {"queue"},
     }
     reasons = {s.labels["reason"] for s in families["trioqueue_lease_losses"].samples}
     assert reasons == {"lease_expired", "reclaimed", "gone"}

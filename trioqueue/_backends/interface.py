@@ -29,6 +29,7 @@ from trioqueue._types import (
     JobInfo,
     JobStatus,
     Notice,
+    QueueStats,
     Recorded,
     Release,
 )
@@ -78,6 +79,11 @@ class Backend(Protocol):
 
     async def counts(self) -> dict[str, dict[JobStatus, int]]:
         """Jobs per queue and state, as :class:`JobInfo` reports states."""
+        ...
+
+    async def queue_stats(self) -> dict[str, QueueStats]:
+        """Per queue: :meth:`counts` plus the age of its oldest ready job, from one snapshot
+        (queues with no jobs are left out)."""
         ...
 
     async def retry(self, job_id: int) -> bool:

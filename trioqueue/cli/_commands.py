@@ -724,33 +724,60 @@ async def _job_operation(dsn: str, schema: str, operation: JobOperation, job_id:
 
 
 def _add_status(commands: Subparsers) -> None:
-    _subcommand(commands, "status", _run_status, "count jobs per queue and state")
+    _subcommand(
+        commands, "status", _run_status, "count jobs per queue and state, age of the oldest ready"
+    )
 
 
 def _run_status(args: argparse.Namespace) -> int:
-    counts: dict[str, collections.Counter[str]] = run_on_database(args, count_jobs)
+    counts, oldest = run_on_database(args, count_jobs)
     if not counts:
         print(f"no jobs in schema {schema_of(args)}")
         return 0
-    print("\n".join(status_table(counts)))
+    print("\n".join(status_table(counts, oldest)))
     return 0
 
 
-async def count_jobs(dsn: str, schema: str) -> dict[str, collections.Counter[str]]:
-    """Jobs per queue and state, counted by the database."""
+async def count_jobs(
+    dsn: str, schema: str
+) -> tuple[dict[str, collections.Counter[str]], dict[str, float | None]]:
+    """Jobs per queue and state, and each queue's oldest ready age (one statement)."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        counts = await backend.counts()
-    return {queue: collections.Counter(per_state) for queue, per_state in counts.items()}
+        stats = await backend.queue_stats()
+    counts: dict[str, collections.Counter[str]] = {
+        queue: collections.Counter(s.counts) for queue, s in stats.items()
+    }
+    return counts, {queue: s.oldest_ready_age for queue, s in stats.items()}
 
 
-def status_table(counts: dict[str, collections.Counter[str]]) -> list[str]:
-    """A row per queue, a column per state, and totals."""
-    headers = ("QUEUE", *(status.upper() for status in JOB_STATUSES), "TOTAL")
+def status_table(
+    counts: dict[str, collections.Counter[str]], oldest: dict[str, float | None]
+) -> list[str]:
+    """A row per queue, a column per state, totals, and the oldest ready job's age."""
+    headers = ("QUEUE", *(status.upper() for status in JOB_STATUSES), "TOTAL", "OLDEST READY")
     rows = [
-        [queue, *(str(counter[status]) for status in JOB_STATUSES), str(counter.total())]
+        [
+            queue,
+            *(str(counter[status]) for status in JOB_STATUSES),
+            str(counter.total()),
+            format_age(oldest.get(queue)),
+        ]
         for queue, counter in sorted(counts.items())
     ]
     return format_table(headers, rows)
+
+
+def format_age(seconds: float | None) -> str:
+    """``-`` for none, else whole seconds in the two largest units: 12s, 3m05s, 2h07m, 3d04h."""
+    if seconds is None:
+        return "-"
+    whole = int(seconds)
+    for unit, size, small, small_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60)):
+        if whole >= size:
+            return f"{whole // size}{unit}{whole % size // small_size:02d}{small}"
+    if whole >= 60:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole}s"
 
 
 def _add_jobs(commands: Subparsers) -> None:

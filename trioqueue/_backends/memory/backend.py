@@ -54,6 +54,7 @@ from trioqueue._types import (
     JobInfo,
     JobStatus,
     Notice,
+    QueueStats,
     Recorded,
     Release,
 )
@@ -66,7 +67,7 @@ T = TypeVar("T")
 NOTICE_BUFFER = 1000
 
 #: Operations counted in ``statistics().calls`` besides the fault-injectable ones.
-READ_OPERATIONS = ("get_job", "list_jobs", "counts", "retry")
+READ_OPERATIONS = ("get_job", "list_jobs", "counts", "queue_stats", "retry")
 
 
 @asynccontextmanager
@@ -318,6 +319,10 @@ class MemoryBackend:
     async def counts(self) -> dict[str, dict[JobStatus, int]]:
         """Jobs per queue and state (states with no jobs are left out)."""
         return await self._execute("counts", lambda now, _: self._model.counts(now))
+
+    async def queue_stats(self) -> dict[str, QueueStats]:
+        """Per queue: its counts and the age of its oldest ready job (None when none is)."""
+        return await self._execute("queue_stats", lambda now, _: self._model.queue_stats(now))
 
     async def retry(self, job_id: int) -> bool:
         """Put a failed job back on its queue for one more attempt.

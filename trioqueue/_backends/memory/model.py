@@ -5,8 +5,8 @@ Theory of operation
 :class:`MemoryModel` is what the PostgreSQL backend's ``queries.sql`` does to the jobs table,
 as a plain class: one method per named query (``enqueue``, ``claim``, ``renew``, ``ack``,
 ``fail``, ``release``, ``cancel``, ``retry``, ``get_job``, ``list_jobs``, ``counts``,
-``prune``, and ``find_dedup``), each taking ``now``, the model's clock in seconds, as its
-first argument. It imports no trio and does no I/O, so a porter can read the protocol's
+``queue_stats``, ``prune``, and ``find_dedup``), each taking ``now``, the model's clock in
+seconds, as its first argument. It imports no trio and does no I/O, so a porter can read the protocol's
 effects here without an event loop, and a property test can drive it with a float clock.
 
 Each method applies its whole effect in one step, as one SQL statement would, and assumes
@@ -47,6 +47,7 @@ from trioqueue._types import (
     JobStatus,
     Notice,
     NoticeKind,
+    QueueStats,
     Recorded,
     Release,
 )
@@ -236,6 +237,19 @@ class MemoryModel:
             state = row.state(now)
             per_state[state] = per_state.get(state, 0) + 1
         return counts
+
+    def queue_stats(self, now: float) -> dict[str, QueueStats]:
+        """``counts`` plus, per queue, how long its oldest ready row has been claimable
+        (``now`` minus the earliest ``not_visible_until`` of its ready rows, None when no
+        row is ready); mirrors ``queue_stats``."""
+        since: dict[str, float] = {}
+        for row in self._rows.values():
+            if row.state(now) == "ready":
+                since[row.queue] = min(since.get(row.queue, now), row.not_visible_until)
+        return {
+            queue: QueueStats(per_state, now - since[queue] if queue in since else None)
+            for queue, per_state in self.counts(now).items()
+        }
 
     def prune(self, now: float, older_than: float, limit: int) -> int:
         """Delete up to ``limit`` rows finished more than ``older_than`` seconds before

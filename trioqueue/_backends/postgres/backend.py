@@ -88,6 +88,7 @@ from trioqueue._types import (
     JobStatus,
     Notice,
     NoticeKind,
+    QueueStats,
     Recorded,
     Release,
     UndecodablePayload,
@@ -104,7 +105,7 @@ DEFAULT_MAX_CONNECTIONS = 10
 NOTICE_BUFFER = 1000
 
 #: Operations counted in ``statistics().calls`` besides the protocol's writes.
-READ_OPERATIONS = ("get_job", "list_jobs", "counts", "migrate", "prune", "retry")
+READ_OPERATIONS = ("get_job", "list_jobs", "counts", "queue_stats", "migrate", "prune", "retry")
 
 # Ids and claim_seqs are bigint: a larger int names no row.
 _INT64 = 2**63 - 1
@@ -560,6 +561,17 @@ class PostgresBackend:
         for row in rows:
             counts.setdefault(row["queue"], {})[row["state"]] = row["n"]
         return counts
+
+    async def queue_stats(self) -> dict[str, QueueStats]:
+        """Per queue: its counts and the age of its oldest ready job (None when none is)."""
+        rows = await self._driver.run("queue_stats", _fetch, self._sql["queue_stats"])
+        counts: dict[str, dict[JobStatus, int]] = {}
+        ages: dict[str, float] = {}
+        for row in rows:
+            counts.setdefault(row["queue"], {})[row["state"]] = row["n"]
+            if row["oldest_ready_age"] is not None:
+                ages[row["queue"]] = row["oldest_ready_age"]
+        return {queue: QueueStats(per, ages.get(queue)) for queue, per in counts.items()}
 
     def statistics(self) -> BackendStatistics:
         driver = self._driver

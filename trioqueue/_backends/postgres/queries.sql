@@ -148,6 +148,27 @@ SELECT j.queue,
 FROM {schema}.jobs AS j
 GROUP BY 1, 2;
 
+-- name: queue_stats
+-- counts, plus per state the earliest not_visible_until: for 'ready' rows that is when the
+-- oldest of them became claimable. The grouped count reads every row anyway, so the minimum
+-- costs nothing more (no index is ordered by not_visible_until for queued rows).
+SELECT s.queue, s.state, s.n,
+       CASE WHEN s.state = 'ready' THEN extract(epoch FROM now() - s.since)::float8 END
+           AS oldest_ready_age
+FROM (
+    SELECT j.queue,
+           CASE
+               WHEN j.status IN ('succeeded', 'failed') THEN j.status
+               WHEN j.status = 'running' AND j.not_visible_until > now() THEN 'running'
+               WHEN j.not_visible_until > now() THEN 'scheduled'
+               ELSE 'ready'
+           END AS state,
+           count(*) AS n,
+           min(j.not_visible_until) AS since
+    FROM {schema}.jobs AS j
+    GROUP BY 1, 2
+) AS s;
+
 -- name: claim
 -- One statement: dead-letter the queue's expired leases that must not run again (a cancel
 -- flag, or the final attempt used up), then lease up to $2 claimable rows, priority DESC

@@ -1,4 +1,4 @@
-"""Operator queries: list_jobs, counts and retry."""
+"""Operator queries: list_jobs, counts, queue_stats and retry."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ __all__ = ["OperatorConformance"]
 
 
 class OperatorConformance(ConformanceBase):
-    """Operator queries: list_jobs, counts and retry."""
+    """Operator queries: list_jobs, counts, queue_stats and retry."""
 
     async def test_list_jobs_filters_and_pages(self, backend: Backend, clock: object) -> None:
         ids = await backend.enqueue_many(Q, list(range(5)))
@@ -67,6 +67,49 @@ class OperatorConformance(ConformanceBase):
             Q: {"succeeded": 1, "running": 1, "scheduled": 1},
             "other": {"ready": 1},
         }
+
+    async def test_queue_stats_counts_as_counts_does_and_none_without_ready_jobs(
+        self, backend: Backend, clock: object
+    ) -> None:
+        assert await backend.queue_stats() == {}
+        await backend.enqueue(Q, "later", delay=self.long_timeout)
+        done = await backend.enqueue(Q, "done")
+        claimed = await self._claim_one(backend)
+        await backend.ack([Ack(done, claimed.job.claim_seq)])
+        await backend.enqueue(Q, "running")
+        await backend.claim(Q, limit=1, worker_id=WORKER, visibility_timeout=self.long_timeout)
+        stats = await backend.queue_stats()
+        # Scheduled, running and finished jobs are not ready: no age.
+        assert {queue: s.counts for queue, s in stats.items()} == await backend.counts()
+        assert stats[Q].counts == {"scheduled": 1, "succeeded": 1, "running": 1}
+        assert stats[Q].oldest_ready_age is None
+
+    async def test_queue_stats_ages_the_oldest_ready_job_from_when_it_became_claimable(
+        self, backend: Backend, clock: object
+    ) -> None:
+        await backend.enqueue(Q, "first")
+        await backend.enqueue(Q, "second")
+        await backend.enqueue("delayed", "x", delay=self.short_timeout)
+        stats = await backend.queue_stats()
+        assert stats["delayed"].oldest_ready_age is None  # not ready yet
+        first_age = stats[Q].oldest_ready_age
+        assert first_age is not None
+        assert first_age >= 0
+        await self._wait_out()
+        stats = await backend.queue_stats()
+        age, delayed_age = stats[Q].oldest_ready_age, stats["delayed"].oldest_ready_age
+        assert age is not None
+        assert delayed_age is not None
+        assert age >= self.short_timeout + self.slack
+        # The delayed job ages from its delay's end, not from its enqueue: at least
+        # short_timeout younger than a job enqueued before it (one snapshot, one clock).
+        assert delayed_age >= 0
+        assert age - delayed_age >= self.short_timeout - 1e-6
+        # Claiming the oldest leaves the second, enqueued later: younger, still ready.
+        await backend.claim(Q, limit=1, worker_id=WORKER, visibility_timeout=self.long_timeout)
+        after = (await backend.queue_stats())[Q]
+        assert after.counts == {"ready": 1, "running": 1}
+        assert after.oldest_ready_age is not None
 
     async def test_retry_puts_a_failed_job_back_for_one_more_attempt(
         self, backend: Backend, clock: object
