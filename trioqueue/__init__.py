@@ -14,7 +14,14 @@ from trioqueue._runtime.config import WorkerConfig, transactional_worker_config
 from trioqueue._runtime.context import JobContext
 from trioqueue._runtime.observer import PoolObserver
 from trioqueue._runtime.pool import run_worker_pool
-from trioqueue._types import BackendStatistics, Job, JobInfo, JobStatus, UndecodablePayload
+from trioqueue._types import (
+    BackendStatistics,
+    Job,
+    JobInfo,
+    JobStatus,
+    QueueStats,
+    UndecodablePayload,
+)
 
 __version__ = "0.1.0.dev0"
 
@@ -30,6 +37,7 @@ __all__ = [
     "MemoryBackend",
     "PoolObserver",
     "PostgresBackend",
+    "QueueStats",
     "TrioqueueError",
     "UndecodablePayload",
     "UnknownJobError",

@@ -19,6 +19,7 @@ PUBLIC = {
     "MemoryBackend",
     "PoolObserver",
     "PostgresBackend",
+    "QueueStats",
     "TrioqueueError",
     "UndecodablePayload",
     "UnknownJobError",
