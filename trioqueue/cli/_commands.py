@@ -46,7 +46,7 @@ from trioqueue._backends.postgres import embedded as _embedded
 from trioqueue._errors import causes, leaves
 from trioqueue._runtime.config import check as check_config
 from trioqueue.cli import _demo
-from trioqueue.cli._terminal import clip, format_table, library_logs_to
+from trioqueue.cli._terminal import JsonLogFormatter, clip, format_table, library_logs_to
 
 Runner = Callable[[argparse.Namespace], int]
 
@@ -190,7 +190,9 @@ def run_on_database(args: argparse.Namespace, fn: Callable[..., Any], *fn_args: 
     dsn = require_dsn(args)
     schema = schema_of(args)
     with (
-        library_logs_to(_stderr_log_handler(), verbose=args.verbose),
+        library_logs_to(
+            _stderr_log_handler(getattr(args, "log_format", "text")), verbose=args.verbose
+        ),
         _errors_as_cli_errors(schema),
     ):
         return trio.run(fn, dsn, schema, *fn_args)
@@ -252,9 +254,17 @@ def database_hint(exc: BaseException, schema: str | None = None) -> str | None:
     return hint
 
 
-def _stderr_log_handler() -> logging.Handler:
+#: ``--log-format`` (of ``worker``): how the library's records are written to stderr.
+LOG_FORMATS = ("text", "json")
+
+
+def _stderr_log_handler(log_format: str = "text") -> logging.Handler:
+    """A handler writing to stderr: a line of text per record, or one JSON object."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    if log_format == "json":
+        handler.setFormatter(JsonLogFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     return handler
 
 
@@ -325,6 +335,12 @@ def _add_worker(commands: Subparsers) -> None:
         default="127.0.0.1",
         metavar="HOST",
         help="the address --metrics-port binds (default 127.0.0.1; 0.0.0.0 for any)",
+    )
+    worker.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="the library's log records on stderr: lines of text, or one JSON object per line",
     )
 
 
