@@ -119,6 +119,31 @@ def test_enqueue_bad_options_are_clear_errors(run: Cli) -> None:
     assert run.jobs() == []
 
 
+def test_enqueue_reads_the_payload_from_stdin_and_from_a_file(
+    run: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"from": "stdin"}'))
+    code, out, err = run("enqueue", "q", "-")
+    assert code == 0, err
+    from_stdin = int(out)
+    path = tmp_path / "payload.json"
+    path.write_text('{"from": "@file"}', encoding="utf-8")
+    code, out, err = run("enqueue", "q", f"@{path}")
+    assert code == 0, err
+    from_file = int(out)
+    assert {info.id: info.payload for info in run.jobs()} == {
+        from_stdin: {"from": "stdin"},
+        from_file: {"from": "@file"},
+    }
+
+
+def test_enqueue_unreadable_payload_file_writes_nothing(run: Cli, tmp_path: Path) -> None:
+    code, out, err = run("enqueue", "q", f"@{tmp_path / 'missing.json'}")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "cannot read the payload file" in err
+    assert run.jobs() == []
+
+
 def test_jobs_lists_with_filters(run: Cli) -> None:
     for queue, payload in (("a", "1"), ("b", '"two"'), ("a", "[3]")):
         assert run("enqueue", queue, payload)[0] == 0
@@ -373,6 +398,44 @@ def test_worker_command_serves_metrics_over_http(run: Cli) -> None:
     assert samples[SUCCEEDED_IN_WORK] == 2
     assert ("trioqueue_connections_in_use", ()) in samples
     assert out.endswith("worker pool stopped\n")
+
+
+def test_worker_command_logs_json_lines_with_the_job_fields(run: Cli) -> None:
+    """``worker --log-format json -v``: every stderr line is one JSON object, the startup
+    warning among them, and a job's outcome carries its fields."""
+    _, out, _ = run("enqueue", "work", "{}")
+    job_id = int(out)
+    argv = [sys.executable, "-m", "trioqueue", "--dsn", run.dsn, "--schema", run.schema]
+    argv += ["worker", "tests.postgres.test_cli_postgres:noop", "--queue", "work", "-v"]
+    argv += ["--log-format", "json", "--shutdown-grace", "1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    records: list[dict[str, Any]] = []
+    with subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as worker:
+        try:
+            assert worker.stderr is not None
+            for line in worker.stderr:  # until the job's outcome is logged
+                records.append(json.loads(line))
+                if records[-1]["message"] == f"job {job_id} succeeded (attempt 1)":
+                    break
+            worker.send_signal(signal.SIGINT)
+            _, err = worker.communicate(timeout=30)
+        finally:
+            worker.kill()
+    assert worker.returncode == 0, err
+    records += [json.loads(line) for line in err.splitlines()]
+    warnings = [r for r in records if r["level"] == "WARNING"]
+    assert [r["message"][:27] for r in warnings] == ["max_job_duration is not set"]
+    [done] = [r for r in records if r["message"].startswith(f"job {job_id} succeeded")]
+    assert (done["logger"], done["job_id"], done["queue"], done["attempt"]) == (
+        "trioqueue.worker",
+        job_id,
+        "work",
+        1,
+    )
+    assert done["event"] == "succeeded"
+    assert any(r["message"].startswith("worker pool") for r in records if "job_id" not in r)
 
 
 # -- demo ---------------------------------------------------------------------------------

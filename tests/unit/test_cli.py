@@ -171,6 +171,80 @@ def test_bad_json_is_refused_before_connecting(capsys: pytest.CaptureFixture[str
     assert "nothing was enqueued" in err
 
 
+def _enqueue_recorded(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Stand in for the database: the payloads ``enqueue`` would write, in order."""
+    written: list[Any] = []
+
+    async def enqueue_reporting(
+        dsn: str, schema: str, queue: str, payload: Any, options: dict[str, Any]
+    ) -> tuple[int, bool]:
+        written.append(payload)
+        return 7, True
+
+    monkeypatch.setattr("trioqueue.cli._commands.enqueue_reporting", enqueue_reporting)
+    return written
+
+
+def test_enqueue_reads_the_payload_from_stdin(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    written = _enqueue_recorded(monkeypatch)
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"to": "a@example.org", "n": [1, 2]}\n'))
+    assert main(["--dsn", UNREACHABLE, "enqueue", "q", "-"]) == 0
+    assert written == [{"to": "a@example.org", "n": [1, 2]}]
+    assert capsys.readouterr().out == "7\n"
+
+
+def test_enqueue_reads_the_payload_from_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    written = _enqueue_recorded(monkeypatch)
+    path = tmp_path / "payload.json"
+    path.write_text('["@not-a-path", {"deep": {"er": true}}]', encoding="utf-8")
+    assert main(["--dsn", UNREACHABLE, "enqueue", "q", f"@{path}"]) == 0
+    assert written == [["@not-a-path", {"deep": {"er": True}}]]
+    assert capsys.readouterr().out == "7\n"
+
+
+@pytest.mark.parametrize(
+    ("arg", "stdin", "file_text", "message"),
+    [
+        pytest.param("-", "", None, "the payload on stdin is empty", id="empty-stdin"),
+        pytest.param("-", " \n", None, "the payload on stdin is empty", id="blank-stdin"),
+        pytest.param("-", "{oops", None, "the payload is not valid JSON", id="bad-stdin"),
+        pytest.param("-", "[" * 100_000, None, "nests too deeply", id="deep-stdin"),
+        pytest.param("@missing.json", "", None, "No such file or directory", id="no-file"),
+        pytest.param("@payload.json", "", "{oops", "the payload is not valid JSON", id="bad-file"),
+        pytest.param("@payload.json", "", "", "the payload is not valid JSON", id="empty-file"),
+        pytest.param("@payload.json", "", "[" * 100_000, "nests too deeply", id="deep-file"),
+        pytest.param("@", "", None, "cannot read the payload file ''", id="no-path"),
+        pytest.param("@.", "", None, "cannot read the payload file '.'", id="a-directory"),
+    ],
+)
+def test_unusable_payload_input_is_one_line_and_exit_2(
+    arg: str,
+    stdin: str,
+    file_text: str | None,
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Nothing is written: the payload is read and parsed before any connection."""
+    written = _enqueue_recorded(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    if file_text is not None:
+        (tmp_path / "payload.json").write_text(file_text, encoding="utf-8")
+    monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    code = main(["--dsn", UNREACHABLE, "enqueue", "q", arg])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert written == []
+    assert _one_line(err).startswith("trioqueue enqueue: error: ")
+    assert message in err
+    assert "nothing was enqueued" in err
+
+
 def test_options_are_accepted_before_and_after_the_command() -> None:
     parser = build_parser()
     before = parser.parse_args(["--dsn", "A", "--schema", "s1", "jobs"])

@@ -59,6 +59,9 @@ def test_a_blocking_step_is_logged_with_its_job(caplog: pytest.LogCaptureFixture
         _blocked_step(blocked=0.1)
     [message] = _warnings(caplog)
     assert message.startswith("job 7 blocked the event loop for 0.100s")
+    [record] = [r for r in caplog.records if r.name == "trioqueue.blocking"]
+    fields = record.__dict__  # for --log-format json
+    assert (fields["job_id"], fields["event"]) == (7, "blocking")
 
 
 def test_garbage_collection_is_not_blamed_on_the_job(caplog: pytest.LogCaptureFixture) -> None:

@@ -50,6 +50,7 @@ from trioqueue._core.timing import Timing, retry_delay
 from trioqueue._runtime.config import WorkerConfig, is_async_callable
 from trioqueue._runtime.context import JobContext
 from trioqueue._runtime.guard import BatchHandle, Guard
+from trioqueue._runtime.logfields import job_fields
 from trioqueue._runtime.monitor import BlockingMonitor
 from trioqueue._runtime.observer import LEASE_LOSSES, OUTCOME_LABELS, PoolObserver
 from trioqueue._runtime.writer import OutcomeWriter
@@ -116,7 +117,12 @@ class BatchRunner:
     async def reject(self, claimed: list[Claimed]) -> None:
         """A batch that arrived expired: hooks say claimed then unavailable; no handler."""
         for job in (c.job for c in claimed):
-            log.warning("job %d: %s; not running it", job.id, EXPIRED_ON_ARRIVAL)
+            log.warning(
+                "job %d: %s; not running it",
+                job.id,
+                EXPIRED_ON_ARRIVAL,
+                extra=job_fields(job, "expired_on_arrival"),
+            )
             if self._observer is not None:
                 self._observer.job_finished(self._config.queue, "unavailable")
             await self._hook(self._config.on_job_claimed, job)
@@ -158,7 +164,13 @@ class BatchRunner:
                     pass  # not the handler's failure: `refused` says why
                 except* Exception as group:
                     error = describe(group)
-                    log.info("job %d attempt %d raised: %s", job.id, job.attempt, error)
+                    log.info(
+                        "job %d attempt %d raised: %s",
+                        job.id,
+                        job.attempt,
+                        error,
+                        extra=job_fields(job, "raised"),
+                    )
         finally:
             self._monitor.unwatch()
             if observer is not None:
@@ -193,10 +205,19 @@ class BatchRunner:
             except ConnectionUnavailable as exc:
                 refused.append(str(exc))
                 if trio.current_time() + pause > give_up:
-                    log.warning("job %d: no database connection for its handler: %s", job.id, exc)
+                    log.warning(
+                        "job %d: no database connection for its handler: %s",
+                        job.id,
+                        exc,
+                        extra=job_fields(job, "no_connection"),
+                    )
                     raise _NoConnection from exc
                 log.info(
-                    "job %d: database connection refused, retry in %.2fs: %s", job.id, pause, exc
+                    "job %d: database connection refused, retry in %.2fs: %s",
+                    job.id,
+                    pause,
+                    exc,
+                    extra=job_fields(job, "connection_refused"),
                 )
             await trio.sleep(pause)
             pause = min(2 * pause, timing.heartbeat_interval)
@@ -311,7 +332,13 @@ class BatchRunner:
                     return Outcome(OutcomeKind.UNAVAILABLE, message), None
                 # Nothing was committed: as if the handler had raised this.
                 failure = f"transaction failed before commit: {type(exc).__name__}: {exc}"
-                log.info("job %d attempt %d: %s", job.id, job.attempt, failure)
+                log.info(
+                    "job %d attempt %d: %s",
+                    job.id,
+                    job.attempt,
+                    failure,
+                    extra=job_fields(job, "transaction_failed"),
+                )
                 return self._failed(job, failure), None
         finally:
             await held.aclose()
@@ -346,12 +373,22 @@ class BatchRunner:
                 return await self._write_once(job, outcome, delay, progress)
             except Exception as exc:
                 if self._guard.fence_passed(handle.batch_id):
-                    log.error("job %d: could not record %s: %r", job.id, outcome.kind.value, exc)
+                    log.error(
+                        "job %d: could not record %s: %r",
+                        job.id,
+                        outcome.kind.value,
+                        exc,
+                        extra=job_fields(job, "record_failed"),
+                    )
                     raise _Unrecorded(
                         UNRECORDED.format(kind=outcome.kind.value, error=exc)
                     ) from exc
                 log.warning(
-                    "job %d: recording %s failed, retrying: %r", job.id, outcome.kind.value, exc
+                    "job %d: recording %s failed, retrying: %r",
+                    job.id,
+                    outcome.kind.value,
+                    exc,
+                    extra=job_fields(job, "record_retry"),
                 )
                 remaining = handle.scope.deadline - trio.current_time()
                 await trio.sleep(retry_delay(self._timing.heartbeat_interval, remaining))
@@ -375,10 +412,15 @@ class BatchRunner:
     ) -> None:
         config, kind = self._config, outcome.kind
         if applied is False:
-            log.warning("job %d: %s", job.id, NOT_RECORDED)
+            log.warning("job %d: %s", job.id, NOT_RECORDED, extra=job_fields(job, "fenced_out"))
             await self._hook(config.on_job_unavailable, job, NOT_RECORDED)
         elif kind is OutcomeKind.SUCCEEDED:
-            log.info("job %d succeeded (attempt %d)", job.id, job.attempt)
+            log.info(
+                "job %d succeeded (attempt %d)",
+                job.id,
+                job.attempt,
+                extra=job_fields(job, "succeeded"),
+            )
             await self._hook(config.on_job_succeeded, job)
         elif kind is OutcomeKind.RETRY:
             log.info(
@@ -387,14 +429,18 @@ class BatchRunner:
                 job.attempt,
                 delay,
                 outcome.message,
+                extra=job_fields(job, "retry"),
             )
             await self._hook(config.on_job_retry, job, delay)
         elif kind is OutcomeKind.FAILED:
-            log.warning("job %d failed: %s", job.id, outcome.message)
+            log.warning(
+                "job %d failed: %s", job.id, outcome.message, extra=job_fields(job, "failed")
+            )
             await self._hook(config.on_job_failed, job, outcome.message or "")
         else:
             level = logging.INFO if kind is OutcomeKind.RELEASE else logging.WARNING
-            log.log(level, "job %d: %s", job.id, outcome.message)
+            event = kind.value  # release or unavailable
+            log.log(level, "job %d: %s", job.id, outcome.message, extra=job_fields(job, event))
             await self._hook(config.on_job_unavailable, job, outcome.message or "")
 
     async def _hook(self, hook: Callable[..., Awaitable[None]] | None, *args: Any) -> None:
@@ -403,7 +449,12 @@ class BatchRunner:
         try:
             await hook(*args)
         except Exception:
-            log.exception("hook %s raised; carrying on", getattr(hook, "__name__", hook))
+            # Every hook's first argument is the job.
+            log.exception(
+                "hook %s raised; carrying on",
+                getattr(hook, "__name__", hook),
+                extra=job_fields(args[0], "hook_raised"),
+            )
 
 
 async def _tell_thread_when_stopped(ctx: JobContext) -> None:

@@ -20,6 +20,7 @@ import trio
 from trioqueue._backends.interface import Backend
 from trioqueue._core.guard_rules import Effects, GuardCore, JobLease, Renewal
 from trioqueue._core.rules import StopReason
+from trioqueue._runtime.logfields import job_fields
 from trioqueue._runtime.observer import PoolObserver
 from trioqueue._types import Claimed, Job
 
@@ -162,10 +163,19 @@ class Guard:
                 if handle.scope.deadline != deadline:  # setting it costs trio a heap update
                     handle.scope.deadline = deadline
         for batch_id, job_id in effects.cancels:
-            log.info("job %d: cancel requested, cancelling its handler", job_id)
+            log.info(
+                "job %d: cancel requested, cancelling its handler",
+                job_id,
+                extra=job_fields(self._job(batch_id, job_id), "cancel_requested"),
+            )
             self._stop_job(batch_id, job_id)
         for batch_id, job_id, reason in effects.stops:
-            log.warning("job %d: %s; stopping its handler", job_id, reason.value)
+            log.warning(
+                "job %d: %s; stopping its handler",
+                job_id,
+                reason.value,
+                extra=job_fields(self._job(batch_id, job_id), f"stopped_{reason.name.lower()}"),
+            )
             self._stop_job(batch_id, job_id)
         if effects.abandoned is not None:
             log.warning(
@@ -175,6 +185,12 @@ class Guard:
             )
             if self._observer is not None:
                 self._observer.renewal_abandoned()
+
+    def _job(self, batch_id: int, job_id: int) -> Job | int:
+        """The job, for its log fields; its id alone once its batch is gone."""
+        handle = self._batches.get(batch_id)
+        jobs = [] if handle is None else [job for job in handle.jobs if job.id == job_id]
+        return jobs[0] if jobs else job_id
 
     def _stop_job(self, batch_id: int, job_id: int) -> None:
         handle = self._batches.get(batch_id)

@@ -37,6 +37,8 @@ from typing import Any
 
 import trio
 
+from trioqueue._runtime.logfields import job_fields
+
 log = logging.getLogger("trioqueue.blocking")
 
 
@@ -152,6 +154,7 @@ class BlockingMonitor(trio.abc.Instrument):
             "sync handler or trio.to_thread.run_sync)",
             job[0],
             held,
+            extra=job_fields(job[0], "blocking"),
         )
 
 

@@ -2,7 +2,8 @@
 
 Plain strings in, plain strings out: nothing here knows about trio, backends or jobs, so the
 command line's views (the demo now, ``jobs`` and ``status`` later) share one way of drawing,
-and one way of showing the library's own log records (:func:`library_logs_to`).
+and one way of showing the library's own log records (:func:`library_logs_to`), as text or
+as one JSON object per line (:class:`JsonLogFormatter`).
 
 :class:`LiveBlock` redraws a block of lines in place: each frame moves the cursor up over the
 previous one (``CSI n A``) and rewrites every line after clearing it (``CSI 2K``). Callers clip
@@ -12,13 +13,15 @@ would then move up too little.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from types import TracebackType
-from typing import TextIO
+from typing import Any, TextIO
 
 CSI = "\x1b["
 RESET = f"{CSI}0m"
@@ -132,3 +135,34 @@ def library_logs_to(handler: logging.Handler, *, verbose: bool) -> Iterator[None
     finally:
         logger.removeHandler(handler)
         logger.setLevel(previous)
+
+
+#: The fields a record about one job carries (logging's ``extra=``, set by the runtime).
+JOB_LOG_FIELDS = ("job_id", "queue", "attempt", "event")
+
+
+class JsonLogFormatter(logging.Formatter):
+    """A record as one line of JSON: ``time`` (ISO 8601, UTC), ``level``, ``logger``,
+    ``message``; for a record about a job also ``job_id``, ``queue``, ``attempt`` and
+    ``event`` (those it has); ``exception`` with the traceback when there is one.
+
+    One object per line, for log collectors: a message or traceback spanning lines stays
+    inside its JSON string (docs/usage.rst, "Logging").
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        time = datetime.fromtimestamp(record.created, UTC)
+        entry: dict[str, Any] = {
+            "time": time.isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in JOB_LOG_FIELDS:
+            if name in record.__dict__:
+                entry[name] = record.__dict__[name]
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, default=str)

@@ -1,0 +1,144 @@
+"""``trioqueue worker --log-format json``: the library's records as one JSON object per line,
+with the fields of a record about a job (docs/usage.rst, "Logging")."""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import trio
+
+import trioqueue
+from tests._pool_harness import Recorder, config
+from trioqueue._runtime.logfields import job_fields
+from trioqueue.cli._commands import main
+from trioqueue.cli._terminal import JsonLogFormatter, library_logs_to
+
+UNREACHABLE = "postgresql://postgres@127.0.0.1:1/test"  # nothing listens on port 1
+JOB = trioqueue.Job(id=42, queue="mail", payload={}, attempt=3, max_attempts=5, claim_seq=9)
+
+
+def _record(
+    message: str, *args: object, exc_info: Any = None, extra: dict[str, Any] | None = None
+) -> logging.LogRecord:
+    logger = logging.getLogger("trioqueue.worker")
+    return logger.makeRecord(
+        logger.name, logging.WARNING, __file__, 1, message, args, exc_info, extra=extra
+    )
+
+
+def test_each_record_is_one_line_of_json_with_the_job_fields_when_it_has_them() -> None:
+    formatter = JsonLogFormatter()
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        exc_info = sys.exc_info()
+    plain = _record("worker pool %s stopped", "w1")
+    about_a_job = _record("job %d failed: %s", 42, "two\nlines", extra=job_fields(JOB, "failed"))
+    by_id = _record("job %d blocked the loop", 7, extra=job_fields(7, "blocking"))
+    with_traceback = _record("hook %s raised", "h", exc_info=exc_info)
+    lines = [formatter.format(r) for r in (plain, about_a_job, by_id, with_traceback)]
+    assert all("\n" not in line for line in lines)
+    first, second, third, fourth = (json.loads(line) for line in lines)
+
+    assert set(first) == {"time", "level", "logger", "message"}
+    assert first["level"] == "WARNING" and first["logger"] == "trioqueue.worker"
+    assert first["message"] == "worker pool w1 stopped"
+    time = datetime.fromisoformat(first["time"])
+    assert time.utcoffset() is not None and time.utcoffset() == UTC.utcoffset(None)
+    assert abs(time.timestamp() - plain.created) < 0.001
+
+    assert second["message"] == "job 42 failed: two\nlines"
+    assert {k: second[k] for k in ("job_id", "queue", "attempt", "event")} == {
+        "job_id": 42,
+        "queue": "mail",
+        "attempt": 3,
+        "event": "failed",
+    }
+    assert (third["job_id"], third["event"]) == (7, "blocking")
+    assert "queue" not in third and "attempt" not in third
+    assert fourth["exception"].startswith("Traceback")
+    assert "RuntimeError: boom" in fourth["exception"]
+
+
+async def test_the_runtime_gives_each_job_record_its_fields(autojump_clock: object) -> None:
+    """Outcomes (trioqueue.worker) and a cancel directive (trioqueue.guard) carry the job."""
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonLogFormatter())
+    rec = Recorder()
+    with library_logs_to(handler, verbose=True):
+        async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+            ok = await backend.enqueue("q", {})
+            flaky = await backend.enqueue("q", {"fail_attempts": 1})
+            hung = await backend.enqueue("q", {"sleep": 1000})
+            await nursery.start(trioqueue.run_worker_pool, backend, config(rec, concurrency=3))
+            await rec.wait_for("started", hung)
+            await backend.cancel(hung)
+            await rec.wait_for("failed", hung)
+            await rec.wait_for("succeeded", flaky)
+            nursery.cancel_scope.cancel()
+    entries = [json.loads(line) for line in out.getvalue().splitlines()]
+    about = {
+        (e["job_id"], e["event"]): (e["logger"], e["queue"], e["attempt"])
+        for e in entries
+        if "job_id" in e
+    }
+    assert about[ok, "succeeded"] == ("trioqueue.worker", "q", 1)
+    assert about[flaky, "raised"] == ("trioqueue.worker", "q", 1)
+    assert about[flaky, "retry"] == ("trioqueue.worker", "q", 1)
+    assert about[flaky, "succeeded"] == ("trioqueue.worker", "q", 2)
+    assert about[hung, "cancel_requested"] == ("trioqueue.guard", "q", 1)
+    assert about[hung, "failed"] == ("trioqueue.worker", "q", 1)
+    pool = [e for e in entries if e["logger"] == "trioqueue.pool"]
+    assert pool and all("job_id" not in e for e in pool)
+
+
+class PoolStopped(trioqueue.BackendError):
+    """Ends the worker command once the pool has started."""
+
+
+def test_worker_log_format_json_writes_its_startup_warning_as_json(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real pool, on the memory backend, started by the command line with its options;
+    every stderr line but the command's own error line is a JSON object."""
+
+    async def serve_worker(
+        dsn: str,
+        schema: str,
+        config: trioqueue.WorkerConfig,
+        *,
+        stop_now: trio.Event,
+        task_status: trio.TaskStatus[None],
+        **_: object,  # listen_dsn, metrics, out
+    ) -> None:
+        async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+            pool = functools.partial(trioqueue.run_worker_pool, stop_now=stop_now)
+            await nursery.start(pool, backend, config)
+            task_status.started()
+            nursery.cancel_scope.cancel()
+        raise PoolStopped("stopped by the test")
+
+    monkeypatch.setattr("trioqueue.cli._commands.serve_worker", serve_worker)
+    argv = ["--dsn", UNREACHABLE, "worker", "tests.unit.test_cli:noop", "--queue", "q"]
+    code = main([*argv, "--log-format", "json"])
+    *lines, last = capsys.readouterr().err.splitlines()
+    assert code == 1
+    assert last == "trioqueue worker: error: stopped by the test"
+    [warning] = [json.loads(line) for line in lines]  # without -v: warnings only
+    assert warning["level"] == "WARNING"
+    assert warning["logger"] == "trioqueue.pool"
+    assert warning["message"].startswith("max_job_duration is not set")
+    assert "job_id" not in warning
+
+    # The default stays text.
+    assert main(argv) == 1
+    [text, _] = capsys.readouterr().err.splitlines()
+    assert " WARNING trioqueue.pool: max_job_duration is not set" in text
