@@ -415,12 +415,13 @@ class BatchRunner:
             log.warning("job %d: %s", job.id, NOT_RECORDED, extra=job_fields(job, "fenced_out"))
             await self._hook(config.on_job_unavailable, job, NOT_RECORDED)
         elif kind is OutcomeKind.SUCCEEDED:
-            log.info(
-                "job %d succeeded (attempt %d)",
-                job.id,
-                job.attempt,
-                extra=job_fields(job, "succeeded"),
-            )
+            if log.isEnabledFor(logging.INFO):  # the hot path: no fields built for nothing
+                log.info(
+                    "job %d succeeded (attempt %d)",
+                    job.id,
+                    job.attempt,
+                    extra=job_fields(job, "succeeded"),
+                )
             await self._hook(config.on_job_succeeded, job)
         elif kind is OutcomeKind.RETRY:
             log.info(
