@@ -316,19 +316,20 @@ async def test_late_renewal_never_shortens_a_newer_renewals_lease(
     backend: PostgresBackend,
 ) -> None:
     """I6 on the row: an older renewal statement that writes after a newer one (an abandoned
-    call that came unstuck) leaves the later lease in place, so the worker's fence, counted
-    from the newer renewal, never outlives the row's lease."""
+    call that came unstuck) leaves the later lease and progress in place, so the worker's
+    fence, counted from the newer renewal, never outlives the row's lease."""
     [job_id] = await backend.enqueue_many(Q, ["x"])
     [claimed] = await claim(backend)
     renew_sql = render(QUERIES["renew"], backend.schema)
-    args = ([str(job_id)], [str(claimed.job.claim_seq)], [None], V)
+    args = ([str(job_id)], [str(claimed.job.claim_seq)], ["0.25"], V)
     async with backend.acquire() as old, old.transaction():
         # The old statement's now() is fixed here, round trips before the newer renewal's.
         await old.fetchval("SELECT now()")
-        await backend.renew([item(claimed)], visibility_timeout=V)
+        await backend.renew([item(claimed, 0.75)], visibility_timeout=V)
         newer = (await row(backend, job_id))["lease_until"]
         await old.fetch(renew_sql, *args)  # the late writer, with its earlier now()
-    assert (await row(backend, job_id))["lease_until"] == newer
+    after = await row(backend, job_id)
+    assert (after["lease_until"], after["progress"]) == (newer, 0.75)
 
 
 async def test_one_renewal_statement_for_a_thousand_jobs(backend: PostgresBackend) -> None:

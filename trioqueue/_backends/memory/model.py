@@ -513,8 +513,9 @@ class MemoryModel:
             return Verdict.GONE
         if row.claim_seq != item.claim_seq:
             return Verdict.RECLAIMED
-        self._store_progress(row, item.progress)
-        self._show_at(row, max(row.not_visible_until, lease_until))  # never back, as in SQL
+        if lease_until >= row.not_visible_until:  # a late statement changes neither (SQL)
+            self._store_progress(row, item.progress)
+            self._show_at(row, lease_until)
         if row.cancel_requested_at is not None:
             return Verdict.CANCEL_REQUESTED
         return Verdict.EXTENDED

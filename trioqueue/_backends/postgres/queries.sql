@@ -256,9 +256,14 @@ locked AS (
 renewed AS (
     UPDATE {schema}.jobs AS j
     -- greatest(): a late statement (an abandoned renewal that came unstuck) has an older
-    -- now() and must not shorten the lease a newer renewal gave (docs/protocol.rst §6).
+    -- now() and must not shorten the lease a newer renewal gave, nor overwrite the progress
+    -- that renewal stored with its own older value (docs/protocol.rst §6).
     SET not_visible_until = greatest(j.not_visible_until, now() + make_interval(secs => $4::float8)),
-        progress = coalesce(i.progress, j.progress)
+        progress = CASE
+            WHEN now() + make_interval(secs => $4::float8) >= j.not_visible_until
+                THEN coalesce(i.progress, j.progress)
+            ELSE j.progress
+        END
     FROM items AS i, locked AS l
     WHERE j.id = i.id AND l.id = i.id AND l.status = 'running' AND l.claim_seq = i.claim_seq
     RETURNING j.id
