@@ -544,3 +544,49 @@ def test_startup_warns_without_max_job_duration(caplog: pytest.LogCaptureFixture
     with caplog.at_level("WARNING", logger="trioqueue"):
         trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert any("a hung handler holds its job" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("broken", [float("nan"), -1.0, 1e12, "soon"])
+async def test_a_broken_custom_backoff_still_records_the_retry(
+    autojump_clock: object, broken: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A custom backoff answering what no backend stores is logged and the default policy
+    stands in: the failure is recorded as a retry at once, not refused until the lease ends."""
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        [job_id] = await _enqueue(backend, {"fail_attempts": 1}, max_attempts=3)
+        cfg = config(rec, backoff=lambda attempt: broken)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        with trio.fail_after(60):  # virtual seconds: without the fix no retry is recorded
+            retry = await rec.wait_for("retry", job_id)
+        info = await backend.get_job(job_id)
+        nursery.cancel_scope.cancel()
+    assert retry.at == pytest.approx(rec.of("raised", job_id)[0].at)  # at once, no lease wait
+    assert 0 <= retry.detail <= 60  # the default policy's delay for a first retry
+    assert info.status == "scheduled" and info.last_error is not None
+    assert any("gave no usable delay" in r.getMessage() for r in caplog.records)
+
+
+async def test_an_outcome_write_refused_for_good_gives_the_attempt_up(
+    autojump_clock: object,
+) -> None:
+    """An ack that fails in a way retrying cannot fix is not retried for ever (the job's
+    lease is still renewed while its outcome is unwritten): the attempt is given up at once,
+    its lease lapses, and the job runs again."""
+    rec = Recorder()
+    refused = trioqueue.BackendError("permission denied for table jobs", transient=False)
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        backend.inject("ack", error(refused))
+        [job_id] = await _enqueue(backend, {})
+        await nursery.start(trioqueue.run_worker_pool, backend, config(rec))
+        try:
+            with trio.fail_after(5):
+                given_up = await rec.wait_for("unavailable", job_id)
+        finally:
+            backend.inject("ack", None)  # lets a spinning write end, so the test can too
+        with trio.fail_after(60):
+            await rec.wait_for("succeeded", job_id)
+        nursery.cancel_scope.cancel()
+    assert "retrying cannot fix" in given_up.detail
+    assert given_up.at == rec.of("returned", job_id)[0].at
+    assert [e.attempt for e in rec.of("started", job_id)] == [1, 2]

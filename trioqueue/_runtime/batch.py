@@ -44,9 +44,12 @@ from trioqueue._backends.interface import (
     TransactionalBackend,
     transactions_of,
 )
+from trioqueue._backends.validation import check_seconds
+from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.outcome import Outcome, decide
 from trioqueue._core.rules import OutcomeKind, StopReason
 from trioqueue._core.timing import Timing, retry_delay
+from trioqueue._errors import is_transient
 from trioqueue._runtime.config import WorkerConfig, is_async_callable
 from trioqueue._runtime.context import JobContext
 from trioqueue._runtime.guard import BatchHandle, Guard
@@ -58,10 +61,13 @@ from trioqueue._types import Ack, Claimed, Failure, Job, Recorded, Release
 
 log = logging.getLogger("trioqueue.worker")
 
+#: Stands in for a custom backoff that gave no usable delay (see BatchRunner._retry_delay).
+_DEFAULT_BACKOFF = ExponentialBackoff()
+
 NOT_RECORDED = "outcome not recorded: the attempt was reclaimed or the job finished elsewhere"
 EXPIRED_ON_ARRIVAL = "lease expired before the handler started"
 UNRECORDED = (
-    "outcome ({kind}) not recorded: writing it failed until the lease expired ({error!r}); "
+    "outcome ({kind}) not recorded: writing it failed {why} ({error!r}); "
     "the job runs again once its lease is over"
 )
 #: The first pause after a refused connection; each later one doubles, up to H.
@@ -266,7 +272,7 @@ class BatchRunner:
             committed: bool | None = None
             if held is not None:
                 outcome, committed = await self._end_transaction(handle, job, outcome, tx, held)
-            delay = self._config.backoff(job.attempt) if outcome.kind is OutcomeKind.RETRY else 0.0
+            delay = self._retry_delay(job) if outcome.kind is OutcomeKind.RETRY else 0.0
             if committed is not None:
                 applied: bool | Recorded | None = committed
             else:
@@ -353,6 +359,23 @@ class BatchRunner:
             max_job_duration=self._timing.max_job_duration,
         )
 
+    def _retry_delay(self, job: Job) -> float:
+        """The backoff's delay before ``job`` is retried. A custom backoff that raises or
+        answers what no backend stores (NaN, negative, past a century) is logged, and the
+        default policy stands in: the failure must still be recorded, not refused until
+        the lease runs out."""
+        try:
+            return check_seconds("backoff(attempt)", self._config.backoff(job.attempt))
+        except Exception as exc:
+            log.error(
+                "job %d: backoff(%d) gave no usable delay (%s); using the default backoff",
+                job.id,
+                job.attempt,
+                exc,
+                extra=job_fields(job, "backoff_invalid"),
+            )
+            return _DEFAULT_BACKOFF(job.attempt)
+
     async def _write(
         self, handle: BatchHandle, job: Job, outcome: Outcome, delay: float
     ) -> bool | Recorded | None:
@@ -372,7 +395,12 @@ class BatchRunner:
             try:
                 return await self._write_once(job, outcome, delay, progress)
             except Exception as exc:
-                if self._guard.fence_passed(handle.batch_id):
+                # While the handler's outcome is unwritten its lease is still renewed
+                # (docs/protocol.rst §4), so an error that retrying cannot fix would spin
+                # here for ever: give the attempt up at once; its lease then lapses.
+                lost = self._guard.fence_passed(handle.batch_id)
+                if lost or not is_transient(exc):
+                    why = "until the lease expired" if lost else "in a way retrying cannot fix"
                     log.error(
                         "job %d: could not record %s: %r",
                         job.id,
@@ -381,7 +409,7 @@ class BatchRunner:
                         extra=job_fields(job, "record_failed"),
                     )
                     raise _Unrecorded(
-                        UNRECORDED.format(kind=outcome.kind.value, error=exc)
+                        UNRECORDED.format(kind=outcome.kind.value, why=why, error=exc)
                     ) from exc
                 log.warning(
                     "job %d: recording %s failed, retrying: %r",
