@@ -3,9 +3,9 @@
 The layers, bottom to top, are :data:`TIERS`; a module may import its own component and any
 component of a lower tier, nothing else. So ``_core`` stands alone, the runtime reaches the
 backends only through the Backend protocol, the two concrete backends never import each
-other, and the command line sits on the public API. ``_core`` may import only the standard
-library (no trio, trio-asyncio or asyncpg): its rules are sans-IO; so may the memory
-backend's reference model (:data:`STDLIB_ONLY`), which is synchronous. No import cycles.
+other, and the command line and the web dashboard (``trioqueue.web``) sit on the public
+API. ``_core`` may import only the standard library (no trio, trio-asyncio or asyncpg): its
+rules are sans-IO; so may the memory backend's reference model (:data:`STDLIB_ONLY`), which is synchronous. No import cycles.
 
 Every import counts for the layers, wherever it is: at module level, inside a function (a
 lazy import) or under ``if TYPE_CHECKING:``. The cycle check looks at the imports a module
@@ -56,6 +56,7 @@ PUBLIC = Component("public API", modules=("trioqueue",))
 TESTING = Component("testing", packages=("trioqueue.testing",))
 METRICS = Component("metrics", modules=("trioqueue.metrics",))
 CLI = Component("command line", packages=("trioqueue.cli",), modules=("trioqueue.__main__",))
+WEB = Component("web dashboard", packages=("trioqueue.web",))
 
 # Bottom to top. Components of one tier may not import each other: the runtime and the
 # concrete backends are siblings above the protocol, and none of them knows the others.
@@ -66,7 +67,7 @@ TIERS: tuple[tuple[Component, ...], ...] = (
     (RUNTIME, MEMORY, POSTGRES),
     (PUBLIC,),
     (TESTING, METRICS),
-    (CLI,),
+    (CLI, WEB),
 )
 
 # The command line uses the public API (``trioqueue``, ``trioqueue.testing``, ``trioqueue.metrics``) and these
@@ -97,6 +98,7 @@ THIRD_PARTY: dict[Component, frozenset[str]] = {
     TESTING: frozenset({"trio", "pytest"}),
     METRICS: frozenset({"trio", "prometheus_client"}),
     CLI: frozenset({"trio"}),
+    WEB: frozenset({"trio", "starlette", "hypercorn", "prometheus_client"}),
 }
 
 # Modules held to the standard library (plus the package's own lower layers) inside a
@@ -203,6 +205,8 @@ def layering_problems(graph: dict[str, list[Import]]) -> list[str]:
                 continue
             if source is CLI and target not in (PUBLIC, TESTING, METRICS):
                 problems.append(f"{where}: the command line uses only the public API")
+            elif source is WEB and target not in (PUBLIC, METRICS):
+                problems.append(f"{where}: the web dashboard uses only the public API")
             elif tier_of(target) >= tier_of(source):
                 problems.append(f"{where}: {source.name} may not import {target.name}")
     return problems
@@ -297,6 +301,12 @@ def _graph(edges: dict[str, list[str]], runs: bool = True) -> dict[str, list[Imp
         ("trioqueue.testing._conformance", "trioqueue.cli"),
         ("trioqueue.cli._commands", "trioqueue._runtime.pool"),
         ("trioqueue.cli._commands", "trioqueue._types"),
+        ("trioqueue.web", "trioqueue._types"),
+        ("trioqueue.web", "trioqueue._errors"),
+        ("trioqueue.web", "trioqueue.testing"),
+        ("trioqueue.web", "trioqueue.cli"),
+        ("trioqueue.cli._commands", "trioqueue.web"),
+        ("trioqueue.web", "asyncpg"),
     ],
 )
 def test_an_upward_or_sideways_import_is_reported(module: str, target: str) -> None:
@@ -315,6 +325,9 @@ def test_an_upward_or_sideways_import_is_reported(module: str, target: str) -> N
         ("trioqueue.testing", "trioqueue._backends.memory.faults"),
         ("trioqueue.cli._commands", "trioqueue"),
         ("trioqueue.cli._commands", "trioqueue._backends.postgres.embedded"),
+        ("trioqueue.web", "trioqueue"),
+        ("trioqueue.web", "trioqueue.metrics"),
+        ("trioqueue.web", "starlette.routing"),
     ],
 )
 def test_a_downward_import_is_fine(module: str, target: str) -> None:
@@ -322,7 +335,7 @@ def test_a_downward_import_is_fine(module: str, target: str) -> None:
 
 
 def test_a_module_in_no_layer_is_reported() -> None:
-    assert layering_problems(_graph({"trioqueue.web": []})) != []
+    assert layering_problems(_graph({"trioqueue.gui": []})) != []
 
 
 def test_a_cycle_is_reported_unless_it_waits_for_type_checking_or_a_call() -> None:

@@ -1,0 +1,339 @@
+"""The dashboard's JSON API (docs/dashboard.rst) over the memory backend.
+
+httpx's ASGITransport drives the app in-process under trio: Starlette runs on anyio, which
+runs on trio, so no thread and no second event loop are involved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+import trioqueue
+from trioqueue.web import check_bind, create_app, job_json
+
+BASE = "http://127.0.0.1"
+SAME_SITE = {"Origin": BASE}
+
+
+@pytest.fixture
+async def backend() -> AsyncIterator[trioqueue.MemoryBackend]:
+    async with trioqueue.open_memory() as b:
+        yield b
+
+
+def client(app: Any, **kwargs: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE, **kwargs)
+
+
+async def test_queues_lists_counts_per_queue(backend: trioqueue.MemoryBackend) -> None:
+    await backend.enqueue("mail", {"to": "a"})
+    await backend.enqueue("mail", {"to": "b"})
+    await backend.enqueue("sms", 1)
+    async with client(create_app(backend)) as c:
+        r = await c.get("/api/queues")
+    assert r.status_code == 200
+    body = r.json()
+    assert [q["queue"] for q in body] == ["mail", "sms"]
+    assert body[0]["counts"] == {"ready": 2}
+    assert body[1]["counts"] == {"ready": 1}
+    for q in body:
+        assert set(q) == {"queue", "counts", "oldest_ready_age", "paused"}
+        assert q["paused"] is False
+        assert isinstance(q["oldest_ready_age"], float)
+
+
+async def test_queues_empty(backend: trioqueue.MemoryBackend) -> None:
+    async with client(create_app(backend)) as c:
+        r = await c.get("/api/queues")
+    assert (r.status_code, r.json()) == (200, [])
+
+
+JOB_KEYS = {
+    "id",
+    "queue",
+    "payload",
+    "status",
+    "attempts",
+    "max_attempts",
+    "priority",
+    "progress",
+    "last_error",
+    "created_at",
+    "finished_at",
+}
+
+
+async def test_jobs_filters_pages_and_totals(backend: trioqueue.MemoryBackend) -> None:
+    ids = [await backend.enqueue("mail", {"n": n}) for n in range(5)]
+    await backend.enqueue("sms", "x")
+    await backend.cancel(ids[0])
+    async with client(create_app(backend)) as c:
+        everything = (await c.get("/api/jobs")).json()
+        mail_ready = (await c.get("/api/jobs?queue=mail&status=ready&limit=2&offset=1")).json()
+        failed = (await c.get("/api/jobs", params={"status": "failed"})).json()
+    assert everything["total"] == 6
+    assert len(everything["jobs"]) == 6
+    assert all(set(j) == JOB_KEYS for j in everything["jobs"])
+    assert mail_ready["total"] == 4
+    assert len(mail_ready["jobs"]) == 2
+    assert all(j["queue"] == "mail" and j["status"] == "ready" for j in mail_ready["jobs"])
+    assert failed["total"] == 1
+    assert [j["id"] for j in failed["jobs"]] == [ids[0]]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "status=done",
+        "limit=0",
+        "limit=many",
+        "limit=100000",
+        "offset=-1",
+        "offset=x",
+        "q=hello",
+    ],
+)
+async def test_jobs_bad_params_are_400(backend: trioqueue.MemoryBackend, query: str) -> None:
+    async with client(create_app(backend)) as c:
+        r = await c.get(f"/api/jobs?{query}")
+    assert r.status_code == 400
+    assert list(r.json()) == ["error"]
+    assert "\n" not in r.json()["error"]
+
+
+async def test_q_is_refused_not_ignored(backend: trioqueue.MemoryBackend) -> None:
+    async with client(create_app(backend)) as c:
+        r = await c.get("/api/jobs?q=hello")
+    assert r.json() == {"error": "q is not supported yet"}
+
+
+async def test_job_detail(backend: trioqueue.MemoryBackend) -> None:
+    job_id = await backend.enqueue("mail", {"to": ["a", "b"]}, priority=3, max_attempts=4)
+    async with client(create_app(backend)) as c:
+        r = await c.get(f"/api/jobs/{job_id}")
+    assert r.status_code == 200
+    body = r.json()
+    created = body.pop("created_at")
+    assert datetime.fromisoformat(created).tzinfo is not None
+    assert body == {
+        "id": job_id,
+        "queue": "mail",
+        "payload": {"to": ["a", "b"]},
+        "status": "ready",
+        "attempts": 0,
+        "max_attempts": 4,
+        "priority": 3,
+        "progress": None,
+        "last_error": None,
+        "finished_at": None,
+    }
+
+
+def test_undecodable_payload_is_its_raw_text_marked() -> None:
+    info = trioqueue.JobInfo(
+        id=7,
+        queue="q",
+        payload=trioqueue.UndecodablePayload("[[[1]]]", "too deep"),
+        status="failed",
+        attempts=1,
+        max_attempts=1,
+        priority=0,
+        progress=None,
+        last_error="undecodable",
+        created_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        finished_at=datetime(2026, 1, 2, 3, 4, 6, tzinfo=UTC),
+    )
+    out = job_json(info)
+    assert out["payload"] == "[[[1]]]"
+    assert type(out["payload"]) is str
+    assert out["undecodable"] is True
+    assert out["created_at"] == "2026-01-02T03:04:05+00:00"
+    assert out["finished_at"] == "2026-01-02T03:04:06+00:00"
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/api/jobs/999", 404),
+        ("/api/jobs/abc", 400),
+        ("/api/jobs/0", 400),
+        ("/api/jobs/-1", 400),
+        (f"/api/jobs/{2**63}", 400),
+    ],
+)
+async def test_job_bad_ids(backend: trioqueue.MemoryBackend, path: str, status: int) -> None:
+    async with client(create_app(backend)) as c:
+        got = await c.get(path)
+        cancel = await c.post(path + "/cancel", headers=SAME_SITE)
+        retry = await c.post(path + "/retry", headers=SAME_SITE)
+    for r in (got, cancel, retry):
+        assert r.status_code == status
+        assert list(r.json()) == ["error"]
+
+
+async def test_cancel_then_409_once_finished(backend: trioqueue.MemoryBackend) -> None:
+    job_id = await backend.enqueue("mail", 1)
+    async with client(create_app(backend)) as c:
+        first = await c.post(f"/api/jobs/{job_id}/cancel", headers=SAME_SITE)
+        second = await c.post(f"/api/jobs/{job_id}/cancel", headers=SAME_SITE)
+    assert (first.status_code, first.json()) == (200, {"ok": True})
+    assert (await backend.get_job(job_id)).status == "failed"
+    assert second.status_code == 409
+    assert list(second.json()) == ["error"]
+
+
+async def test_retry_409_unless_failed(backend: trioqueue.MemoryBackend) -> None:
+    job_id = await backend.enqueue("mail", 1)
+    async with client(create_app(backend)) as c:
+        early = await c.post(f"/api/jobs/{job_id}/retry", headers=SAME_SITE)
+        await backend.cancel(job_id)
+        retried = await c.post(f"/api/jobs/{job_id}/retry", headers=SAME_SITE)
+    assert early.status_code == 409
+    assert (retried.status_code, retried.json()) == (200, {"ok": True})
+    assert (await backend.get_job(job_id)).status == "ready"
+
+
+async def test_delete_is_501(backend: trioqueue.MemoryBackend) -> None:
+    job_id = await backend.enqueue("mail", 1)
+    async with client(create_app(backend)) as c:
+        r = await c.delete(f"/api/jobs/{job_id}", headers=SAME_SITE)
+    assert r.status_code == 501
+    assert r.json() == {"error": "deleting jobs is not supported yet"}
+    assert (await backend.get_job(job_id)).status == "ready"
+
+
+async def test_read_only_refuses_changes(backend: trioqueue.MemoryBackend) -> None:
+    job_id = await backend.enqueue("mail", 1)
+    async with client(create_app(backend, read_only=True)) as c:
+        reads = [await c.get("/api/queues"), await c.get(f"/api/jobs/{job_id}")]
+        writes = [
+            await c.post(f"/api/jobs/{job_id}/cancel", headers=SAME_SITE),
+            await c.post(f"/api/jobs/{job_id}/retry", headers=SAME_SITE),
+            await c.delete(f"/api/jobs/{job_id}", headers=SAME_SITE),
+        ]
+    assert [r.status_code for r in reads] == [200, 200]
+    for r in writes:
+        assert r.status_code == 403
+        assert r.json() == {"error": "the dashboard is read-only"}
+    assert (await backend.get_job(job_id)).status == "ready"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Origin": "http://evil.example"},
+        {"Origin": "http://127.0.0.1:9999"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Origin": "null"},
+    ],
+)
+async def test_cross_site_changes_are_403(
+    backend: trioqueue.MemoryBackend, headers: dict[str, str]
+) -> None:
+    job_id = await backend.enqueue("mail", 1)
+    async with client(create_app(backend)) as c:
+        r = await c.post(f"/api/jobs/{job_id}/cancel", headers=headers)
+    assert r.status_code == 403
+    assert "cross-site" in r.json()["error"]
+    assert (await backend.get_job(job_id)).status == "ready"
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Sec-Fetch-Site": "same-origin"},
+        {"Origin": "http://dash.example:8080"},
+        {"Origin": BASE},
+    ],
+)
+async def test_same_site_and_allowed_origins_pass(
+    backend: trioqueue.MemoryBackend, headers: dict[str, str]
+) -> None:
+    job_id = await backend.enqueue("mail", 1)
+    app = create_app(backend, allowed_origins=["http://dash.example:8080/"])
+    async with client(app) as c:
+        r = await c.post(f"/api/jobs/{job_id}/cancel", headers=headers)
+    assert (r.status_code, r.json()) == (200, {"ok": True})
+
+
+async def test_token_required_everywhere(backend: trioqueue.MemoryBackend) -> None:
+    job_id = await backend.enqueue("mail", 1)
+    app = create_app(backend, token="s3cret")
+    paths = ["/api/queues", "/api/jobs", f"/api/jobs/{job_id}", "/metrics"]
+    async with client(app) as c:
+        for path in paths:
+            assert (await c.get(path)).status_code == 401
+            wrong = await c.get(path, headers={"Authorization": "Bearer nope"})
+            assert wrong.status_code == 401
+            assert list(wrong.json()) == ["error"]
+            ok = await c.get(path, headers={"Authorization": "Bearer s3cret"})
+            assert ok.status_code == 200
+        basic = await c.get("/api/queues", headers={"Authorization": "Basic s3cret"})
+        assert basic.status_code == 401
+        refused = await c.post(f"/api/jobs/{job_id}/cancel", headers=SAME_SITE)
+        assert refused.status_code == 401
+    assert (await backend.get_job(job_id)).status == "ready"
+
+
+async def test_token_cookie_works(backend: trioqueue.MemoryBackend) -> None:
+    job_id = await backend.enqueue("mail", 1)
+    app = create_app(backend, token="s3cret")
+    async with client(app, cookies={"trioqueue_token": "s3cret"}) as c:
+        assert (await c.get("/api/queues")).status_code == 200
+        r = await c.post(f"/api/jobs/{job_id}/cancel", headers=SAME_SITE)
+    assert (r.status_code, r.json()) == (200, {"ok": True})
+    async with client(app, cookies={"trioqueue_token": "wrong"}) as c:
+        assert (await c.get("/api/queues")).status_code == 401
+
+
+async def test_metrics_samples_the_backend_on_scrape(backend: trioqueue.MemoryBackend) -> None:
+    app = create_app(backend)
+    async with client(app) as c:
+        before = await c.get("/metrics")
+        await backend.enqueue("mail", 1)
+        await backend.enqueue("mail", 2)
+        after = await c.get("/metrics")
+    assert before.status_code == 200
+    assert before.headers["content-type"].startswith("text/plain")
+    assert 'trioqueue_jobs{queue="mail",status="ready"}' not in before.text
+    assert 'trioqueue_jobs{queue="mail",status="ready"} 2.0' in after.text
+    assert "trioqueue_connections_in_use" in after.text
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost"])
+def test_check_bind_loopback_needs_no_token(host: str) -> None:
+    check_bind(host, None)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.1", "example.org"])
+def test_check_bind_refuses_public_without_token(host: str) -> None:
+    with pytest.raises(ValueError, match="without a token"):
+        check_bind(host, None)
+    with pytest.raises(ValueError):
+        check_bind(host, "")
+    check_bind(host, "s3cret")
+
+
+async def test_served_by_hypercorn_over_tcp(backend: trioqueue.MemoryBackend) -> None:
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    await backend.enqueue("mail", 1)
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = None
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(serve, create_app(backend), config)
+            async with httpx.AsyncClient() as c:
+                r = await c.get(f"{binds[0]}/api/queues")
+            nursery.cancel_scope.cancel()
+    assert r.status_code == 200
+    assert r.json()[0]["queue"] == "mail"
