@@ -5,7 +5,8 @@ component of a lower tier, nothing else. So ``_core`` stands alone, the runtime 
 backends only through the Backend protocol, the two concrete backends never import each
 other, and the command line and the web dashboard (``trioqueue.web``) sit on the public
 API. ``_core`` may import only the standard library (no trio, trio-asyncio or asyncpg): its
-rules are sans-IO; so may the memory backend's reference model (:data:`STDLIB_ONLY`), which is synchronous. No import cycles.
+rules are sans-IO; so may the memory backend's reference model (:data:`STDLIB_ONLY`), which
+is synchronous. No import cycles.
 
 Every import counts for the layers, wherever it is: at module level, inside a function (a
 lazy import) or under ``if TYPE_CHECKING:``. The cycle check looks at the imports a module
