@@ -67,6 +67,19 @@ def clip(text: str, width: int) -> str:
     return text[: width - 3] + "..."
 
 
+def format_age(seconds: float | None) -> str:
+    """``-`` for none, else whole seconds in the two largest units: 12s, 3m05s, 2h07m, 3d04h."""
+    if seconds is None:
+        return "-"
+    whole = int(seconds)
+    for unit, size, small, small_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60)):
+        if whole >= size:
+            return f"{whole // size}{unit}{whole % size // small_size:02d}{small}"
+    if whole >= 60:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole}s"
+
+
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """``headers`` and ``rows`` aligned in left-justified columns, two spaces apart."""
     widths = [
