@@ -1,7 +1,7 @@
 """Terminal output for the command line: tables, progress bars, a block redrawn in place.
 
 Plain strings in, plain strings out: nothing here knows about trio, backends or jobs, so the
-command line's views (the demo now, ``jobs`` and ``status`` later) share one way of drawing,
+command line's views (the demo, ``jobs``, ``status`` and ``jobs --watch``) share one way of drawing,
 and one way of showing the library's own log records (:func:`library_logs_to`), as text or
 as one JSON object per line (:class:`JsonLogFormatter`).
 
