@@ -585,3 +585,77 @@ def _lines_until(stream: Any, wanted: str) -> list[str]:
         if line.startswith(wanted):
             return lines
     raise AssertionError(f"the worker exited before printing {wanted!r}; it printed {lines}")
+
+
+def _watch_argv(run: Cli) -> list[str]:
+    argv = [sys.executable, "-m", "trioqueue", "--dsn", run.dsn, "--schema", run.schema]
+    return [*argv, "jobs", "--watch", "--interval", "0.2", "--queue", "work"]
+
+
+def test_jobs_watch_into_a_pipe_prints_snapshots_until_ctrl_c(run: Cli) -> None:
+    run("enqueue", "work", json.dumps({"n": 1}))
+    run("enqueue", "other", json.dumps({"n": 2}))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with subprocess.Popen(
+        _watch_argv(run), cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as watch:
+        assert watch.stdout is not None
+        try:
+            snapshots: list[list[str]] = [[]]
+            while len(snapshots) < 3:  # two whole snapshots, then the start of a third
+                line = watch.stdout.readline().decode()
+                assert line, "the watch ended early"
+                if line == "\n":
+                    snapshots.append([])
+                else:
+                    snapshots[-1].append(line.rstrip("\n"))
+            watch.send_signal(signal.SIGINT)
+            _, err = watch.communicate(timeout=30)
+        finally:
+            watch.kill()
+    assert watch.returncode == 0, err
+    assert err == b""  # no traceback, no "interrupted"
+    for snapshot in snapshots[:2]:
+        assert snapshot[0].startswith(f"trioqueue jobs --watch  schema {run.schema}")
+        assert snapshot[1].startswith("work: 1 ready; oldest ready ")
+        assert [line.split()[:4] for line in snapshot[3:]] == [["1", "work", "ready", "0/10"]]
+        assert "\x1b" not in "".join(snapshot)  # no escape codes in a pipe
+
+
+def test_jobs_watch_on_a_terminal_redraws_and_restores_the_cursor(run: Cli) -> None:
+    run("enqueue", "work", json.dumps({"n": 1}))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100", "LINES": "30"}
+    controller, terminal = os.openpty()
+    try:
+        with subprocess.Popen(
+            _watch_argv(run), cwd=ROOT, env=env, stdout=terminal, stderr=subprocess.PIPE
+        ) as watch:
+            os.close(terminal)
+            terminal = -1
+            try:
+                seen = b""
+                while seen.count(b"trioqueue jobs --watch") < 2:
+                    chunk = os.read(controller, 4096)
+                    assert chunk, "the watch ended early"
+                    seen += chunk
+                watch.send_signal(signal.SIGINT)
+                while True:
+                    try:
+                        chunk = os.read(controller, 4096)
+                    except OSError:  # EIO: the child closed the terminal
+                        break
+                    if not chunk:
+                        break
+                    seen += chunk
+                _, err = watch.communicate(timeout=30)
+            finally:
+                watch.kill()
+    finally:
+        os.close(controller)
+        if terminal >= 0:
+            os.close(terminal)
+    assert watch.returncode == 0, err
+    assert err == b""
+    assert seen.startswith(b"\x1b[?25l")  # the cursor hidden while live
+    assert b"\x1b[4A" in seen  # the second frame drawn over the first
+    assert seen.endswith(b"\x1b[?25h")  # and shown again after Ctrl-C

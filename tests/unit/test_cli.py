@@ -30,12 +30,11 @@ from trioqueue.cli._commands import (
     LISTEN_DSN_ENV,
     build_parser,
     database_hint,
-    format_age,
     main,
     status_table,
     supervise_worker,
 )
-from trioqueue.cli._terminal import CSI, LiveBlock, clip, format_table, progress_bar
+from trioqueue.cli._terminal import CSI, LiveBlock, clip, format_age, format_table, progress_bar
 
 ROOT = Path(__file__).resolve().parents[2]
 

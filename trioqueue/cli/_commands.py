@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import dataclasses
 import functools
 import importlib
@@ -35,7 +36,7 @@ import signal
 import sys
 import sysconfig
 import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from typing import Any, TextIO, TypeAlias, get_args
 
@@ -45,8 +46,17 @@ import trioqueue
 from trioqueue._backends.postgres import embedded as _embedded
 from trioqueue._errors import causes, leaves
 from trioqueue._runtime.config import check as check_config
-from trioqueue.cli import _demo
-from trioqueue.cli._terminal import JsonLogFormatter, clip, format_table, library_logs_to
+from trioqueue.cli import _demo, _watch
+from trioqueue.cli._terminal import (
+    JsonLogFormatter,
+    LiveBlock,
+    clip,
+    format_age,
+    format_table,
+    library_logs_to,
+    supports_unicode,
+    wants_colour,
+)
 
 Runner = Callable[[argparse.Namespace], int]
 
@@ -813,28 +823,39 @@ def status_table(
     return format_table(headers, rows)
 
 
-def format_age(seconds: float | None) -> str:
-    """``-`` for none, else whole seconds in the two largest units: 12s, 3m05s, 2h07m, 3d04h."""
-    if seconds is None:
-        return "-"
-    whole = int(seconds)
-    for unit, size, small, small_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60)):
-        if whole >= size:
-            return f"{whole // size}{unit}{whole % size // small_size:02d}{small}"
-    if whole >= 60:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    return f"{whole}s"
-
-
 def _add_jobs(commands: Subparsers) -> None:
     jobs = _subcommand(commands, "jobs", _run_jobs, "list jobs, oldest first")
     jobs.add_argument("--queue", help="only this queue")
     jobs.add_argument("--status", choices=JOB_STATUSES, help="only jobs in this state")
     jobs.add_argument("--limit", type=_bounded_int(1, 10_000), default=50, metavar="N")
     jobs.add_argument("--offset", type=_bounded_int(0, 2**63 - 1), default=0, metavar="N")
+    jobs.add_argument(
+        "--watch",
+        action="store_true",
+        help="redraw the list in place until Ctrl-C (not a terminal: a snapshot per interval)",
+    )
+    jobs.add_argument(
+        "--interval",
+        type=_positive_seconds,
+        default=1.0,
+        metavar="S",
+        help="seconds between refreshes with --watch (default: %(default)s)",
+    )
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not (math.isfinite(value) and 0.01 <= value <= 3600):
+        raise argparse.ArgumentTypeError(f"must be between 0.01 and 3600 seconds, not {text}")
+    return value
 
 
 def _run_jobs(args: argparse.Namespace) -> int:
+    if args.watch:
+        return _run_jobs_watch(args)
     infos = run_on_database(args, list_jobs, args.queue, args.status, args.limit, args.offset)
     if not infos:
         print("no jobs")
@@ -854,6 +875,78 @@ async def list_jobs(
     """One page of jobs, as ``list_jobs``."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
         return await backend.list_jobs(queue=queue, status=status, limit=limit, offset=offset)
+
+
+def _run_jobs_watch(args: argparse.Namespace) -> int:
+    """``jobs --watch``: until Ctrl-C, which exits 0 (watching has no other way to end)."""
+    try:
+        run_on_database(args, watch_jobs, args, sys.stdout)
+    except (KeyboardInterrupt, BaseExceptionGroup) as exc:
+        if not _only_interrupts(exc):
+            raise
+    return 0
+
+
+async def watch_jobs(dsn: str, schema: str, args: argparse.Namespace, out: TextIO) -> None:
+    """The live job list on ``out`` (a terminal), or a snapshot per interval (anything else)."""
+    filters = " ".join(
+        f"--{name} {value}"
+        for name, value in (("queue", args.queue), ("status", args.status), ("limit", args.limit))
+        if value is not None
+    )
+    title = f"trioqueue jobs --watch  schema {schema}  {filters}  every {args.interval:g}s"
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        with contextlib.ExitStack() as stack:
+            if out.isatty():
+                block = stack.enter_context(LiveBlock(out))
+                unicode, colour = supports_unicode(out), wants_colour(out)
+
+                def draw(
+                    infos: Sequence[trioqueue.JobInfo],
+                    stats: Mapping[str, trioqueue.QueueStats],
+                    problem: str | None,
+                ) -> None:
+                    columns, lines = block.size
+                    frame = _watch.watch_frame(
+                        infos,
+                        stats,
+                        title=title,
+                        problem=problem,
+                        width=columns - 1,
+                        height=lines,
+                        unicode=unicode,
+                        colour=colour,
+                    )
+                    block.draw(frame)
+            else:
+                snapshots = 0
+
+                def draw(
+                    infos: Sequence[trioqueue.JobInfo],
+                    stats: Mapping[str, trioqueue.QueueStats],
+                    problem: str | None,
+                ) -> None:
+                    nonlocal snapshots
+                    frame = _watch.watch_frame(
+                        infos,
+                        stats,
+                        title=title,
+                        problem=problem,
+                        width=10_000,
+                        height=10_000,
+                    )
+                    out.write(("\n" if snapshots else "") + "\n".join(frame) + "\n")
+                    out.flush()
+                    snapshots += 1
+
+            await _watch.watch_loop(
+                backend,
+                draw,
+                queue=args.queue,
+                status=args.status,
+                limit=args.limit,
+                interval=args.interval,
+            )
 
 
 def jobs_table(infos: Sequence[trioqueue.JobInfo]) -> list[str]:

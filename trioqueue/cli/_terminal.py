@@ -1,7 +1,7 @@
 """Terminal output for the command line: tables, progress bars, a block redrawn in place.
 
 Plain strings in, plain strings out: nothing here knows about trio, backends or jobs, so the
-command line's views (the demo now, ``jobs`` and ``status`` later) share one way of drawing,
+command line's views (the demo, ``jobs``, ``status`` and ``jobs --watch``) share one way of drawing,
 and one way of showing the library's own log records (:func:`library_logs_to`), as text or
 as one JSON object per line (:class:`JsonLogFormatter`).
 
@@ -65,6 +65,19 @@ def clip(text: str, width: int) -> str:
     if width <= 3:
         return text[:width]
     return text[: width - 3] + "..."
+
+
+def format_age(seconds: float | None) -> str:
+    """``-`` for none, else whole seconds in the two largest units: 12s, 3m05s, 2h07m, 3d04h."""
+    if seconds is None:
+        return "-"
+    whole = int(seconds)
+    for unit, size, small, small_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60)):
+        if whole >= size:
+            return f"{whole // size}{unit}{whole % size // small_size:02d}{small}"
+    if whole >= 60:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole}s"
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
