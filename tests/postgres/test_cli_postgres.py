@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -476,31 +477,45 @@ def _with_path(dsn: str, path: str) -> str:
     return f"{head}/{path}" + (f"?{query}" if query else "")
 
 
-def test_an_unknown_database_is_not_taken_for_an_unmigrated_schema(
-    postgres_dsn: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code = main(["--dsn", _with_path(postgres_dsn, "no_such_db_tq"), "jobs"])
-    err = capsys.readouterr().err
-    assert code == 1
-    assert 'database "no_such_db_tq" does not exist' in err
-    assert "check the database name in the DSN" in err
-    assert "migrate" not in err
-
-
-def test_an_unknown_role_is_not_taken_for_an_unmigrated_schema(
-    postgres_dsn: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    if "://" not in postgres_dsn or "@" not in postgres_dsn:
+def _with_user(dsn: str, user: str) -> str:
+    """``dsn`` connecting as ``user`` (keeping any password)."""
+    if "://" not in dsn or "@" not in dsn:
         pytest.skip("needs a URI DSN with a user name")
-    scheme, rest = postgres_dsn.split("://", 1)
+    scheme, rest = dsn.split("://", 1)
     userinfo, host = rest.split("@", 1)
-    password = userinfo.partition(":")[1:]
-    dsn = f"{scheme}://no_such_role_tq{''.join(password)}@{host}"
-    code = main(["--dsn", dsn, "jobs"])
+    password = "".join(userinfo.partition(":")[1:])
+    return f"{scheme}://{user}{password}@{host}"
+
+
+@pytest.mark.parametrize(
+    ("change", "says", "hint"),
+    [
+        pytest.param(
+            lambda dsn: _with_path(dsn, "no_such_db_tq"),
+            'database "no_such_db_tq" does not exist',
+            "check the database name in the DSN",
+            id="database",
+        ),
+        pytest.param(
+            lambda dsn: _with_user(dsn, "no_such_role_tq"),
+            'role "no_such_role_tq" does not exist',
+            "check the user name in the DSN",
+            id="role",
+        ),
+    ],
+)
+def test_an_unknown_database_or_role_is_not_taken_for_an_unmigrated_schema(
+    postgres_dsn: str,
+    capsys: pytest.CaptureFixture[str],
+    change: Callable[[str], str],
+    says: str,
+    hint: str,
+) -> None:
+    code = main(["--dsn", change(postgres_dsn), "jobs"])
     err = capsys.readouterr().err
     assert code == 1
-    assert 'role "no_such_role_tq" does not exist' in err
-    assert "check the user name in the DSN" in err
+    assert says in err
+    assert hint in err
     assert "migrate" not in err
 
 

@@ -37,6 +37,17 @@ def unwinding_handler(rec: Recorder, cleanup: float) -> Callable[[Any, Any], Awa
     return handler
 
 
+def unwinding_config(rec: Recorder, cleanup: float, **overrides: Any) -> trioqueue.WorkerConfig:
+    """A pool whose handler unwinds for ``cleanup`` seconds past its stop; V = 3, H = 1."""
+    return config(
+        rec,
+        handler=unwinding_handler(rec, cleanup=cleanup),
+        visibility_timeout=3,
+        heartbeat_interval=1,
+        **overrides,
+    )
+
+
 def renewals(backend: trioqueue.MemoryBackend) -> int:
     return backend.statistics().calls.get("renew", 0)
 
@@ -50,14 +61,8 @@ async def test_handler_unwinding_past_max_job_duration_keeps_its_lease(
     rec = Recorder()
     async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
         [job_id] = [await backend.enqueue("q", {}, max_attempts=3)]
-        cfg = config(
-            rec,
-            handler=unwinding_handler(rec, cleanup=4),
-            concurrency=2,
-            visibility_timeout=3,
-            heartbeat_interval=1,
-            max_job_duration=1,
-            backoff=lambda attempt: 0.5,
+        cfg = unwinding_config(
+            rec, cleanup=4, concurrency=2, max_job_duration=1, backoff=lambda attempt: 0.5
         )
         await nursery.start(trioqueue.run_worker_pool, backend, cfg)
         await trio.sleep(1.5)
@@ -94,13 +99,7 @@ async def test_handler_unwinding_past_shutdown_keeps_its_lease(autojump_clock: o
         first_stopped = trio.Event()
 
         async def first_pool(*, task_status: trio.TaskStatus[None]) -> None:
-            cfg = config(
-                first,
-                handler=unwinding_handler(first, cleanup=4),
-                visibility_timeout=3,
-                heartbeat_interval=1,
-                shutdown_grace=1,
-            )
+            cfg = unwinding_config(first, cleanup=4, shutdown_grace=1)
             with shutting_down:
                 await trioqueue.run_worker_pool(backend, cfg, task_status=task_status)
             stopped_at.append(trio.current_time())
@@ -133,14 +132,7 @@ async def test_handler_unwinding_after_a_cancel_keeps_its_lease_and_ends_cancell
     rec = Recorder()
     async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
         [job_id] = [await backend.enqueue("q", {}, max_attempts=3)]
-        cfg = config(
-            rec,
-            handler=unwinding_handler(rec, cleanup=5),
-            concurrency=2,
-            visibility_timeout=3,
-            heartbeat_interval=1,
-            max_job_duration=2,
-        )
+        cfg = unwinding_config(rec, cleanup=5, concurrency=2, max_job_duration=2)
         await nursery.start(trioqueue.run_worker_pool, backend, cfg)
         await trio.sleep(0.5)
         assert await backend.cancel(job_id)
