@@ -83,15 +83,20 @@ from trioqueue._types import (
     BackendStatistics,
     Claimed,
     Failure,
+    FinishedBucket,
     Job,
     JobInfo,
+    JobSort,
     JobStatus,
     Notice,
     NoticeKind,
+    PoolBeat,
+    PoolRegistration,
     QueueStats,
     Recorded,
     Release,
     UndecodablePayload,
+    WorkerInfo,
 )
 
 __all__ = ["PostgresBackend", "open_postgres"]
@@ -186,7 +191,37 @@ def _check_max_connections(value: object) -> int:
     return check_int("max_connections", value, minimum=1)
 
 
-class PostgresBackend:
+class _NotYet:
+    """Placeholders for the dashboard's operations until their SQL lands (next commit)."""
+
+    async def count_jobs(
+        self,
+        queue: str | None = None,
+        status: JobStatus | None = None,
+        *,
+        search: str | None = None,
+    ) -> int:
+        raise NotImplementedError
+
+    async def delete_job(self, job_id: int) -> bool:
+        raise NotImplementedError
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        raise NotImplementedError
+
+    async def finished_history(
+        self, *, window: float = 3600.0, buckets: int = 60, queue: str | None = None
+    ) -> list[FinishedBucket]:
+        raise NotImplementedError
+
+    async def register_pool(self, pool: PoolRegistration) -> None:
+        raise NotImplementedError
+
+    async def unregister_pool(self, worker_id: str) -> bool:
+        raise NotImplementedError
+
+
+class PostgresBackend(_NotYet):
     """A :class:`~trioqueue._backends.interface.Backend` on PostgreSQL. Create it with :func:`open_postgres`.
 
     Jobs live in ``<schema>.jobs`` (columns documented in docs/api.rst and in the first migration).
@@ -542,6 +577,9 @@ class PostgresBackend:
         status: JobStatus | None = None,
         limit: int = 100,
         offset: int = 0,
+        *,
+        search: str | None = None,
+        sort: JobSort = "id",
     ) -> list[JobInfo]:
         """Snapshots of jobs ordered by id, optionally of one queue and one status.
 
@@ -652,7 +690,11 @@ class PostgresBackend:
         return claimed
 
     async def renew(
-        self, items: Sequence[RenewItem], *, visibility_timeout: float
+        self,
+        items: Sequence[RenewItem],
+        *,
+        visibility_timeout: float,
+        beat: PoolBeat | None = None,
     ) -> Mapping[int, Verdict]:
         """Renew every item in one statement, storing progress; one verdict per job.
 
