@@ -33,14 +33,13 @@ from trioqueue._types import (
     Release,
 )
 from trioqueue.testing import BackendConformance, delay, error, hang, omit
-from trioqueue.testing._conformance.dashboard import DashboardConformance
 
 Q = "q"
 V = 10.0  # the lease length used unless a test needs another
 BEAT = PoolBeat(PoolRegistration("w", "host", 1, Q, 1, 1.0), in_flight=0, abandoned_renewals=0)
 
 
-class TestMemoryConformance(BackendConformance, DashboardConformance):
+class TestMemoryConformance(BackendConformance):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[MemoryBackend]:
         async with open_memory() as backend:
