@@ -19,6 +19,11 @@ still unwinding past the grace (a shielded ``finally``, a thread) keeps its leas
 exits (docs/protocol.rst §4). The batches nursery sits inside the services nursery for that.
 Setting ``stop_now`` ends the grace at once (a service task waits for it), as a second Ctrl-C
 does in the command line.
+
+The pool registers itself with the backend before it claims (``register_pool``), its guard
+beats for it, and it unregisters once it is down (docs/api.rst, "Worker pools"). Both calls
+are bounded by ``POOL_ROW_TIMEOUT`` and a failure is only logged: the list of pools is for
+operators, and a pool must run (and stop) whether or not the database takes note.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from trioqueue._runtime.guard import Guard
 from trioqueue._runtime.monitor import shared_monitor
 from trioqueue._runtime.observer import PoolObserver
 from trioqueue._runtime.writer import OutcomeWriter
-from trioqueue._types import Claimed, NoticeKind
+from trioqueue._types import Claimed, NoticeKind, PoolRegistration
 
 log = logging.getLogger("trioqueue.pool")
 
@@ -86,6 +91,9 @@ async def run_worker_pool(
     await _Pool(backend, config, timing, stop_now, observer).run(task_status)
 
 
+#: How long registering or unregistering the pool may take (seconds) before it is given up.
+POOL_ROW_TIMEOUT = 5.0
+
 #: Rows one claim statement takes at most when it fills several free slots (a single batch
 #: larger than this is still claimed whole).
 CLAIM_ROWS = 1000
@@ -105,9 +113,18 @@ class _Pool:
         self.backend = backend
         self.config = config
         self.timing = timing
-        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        host = socket.gethostname()
+        self.worker_id = f"{host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.registration = PoolRegistration(
+            worker_id=self.worker_id,
+            host=host,
+            pid=os.getpid(),
+            queue=config.queue,
+            concurrency=config.concurrency,
+            heartbeat_interval=timing.heartbeat_interval,
+        )
         self.observer = observer
-        self.guard = Guard(GuardCore(timing), backend, observer)
+        self.guard = Guard(GuardCore(timing), backend, observer, self.registration)
         self.writer = OutcomeWriter(backend, statement_timeout=timing.visibility_timeout)
         self.slots = trio.Semaphore(config.concurrency)
         self.work_available = trio.Event()
@@ -116,6 +133,7 @@ class _Pool:
 
     async def run(self, task_status: trio.TaskStatus[None]) -> None:
         self._log_start()
+        await self._register()
         try:
             with shared_monitor(self.config.blocking_threshold) as monitor:
                 self.runner = BatchRunner(
@@ -129,7 +147,33 @@ class _Pool:
                 )
                 await self._run(task_status)
         finally:
+            await self._unregister()
             log.info("worker pool %s stopped", self.worker_id)
+
+    async def _register(self) -> None:
+        """Add the pool to the backend's list of pools; a failure is logged (the first
+        beat that gets through adds it then)."""
+        with trio.move_on_after(POOL_ROW_TIMEOUT) as scope:
+            try:
+                await self.backend.register_pool(self.registration)
+            except Exception as exc:
+                log.warning("registering worker pool %s failed: %r", self.worker_id, exc)
+        if scope.cancelled_caught:
+            log.warning("registering worker pool %s timed out", self.worker_id)
+
+    async def _unregister(self) -> None:
+        """Remove the pool from the list, however the pool ended (shielded: it runs while
+        the caller's cancel unwinds), never waiting long for a database that is gone.
+
+        A pool ending in an error is unregistered too: it is not running any more.
+        """
+        with trio.CancelScope(shield=True), trio.move_on_after(POOL_ROW_TIMEOUT) as scope:
+            try:
+                await self.backend.unregister_pool(self.worker_id)
+            except Exception as exc:
+                log.warning("unregistering worker pool %s failed: %r", self.worker_id, exc)
+        if scope.cancelled_caught:
+            log.warning("unregistering worker pool %s timed out", self.worker_id)
 
     async def _run(self, task_status: trio.TaskStatus[None]) -> None:
         async with trio.open_nursery() as nursery:
