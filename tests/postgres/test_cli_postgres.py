@@ -28,6 +28,7 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 import trioqueue
+from trioqueue._types import PoolBeat, PoolRegistration
 from trioqueue.cli import _commands as cli
 from trioqueue.cli import main
 
@@ -160,17 +161,40 @@ def test_jobs_lists_with_filters(run: Cli) -> None:
 
 
 def test_status_counts_per_queue_and_state(run: Cli) -> None:
-    assert run("status")[1] == f"no jobs in schema {run.schema}\n"
+    assert run("status")[1] == (
+        f"no jobs in schema {run.schema}\n\nno worker pools in schema {run.schema}\n"
+    )
     for argv in (("a", "1"), ("a", "2", "--delay", "60"), ("b", "3")):
         run("enqueue", *argv)
     run("cancel", "3")
     code, out, _ = run("status")
     assert code == 0
-    header, a, b = out.splitlines()
+    header, a, b, blank, pools = out.splitlines()
+    assert (blank, pools) == ("", f"no worker pools in schema {run.schema}")
     assert header == "QUEUE  SCHEDULED  READY  RUNNING  SUCCEEDED  FAILED  TOTAL  OLDEST READY"
     # The ready job's age is real time since it was enqueued: a number of seconds.
     assert re.fullmatch(r"a      1          1      0        0          0       2      \d+s", a)
     assert b == "b      0          0      0        0          1       1      -"
+
+
+def test_status_lists_the_worker_pools_live_and_stale(run: Cli) -> None:
+    async def register() -> None:
+        async with trioqueue.open_postgres(run.dsn, schema=run.schema) as backend:
+            live = PoolRegistration("box:7:live", "box", 7, "mail", 4, 30.0)
+            await backend.register_pool(live)
+            await backend.renew([], visibility_timeout=60, beat=PoolBeat(live, 3, 0))
+            await backend.register_pool(PoolRegistration("box:8:gone", "box", 8, "mail", 1, 0.01))
+
+    trio.run(register)
+    time.sleep(0.05)  # past three of the second pool's 0.01 s intervals, by the database's clock
+    code, out, _ = run("status")
+    assert code == 0
+    _, _, header, live, gone = out.splitlines()
+    assert header.split() == [
+        "WORKER", "HOST", "PID", "QUEUE", "CONC", "IN", "FLIGHT", "LAST", "BEAT", "STATE"
+    ]  # fmt: skip
+    assert re.fullmatch(r"box:7:live  box   7    mail   4     3          \d+s ago +live", live)
+    assert re.fullmatch(r"box:8:gone  box   8    mail   1     0          \d+s ago +stale", gone)
 
 
 def test_cancel_a_waiting_job_and_an_unknown_one(run: Cli) -> None:

@@ -25,6 +25,7 @@ import argparse
 import collections
 import contextlib
 import dataclasses
+import datetime
 import functools
 import importlib
 import importlib.util
@@ -781,29 +782,61 @@ async def _job_operation(dsn: str, schema: str, operation: JobOperation, job_id:
 
 def _add_status(commands: Subparsers) -> None:
     _subcommand(
-        commands, "status", _run_status, "count jobs per queue and state, age of the oldest ready"
+        commands,
+        "status",
+        _run_status,
+        "count jobs per queue and state, age of the oldest ready; list the worker pools",
     )
 
 
 def _run_status(args: argparse.Namespace) -> int:
-    counts, oldest = run_on_database(args, count_jobs)
-    if not counts:
+    counts, oldest, pools = run_on_database(args, count_jobs)
+    if counts:
+        print("\n".join(status_table(counts, oldest)))
+    else:
         print(f"no jobs in schema {schema_of(args)}")
-        return 0
-    print("\n".join(status_table(counts, oldest)))
+    print()
+    if pools:
+        print("\n".join(workers_table(pools, datetime.datetime.now(datetime.UTC))))
+    else:
+        print(f"no worker pools in schema {schema_of(args)}")
     return 0
 
 
 async def count_jobs(
     dsn: str, schema: str
-) -> tuple[dict[str, collections.Counter[str]], dict[str, float | None]]:
-    """Jobs per queue and state, and each queue's oldest ready age (one statement)."""
+) -> tuple[
+    dict[str, collections.Counter[str]], dict[str, float | None], list[trioqueue.WorkerInfo]
+]:
+    """Jobs per queue and state, each queue's oldest ready age (one statement), and the
+    registered worker pools (another)."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
         stats = await backend.queue_stats()
+        pools = await backend.list_workers()
     counts: dict[str, collections.Counter[str]] = {
         queue: collections.Counter(s.counts) for queue, s in stats.items()
     }
-    return counts, {queue: s.oldest_ready_age for queue, s in stats.items()}
+    return counts, {queue: s.oldest_ready_age for queue, s in stats.items()}, pools
+
+
+def workers_table(pools: list[trioqueue.WorkerInfo], now: datetime.datetime) -> list[str]:
+    """A row per worker pool: who and where it is, its jobs in flight, how long ago it
+    last beat (by this machine's clock), and whether it is live or stale."""
+    headers = ("WORKER", "HOST", "PID", "QUEUE", "CONC", "IN FLIGHT", "LAST BEAT", "STATE")
+    rows = [
+        [
+            pool.worker_id,
+            pool.host,
+            str(pool.pid),
+            pool.queue,
+            str(pool.concurrency),
+            str(pool.in_flight),
+            format_age(max(0.0, (now - pool.last_beat_at).total_seconds())) + " ago",
+            "stale" if pool.stale else "live",
+        ]
+        for pool in pools
+    ]
+    return format_table(headers, rows)
 
 
 def status_table(
