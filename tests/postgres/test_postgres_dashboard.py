@@ -199,3 +199,23 @@ async def test_a_pool_on_postgres_registers_beats_and_unregisters(
         assert worker.stale is False
         nursery.cancel_scope.cancel()
     assert await backend.list_workers() == []
+
+
+async def test_registering_deletes_pools_stale_for_over_an_hour(backend: PostgresBackend) -> None:
+    for worker_id in ("long-gone", "recently-gone"):
+        await backend.register_pool(PoolRegistration(worker_id, "h", 1, Q, 1, 30.0))
+    async with backend.acquire() as connection:
+        # 3 x 30 s + one hour is the limit: one is past it, one is just inside.
+        for worker_id, ago in (("long-gone", 3691.0), ("recently-gone", 3680.0)):
+            await connection.execute(
+                f'UPDATE "{backend.schema}".workers '
+                "SET last_beat_at = now() - make_interval(secs => $2) WHERE worker_id = $1",
+                worker_id,
+                ago,
+            )
+    await backend.register_pool(POOL)
+    workers = await backend.list_workers()  # by start: the stale one started first
+    assert [(w.worker_id, w.stale) for w in workers] == [
+        ("recently-gone", True),
+        (POOL.worker_id, False),
+    ]
