@@ -219,7 +219,13 @@ def test_retry_puts_a_failed_job_back(run: Cli) -> None:
     assert run.jobs()[0].status == "ready"
     code, _, err = run("retry", job_id)  # no longer failed
     assert code == 1
-    assert "has not failed" in err
+    assert err == f"trioqueue retry: error: job {job_id} is ready: only a failed job can be retried\n"
+
+
+def test_retry_of_an_unknown_job_says_so(run: Cli) -> None:
+    code, _, err = run("retry", "424242")
+    assert code == 1
+    assert err == "trioqueue retry: error: no job 424242\n"
 
 
 def test_commands_on_a_schema_never_migrated_fail_cleanly(

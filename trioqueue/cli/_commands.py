@@ -754,26 +754,26 @@ def _add_retry(commands: Subparsers) -> None:
 
 
 def _run_retry(args: argparse.Namespace) -> int:
-    return _on_job(
-        args, trioqueue.PostgresBackend.retry, "back on its queue",
-        refused="is unknown or has not failed",
-    )  # fmt: skip
-
-
-JobOperation = Callable[[trioqueue.PostgresBackend, int], Awaitable[bool]]
-
-
-def _on_job(args: argparse.Namespace, operation: JobOperation, done: str, *, refused: str) -> int:
-    """Run ``operation(backend, job_id)``; a False answer is an error saying ``refused``."""
-    if not run_on_database(args, _job_operation, operation, args.job_id):
-        raise CliError(f"job {args.job_id} {refused}", EXIT_FAILED)
-    print(f"job {args.job_id}: {done}")
+    accepted, status = run_on_database(args, retry, args.job_id)
+    if not accepted:
+        if status is None:
+            raise CliError(f"no job {args.job_id}", EXIT_FAILED)
+        raise CliError(
+            f"job {args.job_id} is {status}: only a failed job can be retried", EXIT_FAILED
+        )
+    print(f"job {args.job_id}: back on its queue")
     return 0
 
 
-async def _job_operation(dsn: str, schema: str, operation: JobOperation, job_id: int) -> bool:
+async def retry(dsn: str, schema: str, job_id: int) -> tuple[bool, str | None]:
+    """Retry a job: whether it was put back, and else its state (None when unknown)."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        return await operation(backend, job_id)
+        if await backend.retry(job_id):
+            return True, None
+        try:
+            return False, (await backend.get_job(job_id)).status
+        except trioqueue.UnknownJobError:
+            return False, None
 
 
 # -- status and jobs ----------------------------------------------------------------------
