@@ -219,7 +219,9 @@ def test_retry_puts_a_failed_job_back(run: Cli) -> None:
     assert run.jobs()[0].status == "ready"
     code, _, err = run("retry", job_id)  # no longer failed
     assert code == 1
-    assert err == f"trioqueue retry: error: job {job_id} is ready: only a failed job can be retried\n"
+    assert (
+        err == f"trioqueue retry: error: job {job_id} is ready: only a failed job can be retried\n"
+    )
 
 
 def test_retry_of_an_unknown_job_says_so(run: Cli) -> None:

@@ -38,7 +38,7 @@ from trioqueue._runtime.batch import BatchRunner
 from trioqueue._runtime.config import WorkerConfig, check
 from trioqueue._runtime.guard import Guard
 from trioqueue._runtime.monitor import shared_monitor
-from trioqueue._runtime.observer import PoolObserver
+from trioqueue._runtime.observer import PoolObserver, ShieldedObserver
 from trioqueue._runtime.writer import OutcomeWriter
 from trioqueue._types import Claimed, NoticeKind
 
@@ -68,7 +68,8 @@ async def run_worker_pool(
             charging the attempt, as at the end of ``shutdown_grace``. The command line
             sets it on a second Ctrl-C.
         observer: told of the pool's events (jobs finished, durations, lease losses), e.g.
-            a :class:`trioqueue.metrics.PrometheusObserver`; see docs/metrics.rst.
+            a :class:`trioqueue.metrics.PrometheusObserver`; see docs/metrics.rst. What its
+            methods raise is logged (once per method) and never stops the pool.
         task_status: for ``nursery.start``, which returns once the pool is claiming.
 
     Raises:
@@ -83,6 +84,8 @@ async def run_worker_pool(
         raise ConfigError(
             [f"transactional mode needs a backend with transactions, not {type(backend).__name__}"]
         )
+    if observer is not None:
+        observer = ShieldedObserver(observer)
     await _Pool(backend, config, timing, stop_now, observer).run(task_status)
 
 
