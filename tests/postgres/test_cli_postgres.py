@@ -8,6 +8,7 @@ subprocess and stops it with SIGINT, as an operator would.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import json
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -674,3 +675,91 @@ def test_jobs_watch_on_a_terminal_redraws_and_restores_the_cursor(run: Cli) -> N
     assert seen.startswith(b"\x1b[?25l")  # the cursor hidden while live
     assert b"\x1b[4A" in seen  # the second frame drawn over the first
     assert seen.endswith(b"\x1b[?25h")  # and shown again after Ctrl-C
+
+
+# -- several queues and a resources hook (docs/cli.rst, "worker") -------------------------
+
+#: Where the subprocess's resources hook writes its entry and exit (one line each).
+HOOK_FILE_ENV = "TRIOQUEUE_TEST_HOOK_FILE"
+
+
+@contextlib.asynccontextmanager
+async def shared_client() -> AsyncIterator[dict[str, str]]:
+    """The ``--resources`` hook of the subprocess test: logs its entry and exit to a file."""
+    path = os.environ[HOOK_FILE_ENV]
+    await _note(path, "enter")
+    try:
+        yield {"client": "shared"}
+    finally:
+        await _note(path, "exit")
+
+
+async def _note(path: str, line: str) -> None:
+    async with await trio.open_file(path, "a") as log:
+        await log.write(line + "\n")
+
+
+async def needs_client(payload: Any, ctx: trioqueue.JobContext) -> None:
+    """Fails its job unless the hook's value came through ``ctx.resources``."""
+    if ctx.resources != {"client": "shared"}:
+        raise AssertionError(f"ctx.resources is {ctx.resources!r}")
+
+
+HANDLERS = {"emails": needs_client, "reports": needs_client}
+
+
+def test_worker_command_runs_a_pool_per_queue_with_a_resources_hook(
+    run: Cli, tmp_path: Path
+) -> None:
+    """``python -m trioqueue worker MAPPING --queue Q=... --resources HOOK``: jobs of every
+    queue succeed with the hook's value, and SIGTERM stops the pools, then the hook."""
+    for queue in ("emails", "reports", "alerts"):
+        run("enqueue", queue, "{}")
+    hook_file = tmp_path / "hook.log"
+    module = "tests.postgres.test_cli_postgres"
+    argv = [sys.executable, "-m", "trioqueue", "--dsn", run.dsn, "--schema", run.schema]
+    argv += ["worker", f"{module}:HANDLERS", "--queue", f"alerts={module}:needs_client"]
+    argv += ["--resources", f"{module}:shared_client", "--concurrency", "2"]
+    argv += ["--poll-interval", "0.5", "--shutdown-grace", "1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), HOOK_FILE_ENV: str(hook_file)}
+    with subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as worker:
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and {j.status for j in run.jobs()} != {"succeeded"}:
+                time.sleep(0.05)
+            worker.send_signal(signal.SIGTERM)
+            out, err = worker.communicate(timeout=30)
+        finally:
+            worker.kill()
+    assert worker.returncode == 0, err
+    assert sorted((info.queue, info.status) for info in run.jobs()) == [
+        ("alerts", "succeeded"),
+        ("emails", "succeeded"),
+        ("reports", "succeeded"),
+    ]
+    assert hook_file.read_text() == "enter\nexit\n"
+    assert out.splitlines() == [
+        f"worker pools on queues 'emails', 'reports', 'alerts' (schema {run.schema}); "
+        "Ctrl-C to stop",
+        "SIGTERM: shutting down; handlers may finish for up to 1s (signal again to stop at once)",
+        "worker pools stopped",
+    ]
+
+
+def test_worker_command_refuses_to_start_when_its_hook_fails(run: Cli, tmp_path: Path) -> None:
+    """A hook that cannot start (here: no file to log to) is one line, exit 1, no job run."""
+    run("enqueue", "emails", "{}")
+    module = "tests.postgres.test_cli_postgres"
+    argv = [sys.executable, "-m", "trioqueue", "--dsn", run.dsn, "--schema", run.schema]
+    argv += ["worker", f"{module}:HANDLERS", "--resources", f"{module}:shared_client"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), HOOK_FILE_ENV: str(tmp_path / "no" / "log")}
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1
+    assert done.stderr.startswith(
+        f"trioqueue worker: error: --resources {module}:shared_client failed starting: "
+        "FileNotFoundError: "
+    )
+    assert done.stderr.count("\n") == 1
+    assert [info.status for info in run.jobs()] == ["ready"]

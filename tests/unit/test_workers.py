@@ -29,9 +29,12 @@ class Shared:
 class Hook:
     """A resources hook that logs its entry and exit, and what the exit was given."""
 
-    def __init__(self, log: list[str], *, fail_on_entry: bool = False) -> None:
+    def __init__(
+        self, log: list[str], *, fail_on_entry: bool = False, exit_takes: float = 1
+    ) -> None:
         self.log = log
         self.fail_on_entry = fail_on_entry
+        self.exit_takes = exit_takes
         self.entries = 0
         self.exit_error: BaseException | None = None
         self.shared = Shared(log)
@@ -50,6 +53,7 @@ class Hook:
             raise
         finally:
             self.shared.closed = True
+            await trio.sleep(self.exit_takes)  # closing a client awaits too
             self.log.append("exit")
 
 
@@ -108,6 +112,32 @@ async def test_pools_share_one_backend_and_the_resources_entered_once(
     assert sorted(log[1:3]) == ["handled a 1", "handled b 2"]
     assert log[3:] == ["cancel", "handled b 3", "exit"]
     assert statuses == {1: "succeeded", 2: "succeeded", 3: "succeeded"}
+
+
+async def test_stop_now_cuts_the_hooks_exit_short(autojump_clock: trio.abc.Clock) -> None:
+    """The exit runs shielded from the cancel that stopped the pools (it awaited above);
+    ``stop_now``, the second Ctrl-C, cancels it as it ends the pools' grace."""
+    log: list[str] = []
+    hook = Hook(log, exit_takes=1000)
+    stop_now = trio.Event()
+    async with trioqueue.open_memory() as backend:
+        async with trio.open_nursery() as nursery:
+            run = functools.partial(
+                trioqueue.run_workers,
+                backend,
+                configs(recorder(log), "a"),
+                resources=hook,
+                stop_now=stop_now,
+            )
+            await nursery.start(run)
+            nursery.cancel_scope.cancel()
+            with trio.CancelScope(shield=True):
+                await trio.sleep(10)  # the exit is under way, shielded
+                assert log == ["enter"]
+                stop_now.set()
+        stopped_at = trio.current_time()
+    assert log == ["enter"]  # cancelled inside its 1000 s of closing
+    assert stopped_at == 11  # the hook's 1 s entry, then the 10 s above
 
 
 @pytest.mark.parametrize("form", ["factory", "manager", "plain-factory"])

@@ -11,7 +11,8 @@ The nursery tree::
 Every config is checked before anything starts, so a bad one stops the whole process before
 the resources hook runs. Cancelling ``run_workers`` shuts every pool down gracefully, each
 with its own ``shutdown_grace``; the hook exits only after the last pool has stopped, so no
-handler ever sees a closed resource. A pool that fails (a claim error retrying cannot fix)
+handler ever sees a closed resource. The hook exits shielded from the cancellation that
+stopped the pools, so its cleanup may await; only ``stop_now`` cuts it short. A pool that fails (a claim error retrying cannot fix)
 cancels the others through the nursery, and the hook still exits.
 """
 
@@ -56,8 +57,9 @@ async def run_workers(
         configs: one per pool, each on a queue of its own.
         resources: an async context manager, or a function of no arguments returning one
             (an ``@asynccontextmanager`` function, say). It is entered before any pool
-            starts and exited after every pool has stopped; what it yields is every
-            handler's ``ctx.resources``. None: ``ctx.resources`` is None.
+            starts and exited after every pool has stopped, shielded from the cancellation
+            that stopped them (its cleanup may await; ``stop_now`` cuts it short); what it
+            yields is every handler's ``ctx.resources``. None: ``ctx.resources`` is None.
         stop_now: as for :func:`run_worker_pool`, for every pool: once set, the shutdown
             has no grace left.
         observer: told of every pool's events (each event names its queue).
@@ -76,8 +78,45 @@ async def run_workers(
     if manager is None:
         await _run_pools(backend, configs, None, stop_now, observer, task_status)
         return
-    async with manager as value:
+    value = await manager.__aenter__()
+    try:
         await _run_pools(backend, configs, value, stop_now, observer, task_status)
+    except BaseException as exc:
+        if not await _exit(manager, exc, stop_now):
+            raise
+    else:
+        await _exit(manager, None, stop_now)
+
+
+async def _exit(
+    manager: AbstractAsyncContextManager[Any],
+    exc: BaseException | None,
+    stop_now: trio.Event | None,
+) -> bool:
+    """Exit ``manager`` (with ``exc``, if the pools raised one), shielded from the
+    cancellation that stopped the pools, so that its cleanup can still await (close a
+    client, flush a buffer); but ``stop_now`` cancels it too, as it ends the pools' grace.
+
+    Returns:
+        Whether the manager suppressed ``exc``.
+    """
+    with trio.CancelScope(shield=True) as exiting:
+        async with trio.open_nursery() as nursery:
+            if stop_now is not None:
+                nursery.start_soon(_cancel_when_set, stop_now, exiting)
+            try:
+                kind = None if exc is None else type(exc)
+                traceback = None if exc is None else exc.__traceback__
+                suppressed: bool | None = await manager.__aexit__(kind, exc, traceback)
+            finally:
+                nursery.cancel_scope.cancel()
+        return bool(suppressed)
+    return False  # stop_now cut the exit short: the pools' exception goes on
+
+
+async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
 
 
 async def _run_pools(
