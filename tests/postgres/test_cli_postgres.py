@@ -763,3 +763,40 @@ def test_worker_command_refuses_to_start_when_its_hook_fails(run: Cli, tmp_path:
     )
     assert done.stderr.count("\n") == 1
     assert [info.status for info in run.jobs()] == ["ready"]
+
+
+async def in_transaction(payload: Any, ctx: trioqueue.JobContext) -> None:
+    """A transactional handler: reads through ``ctx.connection``, inside the ack's transaction."""
+    HANDLED.append(await ctx.connection.fetchval("SELECT $1::int", payload["n"]))
+
+
+async def test_worker_transactional_option_gives_handlers_their_connection(
+    postgres_dsn: str, postgres_schema: str
+) -> None:
+    """``worker --transactional`` on two queues: each pool's handlers get ``ctx.connection``,
+    within the connection budget sized for both pools."""
+    HANDLED.clear()
+    await cli.migrate(postgres_dsn, postgres_schema)
+    for n in range(6):
+        await cli.enqueue(postgres_dsn, postgres_schema, ("a", "b")[n % 2], {"n": n}, {})
+    module = "tests.postgres.test_cli_postgres"
+    argv = [
+        "worker",
+        "--queue",
+        f"a={module}:in_transaction",
+        "--queue",
+        f"b={module}:in_transaction",
+    ]
+    argv += ["--transactional", "--concurrency", "2", "--batch-size", "2", "--poll-interval", "0.1"]
+    args = cli.build_parser().parse_args(argv)
+    configs = cli.worker_configs(args)
+    assert [(c.queue, c.transactional) for c in configs] == [("a", True), ("b", True)]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(cli.serve_worker, postgres_dsn, postgres_schema, configs)
+        with trio.fail_after(20):
+            while len(HANDLED) < 6:
+                await trio.sleep(0.02)
+        nursery.cancel_scope.cancel()
+    assert sorted(HANDLED) == list(range(6))
+    infos = await cli.list_jobs(postgres_dsn, postgres_schema, None, None, 100, 0)
+    assert [info.status for info in infos] == ["succeeded"] * 6
