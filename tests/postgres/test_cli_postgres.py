@@ -1,9 +1,9 @@
 """The database commands of ``trioqueue`` against a real server, each test in its own schema.
 
 Commands run through :func:`trioqueue.cli.main` (which calls ``trio.run`` itself, so these
-are plain ``def`` tests), except the worker: its pool runs until a signal, so one test
-drives the async ``serve_worker`` directly and one runs ``python -m trioqueue worker`` in a
-subprocess and stops it with SIGINT, as an operator would.
+are plain ``def`` tests), except the worker: its pools run until a signal, so some tests
+drive the async ``serve_worker`` directly and others run ``python -m trioqueue worker`` in a
+subprocess and stop it with SIGINT or SIGTERM, as an operator or systemd would.
 """
 
 from __future__ import annotations

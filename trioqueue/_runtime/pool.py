@@ -91,7 +91,7 @@ async def run_worker_pool(
             [f"transactional mode needs a backend with transactions, not {type(backend).__name__}"]
         )
     pool = _Pool(backend, config, timing, stop_now, observer)
-    pool.resources = resources
+    pool.resources = resources  # only the batches read it: no __init__ argument of its own
     await pool.run(task_status)
 
 
