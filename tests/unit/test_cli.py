@@ -111,7 +111,6 @@ def test_demo_verdict_reports_a_timeout() -> None:
         (["demo", "--backend", "sqlite"], "invalid choice: 'sqlite'"),
         (["enqueue", "q"], "the following arguments are required: JSON"),
         (["cancel", "seven"], "not a job id: 'seven'"),
-        (["worker", "m:h"], "the following arguments are required: --queue"),
         (["worker", "m:h", "--queue", "q", "--heartbeat-interval", "often"], "not a number"),
         (["jobs", "--status", "lost"], "invalid choice: 'lost'"),
         (["jobs", "--limit", "0"], "must be between 1 and 10000"),

@@ -27,7 +27,7 @@ import trio
 from trioqueue._backends.interface import Backend
 from trioqueue._core.guard_rules import Effects, GuardCore, JobLease, Renewal
 from trioqueue._core.rules import StopReason
-from trioqueue._runtime.logfields import job_fields
+from trioqueue._runtime.logfields import job_fields, pool_fields
 from trioqueue._runtime.observer import PoolObserver
 from trioqueue._types import Claimed, Job, PoolBeat, PoolRegistration
 
@@ -197,10 +197,15 @@ class Guard:
 
     def _beat_done(self, failure: str | None) -> None:
         """Log the first failed beat of an outage and the recovery, not every beat."""
+        queue = "" if self._pool is None else self._pool.queue
         if failure is not None and not self._beat_failing:
-            log.warning("worker pool beat failed (it shows as stale if this lasts): %s", failure)
+            log.warning(
+                "worker pool beat failed (it shows as stale if this lasts): %s",
+                failure,
+                extra=pool_fields(queue, "beat_failed"),
+            )
         elif failure is None and self._beat_failing:
-            log.info("worker pool beats again")
+            log.info("worker pool beats again", extra=pool_fields(queue, "beating"))
         self._beat_failing = failure is not None
 
     # -- renewals -------------------------------------------------------------------------
