@@ -161,3 +161,16 @@ async def test_beats_report_abandoned_renewals(autojump_clock: object) -> None:
         assert (worker.abandoned_renewals, worker.in_flight, worker.stale) == (1, 1, False)
         backend.inject("renew", None)  # release the wedged call so the pool can exit
         nursery.cancel_scope.cancel()
+
+
+async def test_each_pool_of_run_workers_registers_on_its_own(autojump_clock: object) -> None:
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend:
+        async with trio.open_nursery() as nursery:
+            configs = [config(rec, queue="b"), config(rec, queue="a", concurrency=2)]
+            await nursery.start(trioqueue.run_workers, backend, configs)
+            listed = await workers(backend)
+            assert [(w.queue, w.concurrency) for w in listed] == [("a", 2), ("b", 1)]
+            assert len({w.worker_id for w in listed}) == 2
+            nursery.cancel_scope.cancel()
+        assert await workers(backend) == []
