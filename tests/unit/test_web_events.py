@@ -1,0 +1,232 @@
+"""``GET /api/events`` (docs/dashboard.rst, "Events") over the memory backend.
+
+The stream is driven as a raw ASGI call, so the test sees each chunk the app sends (one per
+tick) and decides when the client disconnects. The memory backend's rows and the stream's
+ticks run on trio's clock, so ``autojump_clock`` makes ticks instant and deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import trio
+
+import trioqueue
+from trioqueue._core import RenewItem
+from trioqueue._types import Failure
+from trioqueue.web import create_app
+from trioqueue.web.events import MAX_JOB_EVENTS
+
+
+@pytest.fixture
+async def backend() -> AsyncIterator[trioqueue.MemoryBackend]:
+    async with trioqueue.open_memory() as b:
+        yield b
+
+
+@dataclass
+class Stream:
+    """One client of the event stream: what it received, and a way to hang up."""
+
+    status: int | None = None
+    headers: dict[bytes, bytes] = field(default_factory=dict)
+    hang_up: trio.Event = field(default_factory=trio.Event)
+    ended: trio.Event = field(default_factory=trio.Event)
+    chunks: trio.MemoryReceiveChannel[bytes] | None = None
+
+    async def next_events(self) -> list[tuple[str, Any]]:
+        """The events of the next chunk that holds any (comments skipped)."""
+        assert self.chunks is not None
+        while True:
+            chunk = await self.chunks.receive()
+            events = parse(chunk)
+            if events:
+                return events
+
+    async def next_body(self) -> bytes:
+        assert self.chunks is not None
+        return await self.chunks.receive()
+
+    async def until(self, wanted: Any) -> tuple[str, Any]:
+        """Read events until one satisfies ``wanted(name, data)``."""
+        while True:
+            for name, data in await self.next_events():
+                if wanted(name, data):
+                    return name, data
+
+
+def parse(chunk: bytes) -> list[tuple[str, Any]]:
+    events = []
+    for block in chunk.decode().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "event" in lines:
+            events.append((lines["event"], json.loads(lines["data"])))
+    return events
+
+
+def scope(path: str, query: str = "", headers: list[tuple[bytes, bytes]] | None = None) -> Any:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1"), *(headers or [])],
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 80),
+    }
+
+
+@asynccontextmanager
+async def events(app: Any, query: str = "", **kwargs: Any) -> AsyncIterator[Stream]:
+    stream = Stream()
+    send_chunk, stream.chunks = trio.open_memory_channel[bytes](1000)
+
+    async def receive() -> dict[str, Any]:
+        await stream.hang_up.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Any) -> None:
+        if message["type"] == "http.response.start":
+            stream.status = message["status"]
+            stream.headers = dict(message["headers"])
+        else:
+            await send_chunk.send(message.get("body", b""))
+
+    async def run() -> None:
+        await app(scope("/api/events", query, **kwargs), receive, send)
+        stream.ended.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run)
+        yield stream
+        stream.hang_up.set()
+
+
+async def running_job(backend: trioqueue.MemoryBackend, queue: str = "mail") -> tuple[int, int]:
+    job_id = await backend.enqueue(queue, {"n": 1})
+    [claimed] = await backend.claim(queue, limit=1, worker_id="w", visibility_timeout=600)
+    return job_id, claimed.job.claim_seq
+
+
+async def test_progress_moves_job_and_queue_events(
+    backend: trioqueue.MemoryBackend, autojump_clock: object
+) -> None:
+    job_id, seq = await running_job(backend)
+    app = create_app(backend)
+    async with events(app) as stream:
+        first = await stream.next_events()
+        assert ("queue", {"queue": "mail", "counts": {"running": 1}}) in [
+            (name, {k: data[k] for k in ("queue", "counts")})
+            for name, data in first
+            if name == "queue"
+        ]
+        assert ("job", {"id": job_id, "status": "running", "progress": None}) in first
+        await backend.renew([RenewItem(job_id, seq, 0.5)], visibility_timeout=600)
+        _, moved = await stream.until(lambda n, d: n == "job" and d["progress"] == 0.5)
+        assert moved == {"id": job_id, "status": "running", "progress": 0.5}
+        await backend.enqueue("mail", 2)
+        _, counts = await stream.until(lambda n, d: n == "queue")
+        assert counts["counts"] == {"ready": 1, "running": 1}
+    assert stream.status == 200
+    assert stream.headers[b"content-type"].startswith(b"text/event-stream")
+
+
+async def test_a_finished_job_sends_its_final_state(
+    backend: trioqueue.MemoryBackend, autojump_clock: object
+) -> None:
+    job_id, seq = await running_job(backend)
+    async with events(create_app(backend)) as stream:
+        await stream.until(lambda n, d: n == "job" and d["status"] == "running")
+        await backend.fail([Failure(job_id, seq, "boom", retry_delay=None, progress=0.25)])
+        _, final = await stream.until(lambda n, d: n == "job" and d["status"] != "running")
+    assert final == {"id": job_id, "status": "failed", "progress": 0.25}
+
+
+async def test_unchanged_state_sends_nothing_new(
+    backend: trioqueue.MemoryBackend, autojump_clock: object
+) -> None:
+    await running_job(backend)
+    async with events(create_app(backend)) as stream:
+        await stream.next_events()  # the initial state
+        assert stream.chunks is not None
+        with trio.move_on_after(10):  # ten ticks with nothing changing
+            chunk = await stream.chunks.receive()
+            pytest.fail(f"an unchanged backend sent {chunk!r}")
+
+
+async def test_job_events_are_capped_per_tick(
+    backend: trioqueue.MemoryBackend, autojump_clock: object
+) -> None:
+    total = MAX_JOB_EVENTS + 20
+    await backend.enqueue_many("mail", [{"n": n} for n in range(total)])
+    claimed = await backend.claim("mail", limit=total, worker_id="w", visibility_timeout=600)
+    assert len(claimed) == total
+    async with events(create_app(backend)) as stream:
+        first = [e for e in await stream.next_events() if e[0] == "job"]
+        second = [e for e in await stream.next_events() if e[0] == "job"]
+    assert len(first) == MAX_JOB_EVENTS
+    assert len(second) == 20
+    assert {d["id"] for _, d in first}.isdisjoint(d["id"] for _, d in second)
+
+
+async def test_watched_jobs_are_followed_whatever_their_state(
+    backend: trioqueue.MemoryBackend, autojump_clock: object
+) -> None:
+    ready = await backend.enqueue("mail", 1)
+    async with events(create_app(backend), f"jobs={ready}") as stream:
+        _, first = await stream.until(lambda n, d: n == "job")
+        assert first == {"id": ready, "status": "ready", "progress": None}
+        await backend.cancel(ready)
+        _, then = await stream.until(lambda n, d: n == "job")
+        assert then == {"id": ready, "status": "failed", "progress": None}
+        await backend.delete_job(ready)
+        _, gone = await stream.until(lambda n, d: n == "job")
+        assert gone == {"id": ready, "status": "deleted", "progress": None}
+
+
+async def test_a_disconnected_client_ends_its_stream(
+    backend: trioqueue.MemoryBackend, autojump_clock: object
+) -> None:
+    await running_job(backend)
+    async with events(create_app(backend)) as stream:
+        await stream.next_events()
+        stream.hang_up.set()
+        with trio.fail_after(0.5):  # less than one tick: the stream does not wait for it
+            await stream.ended.wait()
+
+
+@pytest.mark.parametrize(
+    ("query", "status"),
+    [("jobs=abc", 400), ("jobs=0", 400), ("jobs=" + ",".join(["1"] * 201), 400)],
+)
+async def test_bad_params_are_400(
+    backend: trioqueue.MemoryBackend, autojump_clock: object, query: str, status: int
+) -> None:
+    async with events(create_app(backend), query) as stream:
+        with trio.fail_after(1):
+            await stream.ended.wait()
+            body = await stream.next_body()
+    assert stream.status == status
+    assert list(json.loads(body)) == ["error"]
+
+
+async def test_token_is_required(backend: trioqueue.MemoryBackend, autojump_clock: object) -> None:
+    await backend.enqueue("mail", 1)
+    app = create_app(backend, token="s3cret")
+    async with events(app) as refused:
+        with trio.fail_after(1):
+            await refused.ended.wait()
+    assert refused.status == 401
+    async with events(app, headers=[(b"authorization", b"Bearer s3cret")]) as allowed:
+        await allowed.next_events()
+    assert allowed.status == 200
