@@ -130,10 +130,15 @@ async def test_progress_moves_job_and_queue_events(
             for name, data in first
             if name == "queue"
         ]
-        assert ("job", {"id": job_id, "status": "running", "progress": None}) in first
+        assert ("job", {"id": job_id, "status": "running", "progress": None}) in [
+            (name, {k: data[k] for k in ("id", "status", "progress")})
+            for name, data in first
+            if name == "job"
+        ]
         await backend.renew([RenewItem(job_id, seq, 0.5)], visibility_timeout=600)
         _, moved = await stream.until(lambda n, d: n == "job" and d["progress"] == 0.5)
-        assert moved == {"id": job_id, "status": "running", "progress": 0.5}
+        assert (moved["id"], moved["status"], moved["progress"]) == (job_id, "running", 0.5)
+        assert moved["lease_expires_at"] > moved["last_renewed_at"]
         await backend.enqueue("mail", 2)
         _, counts = await stream.until(lambda n, d: n == "queue")
         assert counts["counts"] == {"ready": 1, "running": 1}
@@ -149,7 +154,8 @@ async def test_a_finished_job_sends_its_final_state(
         await stream.until(lambda n, d: n == "job" and d["status"] == "running")
         await backend.fail([Failure(job_id, seq, "boom", retry_delay=None, progress=0.25)])
         _, final = await stream.until(lambda n, d: n == "job" and d["status"] != "running")
-    assert final == {"id": job_id, "status": "failed", "progress": 0.25}
+    assert (final["id"], final["status"], final["progress"]) == (job_id, "failed", 0.25)
+    assert final["lease_expires_at"] is None
 
 
 async def test_unchanged_state_sends_nothing_new(
@@ -185,13 +191,31 @@ async def test_watched_jobs_are_followed_whatever_their_state(
     ready = await backend.enqueue("mail", 1)
     async with events(create_app(backend), f"jobs={ready}") as stream:
         _, first = await stream.until(lambda n, d: n == "job")
-        assert first == {"id": ready, "status": "ready", "progress": None}
+        assert (first["id"], first["status"]) == (ready, "ready")
         await backend.cancel(ready)
         _, then = await stream.until(lambda n, d: n == "job")
-        assert then == {"id": ready, "status": "failed", "progress": None}
+        assert (then["id"], then["status"]) == (ready, "failed")
         await backend.delete_job(ready)
         _, gone = await stream.until(lambda n, d: n == "job")
-        assert gone == {"id": ready, "status": "deleted", "progress": None}
+        assert (gone["id"], gone["status"]) == (ready, "deleted")
+
+
+async def test_a_watched_job_sends_every_renewal_others_only_progress(
+    backend: trioqueue.MemoryBackend, autojump_clock: object
+) -> None:
+    watched, watched_seq = await running_job(backend)
+    other, other_seq = await running_job(backend)
+    async with events(create_app(backend), f"jobs={watched}") as stream:
+        await stream.next_events()  # the initial state of both
+        await trio.sleep(5)
+        renewals = [RenewItem(watched, watched_seq, None), RenewItem(other, other_seq, None)]
+        await backend.renew(renewals, visibility_timeout=600)
+        _, renewed = await stream.until(lambda n, d: n == "job")
+        assert renewed["id"] == watched  # the other job's renewal is not news
+        assert stream.chunks is not None
+        with trio.move_on_after(10):
+            chunk = await stream.chunks.receive()
+            pytest.fail(f"a renewal of an unwatched job was sent: {chunk!r}")
 
 
 async def test_a_disconnected_client_ends_its_stream(

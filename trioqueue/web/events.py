@@ -2,7 +2,8 @@
 
 Each client's stream polls the backend once per tick (one second by default) and sends
 only what changed since its previous tick: one ``queue`` event per queue whose counts moved,
-and ``job`` events for running jobs whose status or progress moved, at most
+and ``job`` events for running jobs whose status or progress moved (and for the jobs named
+by ``?jobs=``, also every renewal, so an open job page follows its lease), at most
 :data:`MAX_JOB_EVENTS` per tick. However fast jobs go (10k/s), a client sees at most one
 burst per tick: the diff coalesces everything in between.
 
@@ -19,13 +20,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import trio
 from starlette.requests import Request
 
 import trioqueue
-from trioqueue.web.api import MAX_JOB_ID, queues_json
+from trioqueue.web.api import MAX_JOB_ID, iso, queues_json
 from trioqueue.web.auth import Guard, error
 
 __all__ = ["MAX_JOB_EVENTS", "MAX_WATCHED", "EventStream"]
@@ -68,6 +70,36 @@ def _parse_watch(raw: str | None) -> list[int]:
     return list(dict.fromkeys(ids))
 
 
+@dataclass(frozen=True)
+class JobState:
+    """What a ``job`` event says about a job."""
+
+    status: str
+    progress: float | None = None
+    lease_expires_at: str | None = None
+    last_renewed_at: str | None = None
+
+    @classmethod
+    def of(cls, info: trioqueue.JobInfo) -> JobState:
+        return cls(
+            info.status, info.progress, iso(info.lease_expires_at), iso(info.last_renewed_at)
+        )
+
+    def key(self, watched: bool) -> tuple[Any, ...]:
+        """What counts as a change: every renewal of a watched job (its page shows the
+        lease), only status and progress of the others (a renewal per heartbeat of every
+        running job would be noise)."""
+        if watched:
+            return (self.status, self.progress, self.lease_expires_at, self.last_renewed_at)
+        return (self.status, self.progress)
+
+    def event(self, job_id: int) -> bytes:
+        return sse("job", {"id": job_id} | asdict(self))
+
+
+DELETED = JobState("deleted")
+
+
 class Differ:
     """What changed since the previous tick, as SSE events."""
 
@@ -75,13 +107,12 @@ class Differ:
         self.backend = backend
         self.watched = watched
         self.queues: dict[str, dict[str, Any]] = {}
-        self.jobs: dict[int, tuple[str, float | None]] = {}
+        self.jobs: dict[int, JobState] = {}
         self.pending: list[int] = []  # jobs seen changing but not yet sent (over the cap)
 
     async def tick(self) -> list[bytes]:
         events = [sse("queue", q) for q in await self._queue_changes()]
-        for job_id, status, progress in await self._job_changes():
-            events.append(sse("job", {"id": job_id, "status": status, "progress": progress}))
+        events += [state.event(job_id) for job_id, state in await self._job_changes()]
         return events
 
     async def _queue_changes(self) -> list[dict[str, Any]]:
@@ -95,35 +126,36 @@ class Differ:
         self.queues = now
         return changed
 
-    async def _job_changes(self) -> list[tuple[int, str, float | None]]:
-        seen: dict[int, tuple[str, float | None]] = {}
+    async def _job_changes(self) -> list[tuple[int, JobState]]:
+        seen: dict[int, JobState] = {}
         running = await self.backend.list_jobs(status="running", limit=RUNNING_WINDOW)
         for info in running:
-            seen[info.id] = (info.status, info.progress)
+            seen[info.id] = JobState.of(info)
         for job_id in self.watched:
             if job_id not in seen:
                 seen[job_id] = await self._state(job_id)
         # Jobs that were running at the previous tick and are not now: read where they went.
-        gone = [j for j in self.jobs if j not in seen and self.jobs[j][0] == "running"]
+        gone = [j for j, s in self.jobs.items() if j not in seen and s.status == "running"]
         for job_id in gone[:MAX_JOB_EVENTS]:
             seen[job_id] = await self._state(job_id)
-        changed = [j for j, state in seen.items() if self.jobs.get(j) != state]
+        changed = [j for j, state in seen.items() if self._changed(j, state)]
         queue = list(dict.fromkeys(self.pending + changed))
         send, self.pending = queue[:MAX_JOB_EVENTS], queue[MAX_JOB_EVENTS:]
-        out = []
-        for job_id in send:
-            state = seen.get(job_id) or await self._state(job_id)
-            out.append((job_id, state[0], state[1]))
+        out = [(job_id, seen.get(job_id) or await self._state(job_id)) for job_id in send]
         # Remember what this tick saw, so the next one sends only changes.
         self.jobs = {j: s for j, s in (self.jobs | seen).items() if j in seen or j in self.pending}
         return out
 
-    async def _state(self, job_id: int) -> tuple[str, float | None]:
+    def _changed(self, job_id: int, state: JobState) -> bool:
+        before = self.jobs.get(job_id)
+        watched = job_id in self.watched
+        return before is None or before.key(watched) != state.key(watched)
+
+    async def _state(self, job_id: int) -> JobState:
         try:
-            info = await self.backend.get_job(job_id)
+            return JobState.of(await self.backend.get_job(job_id))
         except trioqueue.UnknownJobError:
-            return ("deleted", None)
-        return (info.status, info.progress)
+            return DELETED
 
 
 def _counts(queue: dict[str, Any] | None) -> dict[str, int] | None:

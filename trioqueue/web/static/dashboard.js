@@ -57,6 +57,12 @@
       setStatus(status, data.status);
       var bar = document.querySelector("#job-progress [data-testid=progress-bar]");
       if (bar) setProgress(bar, data.progress);
+      // Each renewal moves the lease on: count down to the new expiry from now on.
+      var countdown = document.getElementById("lease-countdown");
+      if (countdown && data.status === before) countdown.setAttribute("data-countdown", data.lease_expires_at || "");
+      var heartbeat = document.getElementById("heartbeat-age");
+      if (heartbeat && data.status === before) heartbeat.setAttribute("data-age", data.last_renewed_at || "");
+      tick();
       // A new state changes the lease, the error and the actions: read the page again.
       if (before !== data.status && data.status !== "deleted") window.location.reload();
       return;
