@@ -1294,9 +1294,14 @@ def _add_dashboard(commands: Subparsers) -> None:
 def _run_dashboard(args: argparse.Namespace) -> int:
     with _errors_as_cli_errors():
         _dashboard.check(args.host)  # before connecting: a public bind needs a token
-    run_on_database(
-        args, _dashboard.serve_dashboard, args.host, args.port, args.read_only, sys.stdout
-    )
+    try:  # until Ctrl-C, which exits 0 (serving has no other way to end), as jobs --watch
+        run_on_database(
+            args, _dashboard.serve_dashboard, args.host, args.port, args.read_only, sys.stdout
+        )
+    except (KeyboardInterrupt, BaseExceptionGroup) as exc:
+        if not _only_interrupts(exc):
+            raise
+    print("dashboard stopped")
     return 0
 
 
