@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import signal
 from typing import Any, TextIO
 
 import trio
@@ -120,10 +121,18 @@ async def _serve(
     await serve(app, host=host, port=port, token=token, task_status=task_status)
 
 
+async def _stop_on_sigterm(scope: trio.CancelScope) -> None:
+    """SIGTERM (a service manager's stop) ends the server as Ctrl-C does."""
+    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
+
+
 async def serve_dashboard(
     dsn: str, schema: str, host: str, port: int, read_only: bool, out: TextIO
 ) -> None:
-    """``trioqueue dashboard``: serve until cancelled (Ctrl-C)."""
+    """``trioqueue dashboard``: serve until Ctrl-C or SIGTERM."""
     token = token_from_env()
     async with (
         trioqueue.open_postgres(dsn, schema=schema) as backend,
@@ -133,6 +142,7 @@ async def serve_dashboard(
         address = await start(
             nursery, backend, host=host, port=port, read_only=read_only, token=token
         )
+        nursery.start_soon(_stop_on_sigterm, nursery.cancel_scope)
         mode = ", read-only" if read_only else ""
         auth = f", token from ${TOKEN_ENV}" if token else ""
         out.write(f"dashboard: {address} (schema {schema}{mode}{auth}); Ctrl-C to stop\n")
