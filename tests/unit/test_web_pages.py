@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -15,6 +16,7 @@ import trioqueue
 from trioqueue._core import RenewItem
 from trioqueue._types import PoolBeat, PoolRegistration
 from trioqueue.web import create_app
+from trioqueue.web.pages import CHART_HEIGHT, chart
 
 BASE = "http://127.0.0.1"
 SAME_SITE = {"Origin": BASE}
@@ -428,3 +430,22 @@ async def test_a_failing_database_is_503(backend: trioqueue.MemoryBackend) -> No
     assert api.status_code == 503
     assert api.json() == {"error": "the database failed: connection refused"}
     assert page.status_code == 503
+
+
+def test_chart_stacks_failed_on_succeeded_scaled_to_the_busiest_bucket() -> None:
+    start = datetime(2026, 1, 2, 3, 4, tzinfo=UTC)
+    drawn = chart(
+        [
+            trioqueue.FinishedBucket(start, succeeded=0, failed=0),
+            trioqueue.FinishedBucket(start, succeeded=6, failed=2),
+            trioqueue.FinishedBucket(start, succeeded=2, failed=2),
+        ]
+    )
+    empty, busiest, half = drawn["bars"]
+    assert (drawn["peak"], drawn["succeeded"], drawn["failed"]) == (8, 8, 4)
+    assert (empty.succeeded_height, empty.failed_height) == (0, 0)
+    assert busiest.succeeded_height + busiest.failed_height == CHART_HEIGHT
+    assert busiest.failed_y == 0  # the busiest bar reaches the top
+    assert busiest.succeeded_height == 3 * busiest.failed_height
+    assert half.succeeded_height + half.failed_height == CHART_HEIGHT / 2
+    assert half.failed_y + half.failed_height == half.succeeded_y  # failed sits on succeeded
