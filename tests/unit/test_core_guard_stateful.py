@@ -190,6 +190,7 @@ class GuardMachine(RuleBasedStateMachine):
         self.batches: dict[int, ModelBatch] = {}
         self.calls: dict[int, Call] = {}
         self.abandoned: int | None = None  # the token the model believes is abandoned
+        self.beat_out: str | None = None  # a lone beat's call: "returns" or "hard" (wedged)
         self.last_duration = 0.0  # how long the last answered renewal took
         self.next_batch_id = 1
         self.next_job_id = 1
@@ -478,6 +479,29 @@ class GuardMachine(RuleBasedStateMachine):
                 self.now = data.draw(st.sampled_from(edges))
         self.guard_may_run(data)
 
+    # -- lone beats -----------------------------------------------------------------------
+
+    @precondition(lambda self: self.core is not None)
+    @rule(hard=st.booleans())
+    def lone_beat_goes(self, hard: bool) -> None:
+        """The pool's beat goes alone only while no statement holds a connection; while it is
+        out it holds one (``hard``: its call never exits, a wedged backend)."""
+        held = self.g.connections_held()
+        went = self.g.begin_beat()
+        assert went == (held == 0)
+        if went:
+            self.beat_out = "hard" if hard else "returns"
+
+    @precondition(lambda self: self.beat_out == "returns")
+    @rule(data=st.data(), later=st.floats(0.0, 3.0))
+    def lone_beat_exits(self, data: st.DataObject, later: float) -> None:
+        """The lone beat's call exits, maybe long after it went: the current renewal, if it
+        is past its abandon time by now, may be abandoned in the beat's place."""
+        self.now += later
+        self.beat_out = None
+        self.poll(beat_exits=True)
+        self.guard_may_run(data)
+
     # -- the guard task and the renewal slot --------------------------------------------
 
     @precondition(lambda self: self.core is not None)
@@ -516,15 +540,21 @@ class GuardMachine(RuleBasedStateMachine):
         if how != "waits":
             self.guard_runs(data)
 
-    def poll(self) -> None:
+    def poll(self, *, beat_exits: bool = False) -> None:
         """I5: the current renewal is abandoned exactly when past give-up + grace, and only
-        while no other renewal is abandoned."""
+        while no other renewal is abandoned and no lone beat is out. ``beat_exits``: the
+        lone beat's call exits (``end_beat``), which frees its connection, then polls."""
         core, now = self.g, self.now
         current, abandoned = core.current, core.abandoned
-        due = current is not None and abandoned is None and now >= current.abandon_at
+        beating = core.beating and not beat_exits
+        due = (
+            current is not None and abandoned is None and not beating and now >= current.abandon_at
+        )
         before_state = self.snapshot()
+        if beat_exits:
+            before_state["beating"] = False
         before = self.batch_copies(current.batch_ids if current is not None else ())
-        effects = core.poll(now)
+        effects = core.end_beat(now) if beat_exits else core.poll(now)
         if not due:
             assert effects == Effects()
             assert self.snapshot() == before_state
@@ -906,6 +936,7 @@ class GuardMachine(RuleBasedStateMachine):
         """I5: at most one abandoned renewal, so at most two connections held by renewals."""
         core = self.g
         assert core.connections_held() <= 2
+        assert core.beating == (self.beat_out is not None)
         states = [call.state for call in self.calls.values()]
         assert states.count("current") == (core.current is not None)
         assert states.count("abandoned") == (core.abandoned is not None)
@@ -913,7 +944,8 @@ class GuardMachine(RuleBasedStateMachine):
         if core.current is not None:
             assert self.calls[core.current.token].state == "current"
             # The guard must wake to abandon it, unless another renewal already is.
-            expected = math.inf if core.abandoned is not None else core.current.abandon_at
+            taken = core.abandoned is not None or core.beating
+            expected = math.inf if taken else core.current.abandon_at
             assert core.next_wake() == expected
 
     @precondition(lambda self: self.core is not None)

@@ -174,3 +174,30 @@ async def test_each_pool_of_run_workers_registers_on_its_own(autojump_clock: obj
             assert len({w.worker_id for w in listed}) == 2
             nursery.cancel_scope.cancel()
         assert await workers(backend) == []
+
+
+async def test_a_wedged_lone_beat_and_a_wedged_renewal_hold_two_connections(
+    autojump_clock: object,
+) -> None:
+    """docs/protocol.rst §6 (I5): a lone beat that ignores its timeout counts as the one
+    abandoned statement. The renewal that wedges after it is never abandoned, so a batch
+    that comes later finds the slot held and is fenced, rather than renewed on a third
+    connection."""
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        await nursery.start(trioqueue.run_worker_pool, backend, config(rec, concurrency=2))
+        backend.inject("beat", hang(interruptible=False))
+        await trio.sleep(2.5)  # an idle heartbeat later, the lone beat goes and wedges
+        backend.inject("renew", hang(interruptible=False))
+        first = await backend.enqueue("q", {"sleep": 60})
+        await rec.wait_for("started", first)  # its first renewal wedges
+        await trio.sleep(5)
+        second = await backend.enqueue("q", {"sleep": 60})
+        with trio.fail_after(30):
+            await rec.wait_for("unavailable", second)  # V = 10 s without a renewal: fenced
+        stats = backend.statistics()
+        assert (stats.calls["beat"], stats.calls["renew"]) == (1, 1)
+        assert stats.connections_in_use == 2
+        backend.inject("beat", None)  # release the wedged calls so the pool can exit
+        backend.inject("renew", None)
+        nursery.cancel_scope.cancel()

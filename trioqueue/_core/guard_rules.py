@@ -28,6 +28,11 @@ abandoned, so a wedged backend holds at most two connections (invariant I5). Whe
 abandoned call finally exits, a current renewal already past its own give-up time is
 abandoned in its place.
 
+A **lone beat** (the pool's heartbeat row, sent when no renewal went out for a while) holds a
+connection too. It goes only while no renewal holds one, and while it is out it counts as the
+abandoned slot: the current renewal is not abandoned meanwhile, so a wedged beat plus a
+wedged renewal still hold two connections, not three (I5).
+
 The trio runtime turns the :class:`Effects` of each call into cancel-scope changes; the core
 itself never waits and never reads a clock.
 """
@@ -117,6 +122,7 @@ class GuardCore:
         self.timing = timing
         self.current: Renewal | None = None
         self.abandoned: Renewal | None = None
+        self.beating = False  # a lone beat holds a connection
         self.shutdown_at = math.inf
         self._batches: dict[int, BatchLease] = {}
         self._job_batch: dict[int, int] = {}
@@ -294,7 +300,7 @@ class GuardCore:
     def poll(self, now: float) -> Effects:
         """Abandon the current renewal if it is past its give-up time plus the grace."""
         current = self.current
-        if current is None or self.abandoned is not None or now < current.abandon_at:
+        if current is None or self._slot_taken() or now < current.abandon_at:
             return Effects()
         self.abandoned, self.current = current, None
         effects = self._retry_all(current, now)
@@ -308,7 +314,7 @@ class GuardCore:
         is), there is nothing to wait for but that call's exit: ``inf``.
         """
         if self.current is not None:
-            return self.current.abandon_at if self.abandoned is None else math.inf
+            return math.inf if self._slot_taken() else self.current.abandon_at
         while self._due:
             when, batch_id = self._due[0]
             batch = self._batches.get(batch_id)
@@ -318,8 +324,22 @@ class GuardCore:
         return math.inf
 
     def connections_held(self) -> int:
-        """Renewal statements still holding a connection (current and abandoned)."""
-        return (self.current is not None) + (self.abandoned is not None)
+        """Statements still holding a connection (current, abandoned, a lone beat)."""
+        return (self.current is not None) + (self.abandoned is not None) + self.beating
+
+    def begin_beat(self) -> bool:
+        """May a lone beat go now? Only while no statement holds a connection; if so it is
+        counted as out until :meth:`end_beat`."""
+        if self.connections_held():
+            return False
+        self.beating = True
+        return True
+
+    def end_beat(self, now: float) -> Effects:
+        """The lone beat's call exited: its connection is back, so a current renewal that is
+        already past its abandon time may now be abandoned."""
+        self.beating = False
+        return self.poll(now)
 
     def request_renewal(self, job_id: int, now: float) -> bool:
         """A cancel notice for ``job_id`` arrived: renew its batch at once."""
@@ -343,6 +363,10 @@ class GuardCore:
             self._expire_if_due(batch, now)
         self.current = None
         return current
+
+    def _slot_taken(self) -> bool:
+        """The one connection a wedge may cost is spent: by an abandoned renewal or a beat."""
+        return self.abandoned is not None or self.beating
 
     def _after_abandoned_exit(self, token: int, now: float) -> Effects:
         # A late or superseded answer changes nothing (I6). If it was the abandoned call

@@ -11,8 +11,10 @@ in the same step it is processed: the fence never needs the database to fire.
 The guard also beats for its pool (docs/api.rst, "Worker pools"): every renewal carries the
 pool's :class:`~trioqueue._types.PoolBeat`, and when no renewal went out for a heartbeat
 interval (the pool holds no job) a beat goes alone. A lone beat is sent only while no
-renewal holds a connection, one at a time, and gives up after one heartbeat interval; a
-failed beat is logged and changes nothing else.
+renewal holds a connection, one at a time, and gives up after one heartbeat interval; while
+it is out the core counts it as the abandoned slot, so a beat that ignores its timeout never
+lets the guard hold a third connection (I5). A failed beat is logged and changes nothing
+else.
 """
 
 from __future__ import annotations
@@ -69,7 +71,6 @@ class Guard:
         self._next_batch_id = 1
         self._pool = pool  # None: no beats
         self._last_beat = -math.inf  # when the last beat was sent (local time)
-        self._beating = False  # a lone beat is in flight
         self._beat_failing = False  # the last beat failed (logged once per outage)
         #: Renewals abandoned since the guard started (reported by every beat).
         self.abandoned_renewals = 0
@@ -153,7 +154,7 @@ class Guard:
                     self.apply(Effects(moved=set(renewal.batch_ids)))
                     beat = self._beat(now)
                     renewals.start_soon(self._renew, renewal, beat, name="trioqueue.renewal")
-                elif now >= self._next_lone_beat():
+                elif now >= self._next_lone_beat() and self.core.begin_beat():
                     renewals.start_soon(self._beat_alone, self._beat(now), name="trioqueue.beat")
                 deadline = min(self.core.next_wake(), self._next_lone_beat())
                 with trio.CancelScope(deadline=deadline) as self._nap:
@@ -177,12 +178,11 @@ class Guard:
     def _next_lone_beat(self) -> float:
         """When a beat must go alone: a heartbeat interval after the last beat, unless one is
         in flight or a renewal holds a connection (its beat, or its retry's, comes first)."""
-        if self._pool is None or self._beating or self.core.connections_held():
+        if self._pool is None or self.core.connections_held():
             return math.inf
         return self._last_beat + self.core.timing.heartbeat_interval
 
     async def _beat_alone(self, beat: PoolBeat | None) -> None:
-        self._beating = True
         try:
             with trio.move_on_after(self.core.timing.heartbeat_interval) as scope:
                 await self._backend.renew(
@@ -192,7 +192,7 @@ class Guard:
         except Exception as exc:  # a failed beat never stops the pool
             self._beat_done(repr(exc))
         finally:
-            self._beating = False
+            self.apply(self.core.end_beat(trio.current_time()))
             self.poke()
 
     def _beat_done(self, failure: str | None) -> None:
