@@ -121,9 +121,14 @@ async def _serve(
     await serve(app, host=host, port=port, token=token, task_status=task_status)
 
 
-async def _stop_on_sigterm(scope: trio.CancelScope) -> None:
-    """SIGTERM (a service manager's stop) ends the server as Ctrl-C does."""
-    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+async def _stop_on_signals(
+    scope: trio.CancelScope, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Ctrl-C (SIGINT) or a service manager's stop (SIGTERM) cancels the server: a
+    cancellation unwinds the backend's connections cleanly, where a KeyboardInterrupt
+    raised at an arbitrary checkpoint might not. A second Ctrl-C interrupts as usual."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()  # installed before the address is printed
         async for _ in signals:
             scope.cancel()
             return
@@ -142,7 +147,7 @@ async def serve_dashboard(
         address = await start(
             nursery, backend, host=host, port=port, read_only=read_only, token=token
         )
-        nursery.start_soon(_stop_on_sigterm, nursery.cancel_scope)
+        await nursery.start(_stop_on_signals, nursery.cancel_scope)
         mode = ", read-only" if read_only else ""
         auth = f", token from ${TOKEN_ENV}" if token else ""
         out.write(f"dashboard: {address} (schema {schema}{mode}{auth}); Ctrl-C to stop\n")
