@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import signal
 from collections.abc import AsyncIterator
 
 import httpx
@@ -45,6 +46,8 @@ def test_demo_dashboard_options() -> None:
     default = build_parser().parse_args(["demo"])
     assert (default.dashboard, default.dashboard_port) == (True, 8080)
     off = build_parser().parse_args(["demo", "--no-dashboard", "--dashboard-port", "9000"])
+    assert default.keep_dashboard is False
+    assert build_parser().parse_args(["demo", "--keep-dashboard"]).keep_dashboard is True
     assert (off.dashboard, off.dashboard_port) == (False, 9000)
 
 
@@ -80,3 +83,41 @@ async def test_demo_prints_the_dashboard_address() -> None:
     first = out.getvalue().splitlines()[0]
     assert code == 0
     assert first.startswith("dashboard: http://127.0.0.1:")
+
+
+class Lines(io.StringIO):
+    """Output that tells when a line containing ``wanted`` was written."""
+
+    def __init__(self, wanted: str) -> None:
+        super().__init__()
+        self.wanted = wanted
+        self.seen = trio.Event()
+
+    def write(self, text: str) -> int:
+        if self.wanted in text:
+            self.seen.set()
+        return super().write(text)
+
+
+async def test_demo_keeps_the_dashboard_up_until_ctrl_c() -> None:
+    out = Lines("stays up")
+    options = _demo.DemoOptions(
+        backend="memory", speed=20, live=False, dashboard_port=0, keep_dashboard=True
+    )
+    codes: list[int] = []
+
+    async def demo() -> None:
+        codes.append(await _demo.run_demo(options, out))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(demo)
+        await out.seen.wait()  # the summary is out, and the demo did not return
+        address = out.getvalue().splitlines()[0].split()[1]
+        async with httpx.AsyncClient() as c:
+            jobs = (await c.get(f"{address}/api/jobs")).json()
+        assert codes == []
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C
+    assert codes == [0]
+    assert jobs["total"] == 8
+    assert all(j["status"] in ("succeeded", "failed") for j in jobs["jobs"])
+    assert "demo OK" in out.getvalue()

@@ -1359,6 +1359,11 @@ def _add_demo(commands: Subparsers) -> None:
         help="do not start the dashboard",
     )
     demo.add_argument(
+        "--keep-dashboard",
+        action="store_true",
+        help="after the summary, keep the dashboard (and the finished jobs) up until Ctrl-C",
+    )
+    demo.add_argument(
         "--no-live",
         dest="live",
         action="store_false",
@@ -1375,6 +1380,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         backend=args.backend,
         schema=schema_of(args, _demo.SCHEMA),
         dashboard_port=args.dashboard_port if args.dashboard else None,
+        keep_dashboard=args.keep_dashboard and args.dashboard,
     )
     if args.backend == "memory":
         return _demo_on(options)

@@ -29,6 +29,7 @@ import collections
 import dataclasses
 import enum
 import logging
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -103,6 +104,8 @@ class DemoOptions:
     #: Serve the dashboard on 127.0.0.1 at this port while the demo runs (a free port
     #: instead when it is taken); None: no dashboard.
     dashboard_port: int | None = None
+    #: After the summary, keep serving the dashboard until Ctrl-C (SIGINT or SIGTERM).
+    keep_dashboard: bool = False
 
 
 DemoBackend = trioqueue.MemoryBackend | trioqueue.PostgresBackend
@@ -594,7 +597,7 @@ async def start_dashboard(nursery: trio.Nursery, backend: DemoBackend, port: int
         )
     except ImportError:
         return f"dashboard: not started ({_dashboard.INSTALL_HINT})"
-    return f"dashboard: {address} (open it while the demo runs)"
+    return f"dashboard: {address} (open it while the demo runs, or pass --keep-dashboard)"
 
 
 async def run_demo(options: DemoOptions, out: TextIO) -> int:
@@ -610,8 +613,20 @@ async def run_demo(options: DemoOptions, out: TextIO) -> int:
             library_logs_to(_ViewHandler(view), verbose=options.verbose),
         ):
             result = await run_jobs(backend, options, pace, view)
+        lines, code = summary(result, options.speed)
+        out.write("\n".join(lines) + "\n")
+        out.flush()
+        if options.keep_dashboard and options.dashboard_port is not None:
+            await linger(out)
         nursery.cancel_scope.cancel()  # the dashboard ends with the demo
-    lines, code = summary(result, options.speed)
-    out.write("\n".join(lines) + "\n")
-    out.flush()
     return code
+
+
+async def linger(out: TextIO) -> None:
+    """Keep the dashboard up after the summary until Ctrl-C or SIGTERM (then the demo's
+    exit code stands: the run itself is over)."""
+    out.write("the dashboard stays up with the finished jobs; Ctrl-C to stop\n")
+    out.flush()
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            return
