@@ -20,7 +20,7 @@ import trioqueue
 from trioqueue._core import RenewItem
 from trioqueue._types import Failure
 from trioqueue.web import create_app
-from trioqueue.web.events import MAX_JOB_EVENTS
+from trioqueue.web.events import MAX_JOB_EVENTS, MIN_GAP
 
 
 @pytest.fixture
@@ -254,3 +254,65 @@ async def test_token_is_required(backend: trioqueue.MemoryBackend, autojump_cloc
     async with events(app, headers=[(b"authorization", b"Bearer s3cret")]) as allowed:
         await allowed.next_events()
     assert allowed.status == 200
+
+
+@asynccontextmanager
+async def lifespan(app: Any) -> AsyncIterator[None]:
+    """Run the app's ASGI lifespan (startup, then shutdown on leaving), as a server does."""
+    to_app, from_test = trio.open_memory_channel[dict[str, Any]](2)
+    started = trio.Event()
+
+    async def send(message: Any) -> None:
+        if message["type"] == "lifespan.startup.complete":
+            started.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(
+            app, {"type": "lifespan", "asgi": {"version": "3.0"}}, from_test.receive, send
+        )
+        await to_app.send({"type": "lifespan.startup"})
+        await started.wait()
+        yield
+        await to_app.send({"type": "lifespan.shutdown"})
+
+
+async def test_a_notice_wakes_the_stream_before_its_poll(
+    backend: trioqueue.MemoryBackend, autojump_clock: object
+) -> None:
+    """An enqueue's notice ends the stream's nap at once (after the debounce gap), though
+    the poll would come only an hour later."""
+    app = create_app(backend, events_interval=3600)
+    async with lifespan(app), events(app) as stream:
+        await stream.next_body()  # the retry line
+        while not app.state.waker.watching:
+            await trio.sleep(0.01)
+        sent_at = trio.current_time()
+        await backend.enqueue("fresh", {"n": 1})
+        _, data = await stream.until(lambda n, d: n == "queue" and d["queue"] == "fresh")
+        assert trio.current_time() - sent_at <= MIN_GAP
+        assert data["counts"] == {"ready": 1}
+
+
+async def test_notices_are_debounced_into_few_ticks(
+    backend: trioqueue.MemoryBackend, autojump_clock: object
+) -> None:
+    """A burst of 200 enqueues over 2 s wakes the stream at most once per MIN_GAP."""
+    app = create_app(backend, events_interval=3600)
+    async with lifespan(app), events(app) as stream:
+        await stream.next_body()
+        while not app.state.waker.watching:
+            await trio.sleep(0.01)
+        for n in range(200):
+            await backend.enqueue("burst", {"n": n})
+            await trio.sleep(0.01)
+        await trio.sleep(MIN_GAP)  # the last tick of the burst
+        assert stream.chunks is not None
+        ticks = []
+        while True:
+            try:
+                ticks.append(stream.chunks.receive_nowait())
+            except trio.WouldBlock:
+                break
+    assert 1 <= len(ticks) <= 2 / MIN_GAP + 1
+    counts = [d["counts"] for t in ticks for n, d in parse(t) if n == "queue"]
+    assert counts[-1] == {"ready": 200}

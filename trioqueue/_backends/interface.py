@@ -228,6 +228,12 @@ class Backend(Protocol):
         """Notices for ``queue``: new work, and cancel requests for this worker's jobs."""
         ...
 
+    def watch(self) -> AbstractAsyncContextManager[trio.MemoryReceiveChannel[Notice]]:
+        """Every notice, whatever its queue or worker: for an operator's live view (the
+        dashboard wakes its event streams on them). Best effort, as for :meth:`listen`:
+        notices may be dropped, so a watcher polls as well."""
+        ...
+
 
 class ConnectionUnavailable(BackendError):
     """No database connection could be had for a handler: the server refused it (too many

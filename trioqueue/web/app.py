@@ -6,7 +6,8 @@ trio through anyio, so the app can be mounted in any trio ASGI server or app.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from importlib.resources import files
 from typing import Any
 
@@ -24,7 +25,7 @@ import trioqueue
 from trioqueue.metrics import PrometheusObserver
 from trioqueue.web import api, pages
 from trioqueue.web.auth import Guard, check_bind
-from trioqueue.web.events import EventStream, check_interval
+from trioqueue.web.events import EventStream, Waker, check_interval
 
 __all__ = ["create_app", "serve"]
 
@@ -49,11 +50,22 @@ def create_app(
             API requests without it get 401, pages redirect to ``/login``.
         allowed_origins: origins (``scheme://host[:port]``) besides the request's own host
             that may send state-changing requests.
-        events_interval: seconds between two polls of ``/api/events``.
+        events_interval: seconds between two polls of ``/api/events``; notices (new
+            jobs, retries, cancels) wake the streams sooner, while the app's lifespan runs
+            (docs/dashboard.rst, "Events").
     """
     guard = Guard(token=token, read_only=read_only, allowed_origins=allowed_origins)
     observer = PrometheusObserver()
-    events = EventStream(backend, guard, check_interval(events_interval))
+    waker = Waker()
+    events = EventStream(backend, guard, check_interval(events_interval), waker)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # One watch of the backend's notices for every client's event stream.
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waker.run, backend)
+            yield
+            nursery.cancel_scope.cancel()
 
     async def metrics(request: Request) -> Response:
         # Sample the database gauges on scrape: start() returns after the first sample,
@@ -75,9 +87,12 @@ def create_app(
         Mount("/static", static, name="static"),
     ]
     app = Starlette(
-        routes=routes, exception_handlers={trioqueue.BackendError: _backend_unavailable}
+        routes=routes,
+        exception_handlers={trioqueue.BackendError: _backend_unavailable},
+        lifespan=lifespan,
     )
     app.state.observer = observer
+    app.state.waker = waker
     return app
 
 

@@ -7,9 +7,14 @@ by ``?jobs=``, also every renewal, so an open job page follows its lease), at mo
 :data:`MAX_JOB_EVENTS` per tick. However fast jobs go (10k/s), a client sees at most one
 burst per tick: the diff coalesces everything in between.
 
-Polling rather than LISTEN/NOTIFY: the PostgreSQL backend's ``listen`` takes a dedicated
-connection per queue and carries only enqueue, retry and cancel notices, never progress or
-finishes, so the dashboard would still have to poll for what it shows most.
+Fed by LISTEN/NOTIFY, with polling behind it: one :class:`Waker` per app watches every
+notice of the backend (``backend.watch()``: enqueues, retries and cancels, on one dedicated
+connection however many clients are open) and wakes every stream at once, so a new job or
+a cancel shows within :data:`MIN_GAP`; a stream ticks at most once per ``MIN_GAP`` however
+many notices arrive (10k jobs/s make one tick, not 10k). Progress and finishes send no
+notice (a NOTIFY per ack would serialise the workers' commits), so the poll every
+``interval`` stays: it is also what runs when the watch cannot (a transaction pooler
+without ``listen_dsn``, a lost connection, an app mounted without its lifespan).
 
 The stream is a plain ASGI app, so that it can wait for the client's ``http.disconnect``
 while it sleeps: a client that goes away ends its stream at once, whatever it was doing.
@@ -18,6 +23,7 @@ while it sleeps: a client that goes away ends its stream at once, whatever it wa
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import asdict, dataclass
@@ -30,7 +36,9 @@ import trioqueue
 from trioqueue.web.api import MAX_JOB_ID, iso, queues_json
 from trioqueue.web.auth import Guard, error
 
-__all__ = ["MAX_JOB_EVENTS", "MAX_WATCHED", "EventStream"]
+__all__ = ["MAX_JOB_EVENTS", "MAX_WATCHED", "MIN_GAP", "EventStream", "Waker"]
+
+log = logging.getLogger("trioqueue.web")
 
 #: The most ``job`` events one tick sends; the rest wait for a later tick (or are
 #: superseded by it).
@@ -41,6 +49,10 @@ MAX_WATCHED = 200
 RUNNING_WINDOW = 500
 #: A comment line this often keeps proxies from closing an idle stream.
 KEEPALIVE = 15.0
+#: The shortest time between two ticks of a stream: notices wake it no more often.
+MIN_GAP = 0.25
+#: How long the waker waits before watching again after the watch failed or ended.
+REWATCH_DELAY = 5.0
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -162,13 +174,47 @@ def _counts(queue: dict[str, Any] | None) -> dict[str, int] | None:
     return None if queue is None else queue["counts"]
 
 
+class Waker:
+    """Wakes every event stream of an app when the backend sends a notice.
+
+    :meth:`run` belongs in the app's lifespan: one watch for all clients. Without it,
+    :attr:`woken` is simply never set and the streams poll.
+    """
+
+    def __init__(self) -> None:
+        #: Set (then replaced) at each notice; a stream takes it before it naps.
+        self.woken = trio.Event()
+        #: True while a watch is open (for tests and the logs).
+        self.watching = False
+
+    def wake(self) -> None:
+        self.woken.set()
+        self.woken = trio.Event()
+
+    async def run(self, backend: Backend) -> None:
+        """Watch the backend's notices until cancelled; watch again after a failure."""
+        while True:
+            try:
+                async with backend.watch() as notices:
+                    self.watching = True
+                    async for _ in notices:
+                        self.wake()
+                log.info("dashboard: the notice watch ended; polling until it is back")
+            except Exception as exc:  # the database is away: the streams poll meanwhile
+                log.warning("dashboard: cannot watch notices (%s); polling meanwhile", exc)
+            finally:
+                self.watching = False
+            await trio.sleep(REWATCH_DELAY)
+
+
 class EventStream:
     """The ASGI app of ``GET /api/events``."""
 
-    def __init__(self, backend: Backend, guard: Guard, interval: float) -> None:
+    def __init__(self, backend: Backend, guard: Guard, interval: float, waker: Waker) -> None:
         self.backend = backend
         self.guard = guard
         self.interval = interval
+        self.waker = waker
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
@@ -215,7 +261,16 @@ class EventStream:
             elif trio.current_time() - quiet_since >= KEEPALIVE:
                 await self._body(send, b": keepalive\n\n")
                 quiet_since = trio.current_time()
-            await trio.sleep(self.interval)
+            await self._nap()
+
+    async def _nap(self) -> None:
+        """Until the next tick: ``interval``, or sooner when a notice comes, but never
+        sooner than ``MIN_GAP`` after this tick (the debounce)."""
+        woken = self.waker.woken  # taken now: a notice during the gap still counts
+        gap = min(MIN_GAP, self.interval)
+        await trio.sleep(gap)
+        with trio.move_on_after(self.interval - gap):
+            await woken.wait()
 
     async def _body(self, send: Send, data: bytes) -> None:
         await send({"type": "http.response.body", "body": data, "more_body": True})

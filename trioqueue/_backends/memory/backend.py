@@ -115,7 +115,7 @@ async def open_memory(*, connections: int = 10) -> AsyncIterator[MemoryBackend]:
 
 @dataclass(slots=True, eq=False)
 class _Listener:
-    queue: str
+    queue: str | None  # None: every queue, and every cancel (``watch``)
     worker_id: str
     send: trio.MemorySendChannel[Notice]
 
@@ -565,6 +565,22 @@ class MemoryBackend:
             self._listeners.remove(listener)
             send.close()
 
+    @asynccontextmanager
+    async def watch(self) -> AsyncIterator[trio.MemoryReceiveChannel[Notice]]:
+        """Every notice of the backend, whatever its queue or worker: new work and cancel
+        requests, for an operator's live view (the dashboard). Notices that do not fit the
+        buffer are dropped; a watcher polls as well."""
+        self._check_open()
+        send, receive = trio.open_memory_channel[Notice](NOTICE_BUFFER)
+        listener = _Listener(None, "", send)
+        self._listeners.append(listener)
+        try:
+            async with receive:
+                yield receive
+        finally:
+            self._listeners.remove(listener)
+            send.close()
+
     # -- testing hooks -------------------------------------------------------------------
 
     def inject(self, op: str, fault: Fault | None) -> None:
@@ -651,9 +667,9 @@ class MemoryBackend:
     def _send_notices(self) -> None:
         for sent in self._model.take_notices():
             for listener in list(self._listeners):
-                if listener.queue == sent.notice.queue and sent.worker_id in (
-                    None,
-                    listener.worker_id,
+                if listener.queue is None or (
+                    listener.queue == sent.notice.queue
+                    and sent.worker_id in (None, listener.worker_id)
                 ):
                     self._deliver(listener, sent.notice)
 

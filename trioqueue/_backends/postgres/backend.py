@@ -900,6 +900,36 @@ class PostgresBackend:
             send.close()
             await listener.aclose()
 
+    @asynccontextmanager
+    async def watch(self) -> AsyncIterator[trio.MemoryReceiveChannel[Notice]]:
+        """Every notice of the schema's channel, whatever its queue or worker: new work and
+        cancel requests, for an operator's live view (the dashboard).
+
+        One dedicated LISTEN connection, as for :meth:`listen`; if it is lost the channel
+        ends. Behind a transaction pooler without ``listen_dsn`` nothing arrives (the
+        driver says so once), so a watcher polls as well.
+        """
+        send, receive = trio.open_memory_channel[Notice](NOTICE_BUFFER)
+
+        def on_payload(payload: str) -> None:
+            notice = _any_notice(payload)
+            if notice is None:
+                return
+            try:
+                send.send_nowait(notice)
+            except trio.WouldBlock:
+                self._dropped_notices += 1
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+
+        listener = await self._driver.listen(self._channel, on_payload, send.close)
+        try:
+            async with receive:
+                yield receive
+        finally:
+            send.close()
+            await listener.aclose()
+
 
 class _JobTransaction:
     """One handler's transaction: :class:`~trioqueue._backends.interface.JobTransaction` on PostgreSQL."""
@@ -943,6 +973,19 @@ class _JobTransaction:
         self._commit_sent = True
         await connection.execute("COMMIT")
         return True
+
+
+def _any_notice(payload: str) -> Notice | None:
+    """A NOTIFY payload of the schema's channel as a Notice, whoever it was meant for:
+    ``a:QUEUE`` (new work) or ``c:ID:WORKER_HASH:QUEUE`` (a cancel request)."""
+    if payload.startswith("a:"):
+        return Notice(NoticeKind.AVAILABLE, payload[2:])
+    if payload.startswith("c:"):
+        job_id, _, rest = payload[2:].partition(":")
+        _, _, queue = rest.partition(":")
+        if job_id.isdigit() and queue:
+            return Notice(NoticeKind.CANCEL, queue, int(job_id))
+    return None
 
 
 class _NoticeParser:

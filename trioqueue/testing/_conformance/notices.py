@@ -20,6 +20,22 @@ class NoticeConformance(ConformanceBase):
             notice = await self._next_notice(notices, NoticeKind.AVAILABLE)
         assert (notice.kind, notice.queue) == (NoticeKind.AVAILABLE, Q)
 
+    async def test_a_watcher_hears_every_queue_and_every_cancel(
+        self, backend: Backend, clock: object
+    ) -> None:
+        """``watch()``: the notices of every queue and every worker, for the dashboard."""
+        other = "other:queue"  # a colon in a queue name must survive the payload
+        async with backend.watch() as notices:
+            job_id = await backend.enqueue(Q, "x")
+            first = await self._next_notice(notices, NoticeKind.AVAILABLE)
+            await backend.enqueue(other, "y")
+            second = await self._next_notice(notices, NoticeKind.AVAILABLE)
+            await self._claim_one(backend)
+            assert await backend.cancel(job_id) is True
+            cancel = await self._next_notice(notices, NoticeKind.CANCEL)
+        assert (first.queue, second.queue) == (Q, other)
+        assert (cancel.queue, cancel.job_id) == (Q, job_id)
+
     async def test_statistics_count_statements(self, backend: Backend, clock: object) -> None:
         stats = backend.statistics()
         assert {"connections_in_use", "peak_connections_in_use", "calls"} <= set(stats)
