@@ -61,3 +61,21 @@ def test_pool_progress_reaches_the_api(
     dashboard.release(job_id, 3)
     finished = dashboard.wait_finished(job_id)
     assert (finished.status, finished.progress) == ("succeeded", 1.0)
+
+
+def test_cancel_from_the_page_stops_the_running_job(dashboard: DashboardServer, page: Any) -> None:
+    """A same-origin POST from the page (chromium sets Origin) cancels a running job."""
+    job_id = dashboard.start_job(steps=2)
+    page.goto(f"{dashboard.url}/api/queues")
+    answer = page.evaluate(
+        """async (id) => {
+            const response = await fetch(`/api/jobs/${id}/cancel`, {method: "POST"});
+            return [response.status, await response.json()];
+        }""",
+        job_id,
+    )
+    assert answer == [200, {"ok": True}]
+    finished = dashboard.wait_finished(job_id)
+    assert finished.status == "failed"
+    assert finished.last_error is not None
+    assert finished.last_error.startswith("cancelled")
