@@ -201,12 +201,12 @@ def timed_renewals(backend: trioqueue.PostgresBackend, record: list[Renewal]) ->
     """Wrap ``backend.renew`` to append a :class:`Renewal` to ``record`` per call."""
     renew = backend.renew
 
-    async def timed(items: Any, *, visibility_timeout: float) -> Any:
+    async def timed(items: Any, *, visibility_timeout: float, beat: Any = None) -> Any:
         items = tuple(items)
         began = time.perf_counter()
         extended = -1  # the guard gave up on the call (cancelled), or it failed
         try:
-            verdicts = await renew(items, visibility_timeout=visibility_timeout)
+            verdicts = await renew(items, visibility_timeout=visibility_timeout, beat=beat)
             extended = sum(1 for v in verdicts.values() if v is trioqueue.Verdict.EXTENDED)
             return verdicts
         finally:

@@ -16,11 +16,14 @@ from trioqueue._runtime.observer import PoolObserver
 from trioqueue._runtime.pool import run_worker_pool
 from trioqueue._types import (
     BackendStatistics,
+    FinishedBucket,
     Job,
     JobInfo,
+    JobSort,
     JobStatus,
     QueueStats,
     UndecodablePayload,
+    WorkerInfo,
 )
 
 __version__ = "0.1.0.dev0"
@@ -30,9 +33,11 @@ __all__ = [
     "BackendStatistics",
     "ConfigError",
     "ExponentialBackoff",
+    "FinishedBucket",
     "Job",
     "JobContext",
     "JobInfo",
+    "JobSort",
     "JobStatus",
     "MemoryBackend",
     "PoolObserver",
@@ -43,6 +48,7 @@ __all__ = [
     "UnknownJobError",
     "Verdict",
     "WorkerConfig",
+    "WorkerInfo",
     "open_memory",
     "open_postgres",
     "run_worker_pool",

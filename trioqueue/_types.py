@@ -15,20 +15,35 @@ __all__ = [
     "BackendStatistics",
     "Claimed",
     "Failure",
+    "FinishedBucket",
     "Job",
     "JobInfo",
+    "JobSort",
     "JobStatus",
     "Notice",
     "NoticeKind",
+    "PoolBeat",
+    "PoolRegistration",
     "QueueStats",
     "Release",
     "UndecodablePayload",
     "Verdict",
+    "WorkerInfo",
 ]
 
 #: The states :class:`JobInfo` reports. A cancelled job is ``"failed"``.
 JobStatus = Literal["scheduled", "ready", "running", "succeeded", "failed"]
 JOB_STATUSES: tuple[JobStatus, ...] = ("scheduled", "ready", "running", "succeeded", "failed")
+
+#: Orders ``list_jobs`` can return: a column, ascending, or descending with a leading ``-``.
+#: Ties are broken by id in the same direction; unfinished jobs (no ``finished_at``) come
+#: last in both ``finished_at`` orders.
+JobSort = Literal[
+    "id", "-id", "priority", "-priority", "created_at", "-created_at", "finished_at", "-finished_at"
+]
+JOB_SORTS: tuple[JobSort, ...] = (
+    "id", "-id", "priority", "-priority", "created_at", "-created_at", "finished_at", "-finished_at"
+)  # fmt: skip
 
 
 @final
@@ -60,6 +75,16 @@ class JobInfo:
     last_error: str | None
     created_at: datetime
     finished_at: datetime | None
+    #: For a running job: when its row's lease runs out (else None).
+    lease_expires_at: datetime | None = None
+    #: When the lease was last taken (claim) or renewed; kept after the attempt ends.
+    last_renewed_at: datetime | None = None
+    #: When a cancel was requested (``cancel``), until a ``retry`` clears it.
+    cancel_requested_at: datetime | None = None
+    #: When a renewal first delivered the cancel directive to the pool holding the job.
+    cancel_acknowledged_at: datetime | None = None
+    #: For a running job: the worker pool holding its lease (``WorkerInfo.worker_id``).
+    worker_id: str | None = None
 
 
 @final
@@ -199,3 +224,71 @@ class BackendStatistics(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._as_dict())
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """One registered worker pool, as ``Backend.list_workers`` reports it.
+
+    A pool registers itself when it starts, beats with its guard's renewals (every
+    heartbeat interval, even when it holds no job), and unregisters on graceful shutdown.
+    ``stale`` is True when it has not beaten for more than three of its heartbeat intervals:
+    its process died, froze or lost the database (docs/api.rst, "Worker pools").
+    """
+
+    worker_id: str
+    host: str
+    pid: int
+    queue: str
+    concurrency: int
+    in_flight: int  # jobs the pool held at its last beat
+    abandoned_renewals: int  # renewals it abandoned so far, at its last beat
+    last_beat_at: datetime
+    started_at: datetime
+    stale: bool
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class FinishedBucket:
+    """Jobs that finished (for good) in one time bucket of ``Backend.finished_history``.
+
+    The bucket covers ``start`` up to the next bucket's start; counts come from the rows'
+    ``finished_at``, so a job retried and finished again counts at its last finish only.
+    """
+
+    start: datetime
+    succeeded: int
+    failed: int
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class PoolRegistration:
+    """What a worker pool tells the backend about itself (``Backend.register_pool``)."""
+
+    worker_id: str
+    host: str
+    pid: int
+    queue: str
+    concurrency: int
+    heartbeat_interval: float  # seconds; three of them without a beat make the pool stale
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class PoolBeat:
+    """A worker pool's heartbeat, carried by the guard's renewal statement (``renew``).
+
+    It upserts the pool's row from ``pool``, so a pool whose registration failed, or whose
+    row was pruned, reappears; and it records what the pool held at the beat.
+    """
+
+    pool: PoolRegistration
+    in_flight: int  # jobs the pool holds
+    abandoned_renewals: int  # renewals the pool has abandoned since it started
+
+    @property
+    def worker_id(self) -> str:
+        return self.pool.worker_id

@@ -162,10 +162,22 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("jobs", "finished_at", "timestamp with time zone", "YES", None),
         ("jobs", "dedup_key", "text", "YES", None),
         ("jobs", "worker_id", "text", "YES", None),
+        ("jobs", "last_renewed_at", "timestamp with time zone", "YES", None),  # 0002
+        ("jobs", "cancel_acknowledged_at", "timestamp with time zone", "YES", None),  # 0002
         ("schema_migrations", "version", "integer", "NO", None),
         ("schema_migrations", "name", "text", "NO", None),
         ("schema_migrations", "checksum", "text", "NO", None),
         ("schema_migrations", "applied_at", "timestamp with time zone", "NO", "now()"),
+        ("workers", "worker_id", "text", "NO", None),
+        ("workers", "host", "text", "NO", None),
+        ("workers", "pid", "integer", "NO", None),
+        ("workers", "queue", "text", "NO", None),
+        ("workers", "concurrency", "integer", "NO", None),
+        ("workers", "heartbeat_interval", "double precision", "NO", None),
+        ("workers", "in_flight", "integer", "NO", "0"),
+        ("workers", "abandoned_renewals", "bigint", "NO", "0"),
+        ("workers", "started_at", "timestamp with time zone", "NO", "now()"),
+        ("workers", "last_beat_at", "timestamp with time zone", "NO", "now()"),
     ],
     "indexes": [
         "CREATE INDEX jobs_claim_leased_idx ON {schema}.jobs USING btree (queue, not_visible_until) WHERE (status = 'running'::text)",
@@ -174,6 +186,7 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         "CREATE INDEX jobs_finished_idx ON {schema}.jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL)",
         "CREATE UNIQUE INDEX jobs_pkey ON {schema}.jobs USING btree (id)",
         "CREATE UNIQUE INDEX schema_migrations_pkey ON {schema}.schema_migrations USING btree (version)",
+        "CREATE UNIQUE INDEX workers_pkey ON {schema}.workers USING btree (worker_id)",
     ],
     "constraints": sorted(
         [
@@ -193,6 +206,12 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
             ),
             ("jobs", "PRIMARY KEY (id)"),
             ("schema_migrations", "PRIMARY KEY (version)"),
+            ("workers", "CHECK ((abandoned_renewals >= 0))"),
+            ("workers", "CHECK ((concurrency >= 1))"),
+            ("workers", "CHECK ((heartbeat_interval > (0)::double precision))"),
+            ("workers", "CHECK ((in_flight >= 0))"),
+            ("workers", "CHECK ((pid >= 0))"),
+            ("workers", "PRIMARY KEY (worker_id)"),
         ]
     ),
 }
@@ -321,7 +340,8 @@ async def test_late_renewal_never_shortens_a_newer_renewals_lease(
     [job_id] = await backend.enqueue_many(Q, ["x"])
     [claimed] = await claim(backend)
     renew_sql = render(QUERIES["renew"], backend.schema)
-    args = ([str(job_id)], [str(claimed.job.claim_seq)], ["0.25"], V)
+    no_beat = (None,) * 8
+    args = ([str(job_id)], [str(claimed.job.claim_seq)], ["0.25"], V, *no_beat)
     async with backend.acquire() as old, old.transaction():
         # The old statement's now() is fixed here, round trips before the newer renewal's.
         await old.fetchval("SELECT now()")

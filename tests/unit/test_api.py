@@ -12,9 +12,11 @@ PUBLIC = {
     "BackendStatistics",
     "ConfigError",
     "ExponentialBackoff",
+    "FinishedBucket",
     "Job",
     "JobContext",
     "JobInfo",
+    "JobSort",
     "JobStatus",
     "MemoryBackend",
     "PoolObserver",
@@ -25,6 +27,7 @@ PUBLIC = {
     "UnknownJobError",
     "Verdict",
     "WorkerConfig",
+    "WorkerInfo",
     "open_memory",
     "open_postgres",
     "run_worker_pool",
@@ -62,4 +65,7 @@ def test_jobinfo_has_the_documented_fields() -> None:
     assert fields == {
         "id", "queue", "payload", "status", "attempts", "max_attempts", "priority",
         "progress", "last_error", "created_at", "finished_at",
+        # the lease details the dashboard shows (defaults keep older callers working)
+        "lease_expires_at", "last_renewed_at", "cancel_requested_at", "cancel_acknowledged_at",
+        "worker_id",
     }  # fmt: skip

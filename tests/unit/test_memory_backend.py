@@ -22,11 +22,21 @@ from trioqueue._backends.interface import OPERATIONS
 from trioqueue._backends.memory import MemoryBackend, open_memory
 from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import BackendError
-from trioqueue._types import Ack, Claimed, Failure, Notice, NoticeKind, Release
+from trioqueue._types import (
+    Ack,
+    Claimed,
+    Failure,
+    Notice,
+    NoticeKind,
+    PoolBeat,
+    PoolRegistration,
+    Release,
+)
 from trioqueue.testing import BackendConformance, delay, error, hang, omit
 
 Q = "q"
 V = 10.0  # the lease length used unless a test needs another
+BEAT = PoolBeat(PoolRegistration("w", "host", 1, Q, 1, 1.0), in_flight=0, abandoned_renewals=0)
 
 
 class TestMemoryConformance(BackendConformance):
@@ -423,6 +433,9 @@ OPERATION_CALLS: dict[str, Callable[[MemoryBackend, Claimed], Awaitable[Any]]] =
     "release": lambda backend, c: backend.release([Release(c.job.id, c.job.claim_seq)]),
     "enqueue": lambda backend, _: backend.enqueue(Q, "more"),
     "cancel": lambda backend, c: backend.cancel(c.job.id),
+    "beat": lambda backend, _: backend.renew([], visibility_timeout=V, beat=BEAT),
+    "register_pool": lambda backend, _: backend.register_pool(BEAT.pool),
+    "unregister_pool": lambda backend, _: backend.unregister_pool(BEAT.worker_id),
 }
 
 

@@ -26,16 +26,34 @@ from trioqueue._types import (
     BackendStatistics,
     Claimed,
     Failure,
+    FinishedBucket,
     JobInfo,
+    JobSort,
     JobStatus,
     Notice,
+    PoolBeat,
+    PoolRegistration,
     QueueStats,
     Recorded,
     Release,
+    WorkerInfo,
 )
 
 #: Names of the operations counted by ``statistics().calls`` and targeted by fault injection.
-OPERATIONS = ("claim", "renew", "ack", "fail", "release", "enqueue", "cancel")
+#: ``"beat"`` is a pool's heartbeat sent alone (``renew`` with a beat and no items); a beat
+#: riding on a renewal is part of that ``"renew"`` statement.
+OPERATIONS = (
+    "claim",
+    "renew",
+    "ack",
+    "fail",
+    "release",
+    "enqueue",
+    "cancel",
+    "beat",
+    "register_pool",
+    "unregister_pool",
+)
 
 
 class Backend(Protocol):
@@ -101,7 +119,52 @@ class Backend(Protocol):
         status: JobStatus | None = None,
         limit: int = 100,
         offset: int = 0,
-    ) -> list[JobInfo]: ...
+        *,
+        search: str | None = None,
+        sort: JobSort = "id",
+    ) -> list[JobInfo]:
+        """Snapshots of jobs, by id unless ``sort`` says otherwise, optionally of one
+        queue and state, and whose payload's JSON text or ``last_error`` contains ``search``
+        (case-insensitive).
+
+        Raises:
+            ValueError: an unknown ``status`` or ``sort``, ``limit`` outside 1..10000,
+                ``offset`` < 0, or a ``search`` text a database cannot hold.
+        """
+        ...
+
+    async def count_jobs(
+        self,
+        queue: str | None = None,
+        status: JobStatus | None = None,
+        *,
+        search: str | None = None,
+    ) -> int:
+        """How many jobs :meth:`list_jobs` would list with these filters and no paging."""
+        ...
+
+    async def delete_job(self, job_id: int) -> bool:
+        """Delete a job unless it is running under a live lease; False if running or unknown.
+
+        Writes nothing else: no notice, no other row.
+        """
+        ...
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        """Every registered worker pool, ordered by queue then start time."""
+        ...
+
+    async def finished_history(
+        self, *, window: float = 3600.0, buckets: int = 60, queue: str | None = None
+    ) -> list[FinishedBucket]:
+        """Jobs finished per equal time bucket over the last ``window`` seconds.
+
+        Exactly ``buckets`` entries, oldest first, empty buckets included.
+
+        Raises:
+            ValueError: ``window`` not > 0, ``buckets`` outside 1..1000.
+        """
+        ...
 
     def statistics(self) -> BackendStatistics: ...
 
@@ -125,9 +188,26 @@ class Backend(Protocol):
         ...
 
     async def renew(
-        self, items: Sequence[RenewItem], *, visibility_timeout: float
+        self,
+        items: Sequence[RenewItem],
+        *,
+        visibility_timeout: float,
+        beat: PoolBeat | None = None,
     ) -> Mapping[int, Verdict]:
-        """Renew every item in one statement, storing progress; one verdict per job."""
+        """Renew every item in one statement, storing progress; one verdict per job.
+
+        With ``beat``, the same statement records the pool's heartbeat (upserting its row);
+        with a beat and no items, the statement does only that. With neither, no statement.
+        """
+        ...
+
+    async def register_pool(self, pool: PoolRegistration) -> None:
+        """Register (or re-register) a worker pool, and delete the rows of pools that have
+        not beaten for more than an hour past their staleness."""
+        ...
+
+    async def unregister_pool(self, worker_id: str) -> bool:
+        """Remove a pool's row (graceful shutdown); False when it had none."""
         ...
 
     async def ack(self, items: Sequence[Ack]) -> list[bool]:

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from trioqueue._core.wire import RenewItem
-from trioqueue._types import JOB_STATUSES, JobStatus
+from trioqueue._types import (
+    JOB_SORTS,
+    JOB_STATUSES,
+    JobSort,
+    JobStatus,
+    PoolBeat,
+    PoolRegistration,
+)
 
 #: Longest queue name, in characters (at most 512 bytes of UTF-8, so a queue name and a
 #: dedup key together stay well inside one btree index entry; see MAX_DEDUP_KEY_BYTES).
@@ -29,6 +36,16 @@ MAX_DEDUP_KEY_BYTES = 1024
 
 #: Largest page ``list_jobs`` returns.
 MAX_LIST_LIMIT = 10_000
+
+#: Longest ``search`` text of ``list_jobs`` / ``count_jobs``, in characters.
+MAX_SEARCH_LENGTH = 1000
+
+#: Most buckets ``finished_history`` answers.
+MAX_HISTORY_BUCKETS = 1000
+
+#: Longest worker id, host name; and the largest pid, concurrency or counter a pool reports.
+MAX_WORKER_TEXT = 1024
+INT64_MAX = 2**63 - 1
 
 #: Range of ``priority`` and ``max_attempts``: PostgreSQL ``integer`` columns hold 32 bits.
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -132,6 +149,86 @@ def check_list_jobs(
     limit = check_int("limit", limit, minimum=1, maximum=MAX_LIST_LIMIT)
     offset = check_int("offset", offset, minimum=0)
     return queue, _as_status(status), limit, offset
+
+
+def check_search(search: object) -> str | None:
+    """A ``search`` text: None, or a str of at most 1000 characters a database can hold."""
+    if search is None:
+        return None
+    if not isinstance(search, str):
+        raise TypeError(f"search must be a str or None, not {type(search).__name__}")
+    if len(search) > MAX_SEARCH_LENGTH:
+        raise ValueError(
+            f"search must be at most {MAX_SEARCH_LENGTH} characters, not {len(search)}"
+        )
+    problem = _text_problem(search)
+    if problem:
+        raise ValueError(f"search must not contain {problem}")
+    return search
+
+
+def check_sort(sort: object) -> JobSort:
+    for known in JOB_SORTS:
+        if sort == known:
+            return known
+    raise ValueError(f"sort must be one of {', '.join(JOB_SORTS)}, not {sort!r}")
+
+
+def check_filters(
+    queue: object, status: object, search: object
+) -> tuple[str | None, JobStatus | None, str | None]:
+    """Validate the filters of ``list_jobs`` and ``count_jobs``: ``(queue, status, search)``."""
+    if queue is not None:
+        queue = check_queue(queue)
+    if status is not None and status not in JOB_STATUSES:
+        raise ValueError(f"status must be one of {', '.join(JOB_STATUSES)} or None, not {status!r}")
+    return queue, _as_status(status), check_search(search)
+
+
+def check_history(window: object, buckets: object, queue: object) -> tuple[float, int, str | None]:
+    """Validate ``finished_history`` arguments: ``(window, buckets, queue)``."""
+    window = check_timeout("window", window)
+    buckets = check_int("buckets", buckets, minimum=1, maximum=MAX_HISTORY_BUCKETS)
+    return window, buckets, None if queue is None else check_queue(queue)
+
+
+def check_worker_id(worker_id: object) -> str:
+    return _check_worker_text("worker_id", worker_id)
+
+
+def check_registration(pool: object) -> PoolRegistration:
+    """A pool's registration, with every field a database can store."""
+    if not isinstance(pool, PoolRegistration):
+        raise TypeError(f"pool must be a PoolRegistration, not {type(pool).__name__}")
+    check_worker_id(pool.worker_id)
+    _check_worker_text("host", pool.host)
+    check_queue(pool.queue)
+    check_int("pid", pool.pid, minimum=0, maximum=INT32_MAX)
+    check_int("concurrency", pool.concurrency, minimum=1, maximum=INT32_MAX)
+    check_timeout("heartbeat_interval", pool.heartbeat_interval)
+    return pool
+
+
+def check_beat(beat: object) -> PoolBeat | None:
+    if beat is None:
+        return None
+    if not isinstance(beat, PoolBeat):
+        raise TypeError(f"beat must be a PoolBeat or None, not {type(beat).__name__}")
+    check_registration(beat.pool)
+    check_int("in_flight", beat.in_flight, minimum=0, maximum=INT32_MAX)
+    check_int("abandoned_renewals", beat.abandoned_renewals, minimum=0, maximum=INT64_MAX)
+    return beat
+
+
+def _check_worker_text(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if not value or len(value) > MAX_WORKER_TEXT:
+        raise ValueError(f"{name} must have 1 to {MAX_WORKER_TEXT} characters, not {len(value)}")
+    problem = _text_problem(value)
+    if problem:
+        raise ValueError(f"{name} must not contain {problem}")
+    return value
 
 
 def check_claim(

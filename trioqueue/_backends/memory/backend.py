@@ -35,14 +35,20 @@ from trioqueue._backends.interface import OPERATIONS, Backend
 from trioqueue._backends.memory.faults import DelayFault, ErrorFault, Fault, HangFault, OmitFault
 from trioqueue._backends.memory.model import MemoryModel
 from trioqueue._backends.validation import (
+    check_beat,
     check_claim,
     check_enqueue,
+    check_filters,
+    check_history,
     check_job_id,
     check_list_jobs,
     check_queue,
+    check_registration,
     check_renew_items,
     check_retry_delay,
+    check_sort,
     check_timeout,
+    check_worker_id,
 )
 from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import BackendError, UnknownJobError
@@ -51,12 +57,17 @@ from trioqueue._types import (
     BackendStatistics,
     Claimed,
     Failure,
+    FinishedBucket,
     JobInfo,
+    JobSort,
     JobStatus,
     Notice,
+    PoolBeat,
+    PoolRegistration,
     QueueStats,
     Recorded,
     Release,
+    WorkerInfo,
 )
 
 __all__ = ["MemoryBackend", "open_memory"]
@@ -67,7 +78,17 @@ T = TypeVar("T")
 NOTICE_BUFFER = 1000
 
 #: Operations counted in ``statistics().calls`` besides the fault-injectable ones.
-READ_OPERATIONS = ("get_job", "list_jobs", "counts", "queue_stats", "retry")
+READ_OPERATIONS = (
+    "get_job",
+    "list_jobs",
+    "count_jobs",
+    "delete_job",
+    "list_workers",
+    "finished_history",
+    "counts",
+    "queue_stats",
+    "retry",
+)
 
 
 @asynccontextmanager
@@ -360,16 +381,68 @@ class MemoryBackend:
         status: JobStatus | None = None,
         limit: int = 100,
         offset: int = 0,
+        *,
+        search: str | None = None,
+        sort: JobSort = "id",
     ) -> list[JobInfo]:
-        """Snapshots of jobs ordered by id, optionally of one queue and one status.
+        """Snapshots of jobs, by id unless ``sort`` says otherwise, optionally of one
+        queue and one status, and whose payload's JSON text or ``last_error`` contains
+        ``search`` (case-insensitive).
 
         Raises:
-            ValueError: an unknown ``status``, ``limit`` outside 1..10000 or ``offset`` < 0.
+            ValueError: an unknown ``status`` or ``sort``, ``limit`` outside 1..10000,
+                ``offset`` < 0, or a ``search`` longer than 1000 characters or holding NUL.
         """
         queue, status, limit, offset = check_list_jobs(queue, status, limit, offset)
+        search = check_filters(queue, status, search)[2]
+        sort = check_sort(sort)
 
         return await self._execute(
-            "list_jobs", lambda now, _: self._model.list_jobs(now, queue, status, limit, offset)
+            "list_jobs",
+            lambda now, _: self._model.list_jobs(
+                now, queue, status, limit, offset, search=search, sort=sort
+            ),
+        )
+
+    async def count_jobs(
+        self,
+        queue: str | None = None,
+        status: JobStatus | None = None,
+        *,
+        search: str | None = None,
+    ) -> int:
+        """How many jobs :meth:`list_jobs` would list with these filters and no paging."""
+        queue, status, search = check_filters(queue, status, search)
+        return await self._execute(
+            "count_jobs", lambda now, _: self._model.count_jobs(now, queue, status, search)
+        )
+
+    async def delete_job(self, job_id: int) -> bool:
+        """Delete a job unless it is running under a live lease.
+
+        Returns:
+            False when the job is unknown or running under a live lease, else True.
+        """
+        check_job_id(job_id)
+        return await self._execute("delete_job", lambda now, _: self._model.delete_job(now, job_id))
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        """Every registered worker pool, ordered by queue then start time."""
+        return await self._execute("list_workers", lambda now, _: self._model.list_workers(now))
+
+    async def finished_history(
+        self, *, window: float = 3600.0, buckets: int = 60, queue: str | None = None
+    ) -> list[FinishedBucket]:
+        """Jobs finished per equal time bucket over the last ``window`` seconds, oldest
+        first, exactly ``buckets`` entries.
+
+        Raises:
+            ValueError: ``window`` not > 0 (or past a century), ``buckets`` outside 1..1000.
+        """
+        window, buckets, queue = check_history(window, buckets, queue)
+        return await self._execute(
+            "finished_history",
+            lambda now, _: self._model.finished_history(now, window, buckets, queue),
         )
 
     def statistics(self) -> BackendStatistics:
@@ -408,19 +481,46 @@ class MemoryBackend:
         )
 
     async def renew(
-        self, items: Sequence[RenewItem], *, visibility_timeout: float
+        self,
+        items: Sequence[RenewItem],
+        *,
+        visibility_timeout: float,
+        beat: PoolBeat | None = None,
     ) -> Mapping[int, Verdict]:
-        """Renew every item in one statement, storing progress; one verdict per job."""
+        """Renew every item in one statement, storing progress; one verdict per job.
+
+        With ``beat``, the same statement records the pool's heartbeat; a beat without
+        items is a statement of its own, the ``"beat"`` operation.
+        """
         check_timeout("visibility_timeout", visibility_timeout)
         items = check_renew_items(items)
+        beat = check_beat(beat)
+        if not items:
+            if beat is not None:
+                await self._execute("beat", lambda now, _: self._model.beat(now, beat))
+            else:
+                await trio.lowlevel.checkpoint()
+            return {}
 
         def effect(now: float, fault: Fault | None) -> dict[int, Verdict]:
             # An omitted job is left out of the statement, so it gets no verdict at all.
             omitted = fault.job_ids if isinstance(fault, OmitFault) else frozenset()
             kept = [item for item in items if item.job_id not in omitted]
-            return self._model.renew(now, kept, visibility_timeout)
+            return self._model.renew(now, kept, visibility_timeout, beat)
 
         return await self._execute("renew", effect)
+
+    async def register_pool(self, pool: PoolRegistration) -> None:
+        """Register a worker pool, started now; first deletes pools stale for over an hour."""
+        pool = check_registration(pool)
+        await self._execute("register_pool", lambda now, _: self._model.register_pool(now, pool))
+
+    async def unregister_pool(self, worker_id: str) -> bool:
+        """Remove a pool's row (graceful shutdown); False when it had none."""
+        worker_id = check_worker_id(worker_id)
+        return await self._execute(
+            "unregister_pool", lambda now, _: self._model.unregister_pool(now, worker_id)
+        )
 
     async def ack(self, items: Sequence[Ack]) -> list[bool]:
         """Mark attempts succeeded. Fenced: True for each item that was applied."""
@@ -471,7 +571,8 @@ class MemoryBackend:
         """Make calls of ``op`` misbehave; ``None`` clears the fault and releases held calls.
 
         Args:
-            op: one of ``"claim" "renew" "ack" "fail" "release" "enqueue" "cancel"``.
+            op: one of ``"claim" "renew" "ack" "fail" "release" "enqueue" "cancel"
+                "beat" "register_pool" "unregister_pool"``.
             fault: from :func:`trioqueue.testing.hang`, ``delay``, ``error`` or ``omit``
                 (``omit`` for ``"renew"`` only). Replaces any fault already injected there.
 

@@ -4,9 +4,10 @@ Theory of operation
 -------------------
 :class:`MemoryModel` is what the PostgreSQL backend's ``queries.sql`` does to the jobs table,
 as a plain class: one method per named query (``enqueue``, ``claim``, ``renew``, ``ack``,
-``fail``, ``release``, ``cancel``, ``retry``, ``get_job``, ``list_jobs``, ``counts``,
-``queue_stats``, ``prune``, and ``find_dedup``), each taking ``now``, the model's clock in
-seconds, as its first argument. It imports no trio and does no I/O, so a porter can read the protocol's
+``fail``, ``release``, ``cancel``, ``retry``, ``get_job``, ``list_jobs``, ``count_jobs``,
+``delete_job``, ``counts``, ``queue_stats``, ``finished_history``, ``prune``, ``find_dedup``,
+and the worker pools' ``register_pool``, ``beat``, ``unregister_pool`` and ``list_workers``),
+each taking ``now``, the model's clock in seconds, as its first argument. It imports no trio and does no I/O, so a porter can read the protocol's
 effects here without an event loop, and a property test can drive it with a float clock.
 
 Each method applies its whole effect in one step, as one SQL statement would, and assumes
@@ -29,6 +30,7 @@ tests drain thousands of jobs.
 from __future__ import annotations
 
 import heapq
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -42,17 +44,27 @@ from trioqueue._types import (
     Ack,
     Claimed,
     Failure,
+    FinishedBucket,
     Job,
     JobInfo,
+    JobSort,
     JobStatus,
     Notice,
     NoticeKind,
+    PoolBeat,
+    PoolRegistration,
     QueueStats,
     Recorded,
     Release,
+    WorkerInfo,
 )
 
-__all__ = ["MemoryModel", "Row", "RowStatus", "Sent"]
+__all__ = ["MemoryModel", "PoolRow", "Row", "RowStatus", "Sent"]
+
+#: A pool is stale after this many heartbeat intervals without a beat.
+STALE_BEATS = 3
+#: Registering a pool deletes the rows of pools stale for longer than this (seconds).
+PRUNE_STALE_AFTER = 3600.0
 
 RowStatus = Literal["queued", "running", "succeeded", "failed"]
 
@@ -81,6 +93,8 @@ class Row:
     progress: float | None = None
     last_error: str | None = None
     cancel_requested_at: float | None = None
+    cancel_acknowledged_at: float | None = None
+    last_renewed_at: float | None = None
     finished_at: float | None = None
     worker_id: str | None = None
     in_ready: bool = False  # an entry for it is in its queue's ready heap
@@ -100,6 +114,21 @@ class Row:
         if self.leased(now):
             return "running"
         return "scheduled" if self.not_visible_until > now else "ready"
+
+
+@dataclass(slots=True, eq=False)
+class PoolRow:
+    """One worker pool, with the columns of the PostgreSQL ``workers`` table (model times)."""
+
+    pool: PoolRegistration
+    started_at: float
+    last_beat_at: float
+    in_flight: int = 0
+    abandoned_renewals: int = 0
+
+    def stale(self, now: float) -> bool:
+        """No beat for more than three of the pool's heartbeat intervals."""
+        return now - self.last_beat_at > STALE_BEATS * self.pool.heartbeat_interval
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +173,7 @@ class MemoryModel:
         self._queues: dict[str, _QueueIndex] = {}
         self._dedup: dict[tuple[str, str], int] = {}  # unfinished jobs only
         self._locked: set[int] = set()
+        self._pools: dict[str, PoolRow] = {}
         self._outbox: list[Sent] = []
         self._anchor = anchor
         self._anchor_datetime = anchor_datetime
@@ -206,7 +236,8 @@ class MemoryModel:
                 return False  # another unfinished job holds the key
             self._dedup[key] = row.id
         row.status = "queued"
-        row.finished_at = row.cancel_requested_at = row.worker_id = None
+        row.finished_at = row.cancel_requested_at = row.cancel_acknowledged_at = None
+        row.worker_id = None
         row.max_attempts = max(row.max_attempts, row.attempts + 1)
         self._show_at(row, now)
         self._notify_available(row.queue)
@@ -218,16 +249,51 @@ class MemoryModel:
         return None if row is None else self._info(row, now)
 
     def list_jobs(
-        self, now: float, queue: str | None, status: JobStatus | None, limit: int, offset: int
+        self,
+        now: float,
+        queue: str | None,
+        status: JobStatus | None,
+        limit: int,
+        offset: int,
+        *,
+        search: str | None = None,
+        sort: JobSort = "id",
     ) -> list[JobInfo]:
-        """Snapshots ordered by id, optionally of one queue and state; mirrors ``list_jobs``."""
-        matching = [
+        """Snapshots in ``sort`` order, optionally of one queue and state, and containing
+        ``search``; mirrors ``list_jobs``."""
+        matching = _sorted(self._matching(now, queue, status, search), sort)
+        return [self._info(row, now) for row in matching[offset : offset + limit]]
+
+    def count_jobs(
+        self, now: float, queue: str | None, status: JobStatus | None, search: str | None
+    ) -> int:
+        """How many jobs ``list_jobs`` would list unpaged; mirrors ``count_jobs``."""
+        return len(self._matching(now, queue, status, search))
+
+    def _matching(
+        self, now: float, queue: str | None, status: JobStatus | None, search: str | None
+    ) -> list[Row]:
+        needle = None if search is None else search.lower()
+        return [
             row
             for row in self._rows.values()  # ids ascend in insertion order
             if (queue is None or row.queue == queue)
             and (status is None or row.state(now) == status)
+            and (needle is None or _contains(row, needle))
         ]
-        return [self._info(row, now) for row in matching[offset : offset + limit]]
+
+    def delete_job(self, now: float, job_id: int) -> bool:
+        """Delete a job unless it is running under a live lease; mirrors ``delete_job``.
+
+        False when the job is unknown or leased. Its dedup key is freed with it.
+        """
+        row = self._rows.get(job_id)
+        if row is None or row.leased(now):
+            return False
+        del self._rows[job_id]  # its heap entries go stale: claims skip missing rows
+        if row.dedup_key is not None and self._dedup.get((row.queue, row.dedup_key)) == row.id:
+            del self._dedup[(row.queue, row.dedup_key)]
+        return True
 
     def counts(self, now: float) -> dict[str, dict[JobStatus, int]]:
         """Jobs per queue and state (states with no jobs left out); mirrors ``counts``."""
@@ -251,6 +317,29 @@ class MemoryModel:
             for queue, per_state in self.counts(now).items()
         }
 
+    def finished_history(
+        self, now: float, window: float, buckets: int, queue: str | None
+    ) -> list[FinishedBucket]:
+        """Jobs finished per bucket of ``window / buckets`` seconds, over the ``window``
+        seconds before ``now``, oldest first; mirrors ``finished_history``.
+
+        A row finished at ``now`` or later (another statement's clock) counts in the last
+        bucket.
+        """
+        since = now - window
+        width = window / buckets
+        succeeded, failed = [0] * buckets, [0] * buckets
+        for row in self._rows.values():
+            t = row.finished_at
+            if t is None or t < since or (queue is not None and row.queue != queue):
+                continue
+            n = min(int((t - since) / width), buckets - 1)
+            (succeeded if row.status == "succeeded" else failed)[n] += 1
+        return [
+            FinishedBucket(self.to_datetime(since + n * width), succeeded[n], failed[n])
+            for n in range(buckets)
+        ]
+
     def prune(self, now: float, older_than: float, limit: int) -> int:
         """Delete up to ``limit`` rows finished more than ``older_than`` seconds before
         ``now``, oldest first, skipping locked rows; mirrors ``-- name: prune``."""
@@ -265,6 +354,59 @@ class MemoryModel:
         for _, job_id in doomed:
             del self._rows[job_id]  # a finished row holds no dedup key; heap entries go stale
         return len(doomed)
+
+    # -- worker pools --------------------------------------------------------------------
+
+    def register_pool(self, now: float, pool: PoolRegistration) -> None:
+        """Register (or re-register) a pool, started now; mirrors ``register_pool``.
+
+        First deletes the rows of pools stale for more than an hour (their processes are
+        long gone; an unregistration was lost).
+        """
+        for worker_id, row in list(self._pools.items()):
+            if (
+                now - row.last_beat_at
+                > STALE_BEATS * row.pool.heartbeat_interval + PRUNE_STALE_AFTER
+            ):
+                del self._pools[worker_id]
+        self._pools[pool.worker_id] = PoolRow(pool, started_at=now, last_beat_at=now)
+
+    def beat(self, now: float, beat: PoolBeat) -> None:
+        """Record a pool's heartbeat, inserting its row if missing; mirrors ``beat`` (also
+        the beat part of ``renew``). A late beat (an older ``now``) changes nothing."""
+        row = self._pools.get(beat.worker_id)
+        if row is None:
+            row = self._pools[beat.worker_id] = PoolRow(beat.pool, now, now)
+        elif row.last_beat_at > now:
+            return
+        row.last_beat_at = now
+        row.in_flight = beat.in_flight
+        row.abandoned_renewals = beat.abandoned_renewals
+
+    def unregister_pool(self, now: float, worker_id: str) -> bool:
+        """Delete a pool's row; False when it had none. Mirrors ``unregister_pool``."""
+        return self._pools.pop(worker_id, None) is not None
+
+    def list_workers(self, now: float) -> list[WorkerInfo]:
+        """Every pool, by queue then start time (then id); mirrors ``list_workers``."""
+        rows = sorted(
+            self._pools.values(), key=lambda r: (r.pool.queue, r.started_at, r.pool.worker_id)
+        )
+        return [
+            WorkerInfo(
+                worker_id=row.pool.worker_id,
+                host=row.pool.host,
+                pid=row.pool.pid,
+                queue=row.pool.queue,
+                concurrency=row.pool.concurrency,
+                in_flight=row.in_flight,
+                abandoned_renewals=row.abandoned_renewals,
+                last_beat_at=self.to_datetime(row.last_beat_at),
+                started_at=self.to_datetime(row.started_at),
+                stale=row.stale(now),
+            )
+            for row in rows
+        ]
 
     # -- the worker side -----------------------------------------------------------------
 
@@ -294,20 +436,27 @@ class MemoryModel:
         # fencing"); the answer says how long that was.
         locked_after = 0.0 if started is None else now - started
         return [
-            self._lease(row, worker_id, now + visibility_timeout, locked_after)
+            self._lease(row, worker_id, now, now + visibility_timeout, locked_after)
             for row in self._pop_ready(index, now, limit)
         ]
 
     def renew(
-        self, now: float, items: Sequence[RenewItem], visibility_timeout: float
+        self,
+        now: float,
+        items: Sequence[RenewItem],
+        visibility_timeout: float,
+        beat: PoolBeat | None = None,
     ) -> dict[int, Verdict]:
         """Renew every item in one statement, storing progress; mirrors ``renew``.
 
         A lease is never shortened (``greatest()``); a locked row answers ``UNCHANGED``.
-        The items name distinct jobs (validation refuses a job named twice).
+        The items name distinct jobs (validation refuses a job named twice). A ``beat``
+        is recorded by the same statement (see :meth:`beat`).
         """
         lease_until = now + visibility_timeout
-        return {item.job_id: self._renew_one(item, lease_until) for item in items}
+        if beat is not None:
+            self.beat(now, beat)
+        return {item.job_id: self._renew_one(item, lease_until, now) for item in items}
 
     def ack(self, now: float, items: Sequence[Ack]) -> list[bool]:
         """Mark attempts succeeded, fenced by ``claim_seq`` (I9); mirrors ``ack``."""
@@ -411,6 +560,7 @@ class MemoryModel:
             row.progress = value
 
     def _info(self, row: Row, now: float) -> JobInfo:
+        running = row.leased(now)
         return JobInfo(
             id=row.id,
             queue=row.queue,
@@ -422,8 +572,16 @@ class MemoryModel:
             progress=row.progress,
             last_error=row.last_error,
             created_at=self.to_datetime(row.created_at),
-            finished_at=None if row.finished_at is None else self.to_datetime(row.finished_at),
+            finished_at=self._maybe_datetime(row.finished_at),
+            lease_expires_at=self.to_datetime(row.not_visible_until) if running else None,
+            last_renewed_at=self._maybe_datetime(row.last_renewed_at),
+            cancel_requested_at=self._maybe_datetime(row.cancel_requested_at),
+            cancel_acknowledged_at=self._maybe_datetime(row.cancel_acknowledged_at),
+            worker_id=row.worker_id if running else None,
         )
+
+    def _maybe_datetime(self, t: float | None) -> datetime | None:
+        return None if t is None else self.to_datetime(t)
 
     # -- claim order ---------------------------------------------------------------------
 
@@ -488,11 +646,14 @@ class MemoryModel:
 
     # -- statements, per row -------------------------------------------------------------
 
-    def _lease(self, row: Row, worker_id: str, lease_until: float, locked_after: float) -> Claimed:
+    def _lease(
+        self, row: Row, worker_id: str, now: float, lease_until: float, locked_after: float
+    ) -> Claimed:
         row.status = "running"
         row.attempts += 1
         row.claim_seq += 1
         row.worker_id = worker_id
+        row.last_renewed_at = now
         row.progress = None  # the new attempt has reported none; an old attempt's is not its own
         self._show_at(row, lease_until)
         job = Job(
@@ -505,7 +666,7 @@ class MemoryModel:
         )
         return Claimed(job, lease_until, locked_after)
 
-    def _renew_one(self, item: RenewItem, lease_until: float) -> Verdict:
+    def _renew_one(self, item: RenewItem, lease_until: float, now: float) -> Verdict:
         if item.job_id in self._locked:
             return Verdict.UNCHANGED  # the statement skips rows it cannot lock at once
         row = self._rows.get(item.job_id)
@@ -516,7 +677,10 @@ class MemoryModel:
         if lease_until >= row.not_visible_until:  # a late statement changes neither (SQL)
             self._store_progress(row, item.progress)
             self._show_at(row, lease_until)
+        row.last_renewed_at = max(now, row.last_renewed_at or now)  # never backwards
         if row.cancel_requested_at is not None:
+            if row.cancel_acknowledged_at is None:
+                row.cancel_acknowledged_at = now  # the directive reaches the pool now
             return Verdict.CANCEL_REQUESTED
         return Verdict.EXTENDED
 
@@ -574,3 +738,32 @@ class MemoryModel:
 
     def _notify_available(self, queue: str) -> None:
         self._outbox.append(Sent(Notice(NoticeKind.AVAILABLE, queue)))
+
+
+def _contains(row: Row, needle: str) -> bool:
+    """Whether the payload's JSON text or ``last_error`` contains ``needle`` (lower case).
+
+    The payload is printed as PostgreSQL prints ``jsonb`` (``", "`` and ``": "`` between
+    items, non-ASCII characters as themselves), so short searches match alike in both.
+    """
+    text = json.dumps(json.loads(row.payload), ensure_ascii=False)
+    if needle in text.lower():
+        return True
+    return row.last_error is not None and needle in row.last_error.lower()
+
+
+def _sorted(rows: list[Row], sort: JobSort) -> list[Row]:
+    """``rows`` (in id order) in ``sort`` order; ties by id in the same direction, and rows
+    without ``finished_at`` last in both ``finished_at`` orders (``NULLS LAST``)."""
+    descending = sort.startswith("-")
+    column = sort.lstrip("-")
+    if column == "id":
+        return rows[::-1] if descending else rows
+    if column == "finished_at":
+        done = [row for row in rows if row.finished_at is not None]
+        rest = [row for row in rows if row.finished_at is None]
+        done.sort(key=lambda r: (r.finished_at, r.id), reverse=descending)
+        return done + (rest[::-1] if descending else rest)
+    if column == "priority":
+        return sorted(rows, key=lambda r: (r.priority, r.id), reverse=descending)
+    return sorted(rows, key=lambda r: (r.created_at, r.id), reverse=descending)

@@ -64,15 +64,21 @@ from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, channel_name, 
 from trioqueue._backends.postgres.sqlstate import connection_refused
 from trioqueue._backends.validation import (
     check_age,
+    check_beat,
     check_claim,
     check_enqueue,
+    check_filters,
+    check_history,
     check_int,
     check_job_id,
     check_list_jobs,
     check_queue,
+    check_registration,
     check_renew_items,
     check_retry_delay,
+    check_sort,
     check_timeout,
+    check_worker_id,
     decode_payload,
 )
 from trioqueue._core.progress import valid_progress
@@ -83,15 +89,20 @@ from trioqueue._types import (
     BackendStatistics,
     Claimed,
     Failure,
+    FinishedBucket,
     Job,
     JobInfo,
+    JobSort,
     JobStatus,
     Notice,
     NoticeKind,
+    PoolBeat,
+    PoolRegistration,
     QueueStats,
     Recorded,
     Release,
     UndecodablePayload,
+    WorkerInfo,
 )
 
 __all__ = ["PostgresBackend", "open_postgres"]
@@ -105,7 +116,33 @@ DEFAULT_MAX_CONNECTIONS = 10
 NOTICE_BUFFER = 1000
 
 #: Operations counted in ``statistics().calls`` besides the protocol's writes.
-READ_OPERATIONS = ("get_job", "list_jobs", "counts", "queue_stats", "migrate", "prune", "retry")
+READ_OPERATIONS = (
+    "get_job",
+    "list_jobs",
+    "count_jobs",
+    "delete_job",
+    "list_workers",
+    "finished_history",
+    "counts",
+    "queue_stats",
+    "migrate",
+    "prune",
+    "retry",
+)
+
+#: The ORDER BY list of each ``list_jobs`` sort: the only text spliced into that query
+#: besides the schema, and only from this table. Ties go by id the same way; unfinished
+#: jobs come last in both ``finished_at`` orders.
+ORDER_BY: dict[JobSort, str] = {
+    "id": "info.id",
+    "-id": "info.id DESC",
+    "priority": "info.priority, info.id",
+    "-priority": "info.priority DESC, info.id DESC",
+    "created_at": "info.created_at, info.id",
+    "-created_at": "info.created_at DESC, info.id DESC",
+    "finished_at": "info.finished_at NULLS LAST, info.id",
+    "-finished_at": "info.finished_at DESC NULLS LAST, info.id DESC",
+}
 
 # Ids and claim_seqs are bigint: a larger int names no row.
 _INT64 = 2**63 - 1
@@ -206,6 +243,10 @@ class PostgresBackend:
         self._schema = check_schema(schema)
         self._channel = channel_name(schema)
         self._sql = {name: render(sql, schema) for name, sql in QUERIES.items()}
+        self._list_sql = {
+            sort: self._sql["list_jobs"].replace("{order}", order)
+            for sort, order in ORDER_BY.items()
+        }
         self._dropped_notices = 0
         for op in (*OPERATIONS, *READ_OPERATIONS):
             driver.calls[op] += 0  # every operation appears in statistics, even at zero
@@ -542,17 +583,109 @@ class PostgresBackend:
         status: JobStatus | None = None,
         limit: int = 100,
         offset: int = 0,
+        *,
+        search: str | None = None,
+        sort: JobSort = "id",
     ) -> list[JobInfo]:
-        """Snapshots of jobs ordered by id, optionally of one queue and one status.
+        """Snapshots of jobs, by id unless ``sort`` says otherwise, optionally of one
+        queue and one status, and whose payload's JSON text or ``last_error`` contains
+        ``search`` (case-insensitive ``ILIKE``; a search reads every row of the queue).
 
         Raises:
-            ValueError: an unknown ``status``, ``limit`` outside 1..10000 or ``offset`` < 0.
+            ValueError: an unknown ``status`` or ``sort``, ``limit`` outside 1..10000,
+                ``offset`` < 0, or a ``search`` longer than 1000 characters or holding NUL.
         """
         queue, status, limit, offset = check_list_jobs(queue, status, limit, offset)
+        pattern = _like_pattern(check_filters(queue, status, search)[2])
+        sql = self._list_sql[check_sort(sort)]
         rows = await self._driver.run(
-            "list_jobs", _fetch, self._sql["list_jobs"], queue, status, limit, min(offset, _INT64)
+            "list_jobs", _fetch, sql, queue, status, limit, min(offset, _INT64), pattern
         )
         return [_job_info(row) for row in rows]
+
+    async def count_jobs(
+        self,
+        queue: str | None = None,
+        status: JobStatus | None = None,
+        *,
+        search: str | None = None,
+    ) -> int:
+        """How many jobs :meth:`list_jobs` would list with these filters and no paging."""
+        queue, status, search = check_filters(queue, status, search)
+        count: int = await self._driver.run(
+            "count_jobs", _fetchval, self._sql["count_jobs"], queue, status, _like_pattern(search)
+        )
+        return count
+
+    async def delete_job(self, job_id: int) -> bool:
+        """Delete a job unless it is running under a live lease.
+
+        Returns:
+            False when the job is unknown or running under a live lease, else True.
+        """
+        check_job_id(job_id)
+        if not _is_bigint(job_id):
+            await trio.lowlevel.checkpoint()
+            return False
+        deleted = await self._driver.run("delete_job", _fetchval, self._sql["delete_job"], job_id)
+        return deleted is not None
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        """Every registered worker pool, ordered by queue then start time."""
+        rows = await self._driver.run("list_workers", _fetch, self._sql["list_workers"])
+        return [
+            WorkerInfo(
+                worker_id=row["worker_id"],
+                host=row["host"],
+                pid=row["pid"],
+                queue=row["queue"],
+                concurrency=row["concurrency"],
+                in_flight=row["in_flight"],
+                abandoned_renewals=row["abandoned_renewals"],
+                last_beat_at=row["last_beat_at"],
+                started_at=row["started_at"],
+                stale=row["stale"],
+            )
+            for row in rows
+        ]
+
+    async def finished_history(
+        self, *, window: float = 3600.0, buckets: int = 60, queue: str | None = None
+    ) -> list[FinishedBucket]:
+        """Jobs finished per equal time bucket over the last ``window`` seconds, oldest
+        first, exactly ``buckets`` entries (one statement; a range scan of finished rows).
+
+        Raises:
+            ValueError: ``window`` not > 0 (or past a century), ``buckets`` outside 1..1000.
+        """
+        window, buckets, queue = check_history(window, buckets, queue)
+        rows = await self._driver.run(
+            "finished_history", _fetch, self._sql["finished_history"], window, buckets, queue
+        )
+        return [FinishedBucket(row["start"], row["succeeded"], row["failed"]) for row in rows]
+
+    async def register_pool(self, pool: PoolRegistration) -> None:
+        """Register a worker pool, started now; first deletes pools stale for over an hour."""
+        pool = check_registration(pool)
+        await self._driver.run(
+            "register_pool",
+            _execute,
+            self._sql["register_pool"],
+            pool.worker_id,
+            pool.host,
+            pool.pid,
+            pool.queue,
+            pool.concurrency,
+            float(pool.heartbeat_interval),
+        )
+
+    async def unregister_pool(self, worker_id: str) -> bool:
+        """Remove a pool's row (graceful shutdown); False when it had none."""
+        worker_id = check_worker_id(worker_id)
+        deleted = await self._driver.run(
+            "unregister_pool", _fetchval, self._sql["unregister_pool"], worker_id
+        )
+        return deleted is not None
 
     async def counts(self) -> dict[str, dict[JobStatus, int]]:
         """Jobs per queue and state (states with no jobs are left out)."""
@@ -652,27 +785,38 @@ class PostgresBackend:
         return claimed
 
     async def renew(
-        self, items: Sequence[RenewItem], *, visibility_timeout: float
+        self,
+        items: Sequence[RenewItem],
+        *,
+        visibility_timeout: float,
+        beat: PoolBeat | None = None,
     ) -> Mapping[int, Verdict]:
         """Renew every item in one statement, storing progress; one verdict per job.
 
         A row locked by another transaction is skipped, never waited for: ``UNCHANGED``.
+        With ``beat``, the same statement records the pool's heartbeat; a beat without
+        items is that statement with no jobs in it (the ``"beat"`` operation).
         """
         lease = check_timeout("visibility_timeout", visibility_timeout)
         items = check_renew_items(items)
-        if not items:
+        beat = check_beat(beat)
+        if not items and beat is None:
             await trio.lowlevel.checkpoint()
             return {}
         # An id out of bigint range names no row: it is gone without asking.
         verdicts = {item.job_id: Verdict.GONE for item in items if not _is_bigint(item.job_id)}
         items = tuple(item for item in items if item.job_id not in verdicts)
+        if not items and beat is None:
+            await trio.lowlevel.checkpoint()
+            return verdicts
         rows = await self._driver.run(
-            "renew",
+            "renew" if items else "beat",
             _fetch if len(items) <= _GENERIC_PLAN_ITEMS else _fetch_planned_for_arguments,
             self._sql["renew"],
             *_fences(items),
             _progress(items),
             lease,
+            *_beat_arguments(beat),
         )
         verdicts.update((row["id"], Verdict(row["verdict"])) for row in rows)
         return verdicts
@@ -848,6 +992,10 @@ async def _fetchval(connection: Any, query: str, *args: Any) -> Any:
     return await connection.fetchval(query, *args)
 
 
+async def _execute(connection: Any, query: str, *args: Any) -> None:
+    await connection.execute(query, *args)
+
+
 # -- conversions and checks ---------------------------------------------------------------
 
 
@@ -861,6 +1009,7 @@ def _read_payload(text: str) -> Any:
 
 
 def _job_info(row: Any) -> JobInfo:
+    running = row["state"] == "running"
     return JobInfo(
         id=row["id"],
         queue=row["queue"],
@@ -873,6 +1022,37 @@ def _job_info(row: Any) -> JobInfo:
         last_error=row["last_error"],
         created_at=row["created_at"],
         finished_at=row["finished_at"],
+        lease_expires_at=row["not_visible_until"] if running else None,
+        last_renewed_at=row["last_renewed_at"],
+        cancel_requested_at=row["cancel_requested_at"],
+        cancel_acknowledged_at=row["cancel_acknowledged_at"],
+        worker_id=row["worker_id"] if running else None,
+    )
+
+
+def _like_pattern(search: str | None) -> str | None:
+    """``search`` as an ILIKE pattern matching it anywhere, its wildcards and the escape
+    character (backslash, as the queries say) taken literally."""
+    if search is None:
+        return None
+    escaped = search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _beat_arguments(beat: PoolBeat | None) -> tuple[Any, ...]:
+    """The beat's parameters of the renew statement ($5..$12); all NULL without a beat."""
+    if beat is None:
+        return (None,) * 8
+    pool = beat.pool
+    return (
+        pool.worker_id,
+        pool.host,
+        pool.pid,
+        pool.queue,
+        pool.concurrency,
+        float(pool.heartbeat_interval),
+        beat.in_flight,
+        beat.abandoned_renewals,
     )
 
 

@@ -93,7 +93,8 @@ FROM cancelled AS c;
 -- another unfinished job of the queue holds its dedup key.
 WITH retried AS (
     UPDATE {schema}.jobs AS j
-    SET status = 'queued', finished_at = NULL, cancel_requested_at = NULL, worker_id = NULL,
+    SET status = 'queued', finished_at = NULL, cancel_requested_at = NULL,
+        cancel_acknowledged_at = NULL, worker_id = NULL,
         not_visible_until = now(), max_attempts = greatest(j.max_attempts, j.attempts + 1)
     WHERE j.id = $1::bigint AND j.status = 'failed'
       AND (j.dedup_key IS NULL OR NOT EXISTS (
@@ -106,44 +107,103 @@ SELECT count(pg_notify({channel}, 'a:' || r.queue)) FROM retried AS r;
 
 -- name: get_job
 SELECT j.id, j.queue, j.payload::text AS payload,
-       CASE
-           WHEN j.status IN ('succeeded', 'failed') THEN j.status
-           WHEN j.status = 'running' AND j.not_visible_until > now() THEN 'running'
-           WHEN j.not_visible_until > now() THEN 'scheduled'
-           ELSE 'ready'
-       END AS state,
+       {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
        j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
-       j.created_at, j.finished_at
+       j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
+       j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id
 FROM {schema}.jobs AS j
 WHERE j.id = $1::bigint;
 
 -- name: list_jobs
+-- {order} is one of the fixed ORDER BY lists of backend.py (never caller text). $5 is an
+-- ILIKE pattern with its wildcards escaped (backslash), or NULL: a search reads every row
+-- of the filtered queue, since no index serves a substring of the payload's text.
 SELECT * FROM (
     SELECT j.id, j.queue, j.payload::text AS payload,
-           CASE
-               WHEN j.status IN ('succeeded', 'failed') THEN j.status
-               WHEN j.status = 'running' AND j.not_visible_until > now() THEN 'running'
-               WHEN j.not_visible_until > now() THEN 'scheduled'
-               ELSE 'ready'
-           END AS state,
+           {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
            j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
-           j.created_at, j.finished_at
+           j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
+           j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id
     FROM {schema}.jobs AS j
-    WHERE $1::text IS NULL OR j.queue = $1::text
+    WHERE ($1::text IS NULL OR j.queue = $1::text)
+      AND ($5::text IS NULL
+           OR j.payload::text ILIKE $5::text ESCAPE '\'
+           OR j.last_error ILIKE $5::text ESCAPE '\')
 ) AS info
 WHERE $2::text IS NULL OR info.state = $2::text
-ORDER BY info.id
+ORDER BY {order}
 LIMIT $3::bigint OFFSET $4::bigint;
+
+-- name: count_jobs
+-- The filters of list_jobs, counted.
+SELECT count(*)
+FROM {schema}.jobs AS j
+WHERE ($1::text IS NULL OR j.queue = $1::text)
+  AND ($2::text IS NULL OR {schema}.job_state(j.status, j.not_visible_until, now()) = $2::text)
+  AND ($3::text IS NULL
+       OR j.payload::text ILIKE $3::text ESCAPE '\'
+       OR j.last_error ILIKE $3::text ESCAPE '\');
+
+-- name: delete_job
+-- Any job but one running under a live lease. A claim racing with it holds the row's lock:
+-- the delete waits, then re-checks the row it claimed, and leaves it.
+DELETE FROM {schema}.jobs AS j
+WHERE j.id = $1::bigint AND NOT (j.status = 'running' AND j.not_visible_until > now())
+RETURNING j.id;
+
+-- name: finished_history
+-- Jobs finished per bucket of $1/$2 seconds over the $1 seconds before now(), every bucket
+-- present (generate_series), oldest first. The range scan uses jobs_finished_idx. A row
+-- finished after this statement's now() (another transaction's clock) counts in the last.
+WITH counted AS (
+    SELECT least(floor(extract(epoch FROM j.finished_at - (now() - make_interval(secs => $1::float8)))
+                       / ($1::float8 / $2::integer))::integer,
+                 $2::integer - 1) AS n,
+           count(*) FILTER (WHERE j.status = 'succeeded') AS succeeded,
+           count(*) FILTER (WHERE j.status = 'failed') AS failed
+    FROM {schema}.jobs AS j
+    WHERE j.finished_at >= now() - make_interval(secs => $1::float8)
+      AND ($3::text IS NULL OR j.queue = $3::text)
+    GROUP BY 1
+)
+SELECT g.n,
+       now() - make_interval(secs => $1::float8) + make_interval(secs => g.n * ($1::float8 / $2::integer))
+           AS start,
+       coalesce(c.succeeded, 0) AS succeeded,
+       coalesce(c.failed, 0) AS failed
+FROM generate_series(0, $2::integer - 1) AS g (n)
+LEFT JOIN counted AS c ON c.n = g.n
+ORDER BY g.n;
+
+-- name: list_workers
+SELECT w.worker_id, w.host, w.pid, w.queue, w.concurrency, w.in_flight, w.abandoned_renewals,
+       w.last_beat_at, w.started_at,
+       now() - w.last_beat_at > make_interval(secs => 3 * w.heartbeat_interval) AS stale
+FROM {schema}.workers AS w
+ORDER BY w.queue, w.started_at, w.worker_id;
+
+-- name: register_pool
+-- (Re)start a pool's row; first delete the rows of pools stale for more than an hour
+-- (processes long gone whose unregistration was lost).
+WITH pruned AS (
+    DELETE FROM {schema}.workers AS w
+    WHERE w.last_beat_at < now() - make_interval(secs => 3 * w.heartbeat_interval + 3600)
+      AND w.worker_id <> $1::text
+)
+INSERT INTO {schema}.workers AS w (worker_id, host, pid, queue, concurrency, heartbeat_interval)
+VALUES ($1::text, $2::text, $3::integer, $4::text, $5::integer, $6::float8)
+ON CONFLICT (worker_id) DO UPDATE
+SET host = excluded.host, pid = excluded.pid, queue = excluded.queue,
+    concurrency = excluded.concurrency, heartbeat_interval = excluded.heartbeat_interval,
+    in_flight = 0, abandoned_renewals = 0, started_at = now(), last_beat_at = now();
+
+-- name: unregister_pool
+DELETE FROM {schema}.workers AS w WHERE w.worker_id = $1::text RETURNING 1;
 
 -- name: counts
 -- Jobs per queue and state, the state derived as list_jobs derives it.
 SELECT j.queue,
-       CASE
-           WHEN j.status IN ('succeeded', 'failed') THEN j.status
-           WHEN j.status = 'running' AND j.not_visible_until > now() THEN 'running'
-           WHEN j.not_visible_until > now() THEN 'scheduled'
-           ELSE 'ready'
-       END AS state,
+       {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
        count(*) AS n
 FROM {schema}.jobs AS j
 GROUP BY 1, 2;
@@ -157,12 +217,7 @@ SELECT s.queue, s.state, s.n,
            AS oldest_ready_age
 FROM (
     SELECT j.queue,
-           CASE
-               WHEN j.status IN ('succeeded', 'failed') THEN j.status
-               WHEN j.status = 'running' AND j.not_visible_until > now() THEN 'running'
-               WHEN j.not_visible_until > now() THEN 'scheduled'
-               ELSE 'ready'
-           END AS state,
+           {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
            count(*) AS n,
            min(j.not_visible_until) AS since
     FROM {schema}.jobs AS j
@@ -224,7 +279,8 @@ claimed AS (
         -- deliver rows whose lease already ran out (docs/protocol.rst, "Rows, attempts
         -- and fencing"). Which rows are claimable is still decided by now(): a lease
         -- that had run out when the statement began has surely run out by now.
-        not_visible_until = clock_timestamp() + make_interval(secs => $4::float8)
+        not_visible_until = clock_timestamp() + make_interval(secs => $4::float8),
+        last_renewed_at = clock_timestamp()
     FROM picked AS p
     WHERE j.id = p.id
     RETURNING j.id, j.queue, j.payload::text AS payload, j.priority, j.attempts,
@@ -241,8 +297,13 @@ FROM claimed AS c
 ORDER BY c.priority DESC, c.id;
 
 -- name: renew
--- One statement for every job of a renewal. Rows locked elsewhere are skipped, never waited
--- for, and answer 'unchanged'. The verdicts read the locked rows' current versions.
+-- One statement for every job of a renewal, and the pool's beat. Rows locked elsewhere are
+-- skipped, never waited for, and answer 'unchanged'. The verdicts read the locked rows'
+-- current versions. With no items it is the pool's beat alone ($5 NULL: no beat).
+--
+-- The beat ($5..$12) upserts the pool's row in the same statement: an update of the row if
+-- it can be locked at once (a beat never waits: a stuck, abandoned renewal may hold it),
+-- else an insert when the row is missing. A late beat (older now()) changes nothing.
 WITH items AS (
     SELECT i.id, i.claim_seq, i.progress
     FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[]) AS i (id, claim_seq, progress)
@@ -263,10 +324,36 @@ renewed AS (
             WHEN now() + make_interval(secs => $4::float8) >= j.not_visible_until
                 THEN coalesce(i.progress, j.progress)
             ELSE j.progress
+        END,
+        last_renewed_at = greatest(j.last_renewed_at, now()),
+        -- The verdict below says 'cancel_requested': the directive reaches the pool now.
+        cancel_acknowledged_at = CASE
+            WHEN l.cancel_requested_at IS NOT NULL THEN coalesce(j.cancel_acknowledged_at, now())
+            ELSE j.cancel_acknowledged_at
         END
     FROM items AS i, locked AS l
     WHERE j.id = i.id AND l.id = i.id AND l.status = 'running' AND l.claim_seq = i.claim_seq
     RETURNING j.id
+),
+beat_locked AS (
+    SELECT w.worker_id FROM {schema}.workers AS w
+    WHERE w.worker_id = $5::text
+    FOR UPDATE SKIP LOCKED
+),
+beat_updated AS (
+    UPDATE {schema}.workers AS w
+    SET last_beat_at = now(), in_flight = $11::integer, abandoned_renewals = $12::bigint
+    FROM beat_locked AS b
+    WHERE w.worker_id = b.worker_id AND w.last_beat_at <= now()
+),
+beat_inserted AS (
+    INSERT INTO {schema}.workers
+        (worker_id, host, pid, queue, concurrency, heartbeat_interval, in_flight, abandoned_renewals)
+    SELECT $5::text, $6::text, $7::integer, $8::text, $9::integer, $10::float8, $11::integer,
+           $12::bigint
+    WHERE $5::text IS NOT NULL
+      AND NOT EXISTS (SELECT FROM {schema}.workers AS w WHERE w.worker_id = $5::text)
+    ON CONFLICT (worker_id) DO NOTHING
 )
 SELECT i.id,
        CASE

@@ -11,6 +11,8 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
 - ``cancel.py``: cancelling jobs in every state;
 - ``operator.py``: ``list_jobs``, ``counts`` and ``retry``;
 - ``notices.py``: notices and statement statistics;
+- ``dashboard.py``: searching, sorting, counting and deleting jobs, a job's lease details,
+  worker pools and their beats, finished-job history;
 - ``_base.py``: what they share (the clock fixture, the timings, helpers, bad inputs).
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from trioqueue.testing._conformance.cancel import CancelConformance
 from trioqueue.testing._conformance.claim import ClaimConformance
+from trioqueue.testing._conformance.dashboard import DashboardConformance
 from trioqueue.testing._conformance.enqueue import EnqueueConformance
 from trioqueue.testing._conformance.notices import NoticeConformance
 from trioqueue.testing._conformance.operator import OperatorConformance
@@ -35,6 +38,7 @@ class BackendConformance(
     CancelConformance,
     OperatorConformance,
     NoticeConformance,
+    DashboardConformance,
 ):
     """What every backend must do, as tests. Subclass it in a test module::
 
