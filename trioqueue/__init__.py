@@ -14,6 +14,7 @@ from trioqueue._runtime.config import WorkerConfig, transactional_worker_config
 from trioqueue._runtime.context import JobContext
 from trioqueue._runtime.observer import PoolObserver
 from trioqueue._runtime.pool import run_worker_pool
+from trioqueue._runtime.workers import run_workers
 from trioqueue._types import (
     BackendStatistics,
     FinishedBucket,
@@ -52,5 +53,6 @@ __all__ = [
     "open_memory",
     "open_postgres",
     "run_worker_pool",
+    "run_workers",
     "transactional_worker_config",
 ]

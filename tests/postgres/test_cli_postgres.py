@@ -1,13 +1,14 @@
 """The database commands of ``trioqueue`` against a real server, each test in its own schema.
 
 Commands run through :func:`trioqueue.cli.main` (which calls ``trio.run`` itself, so these
-are plain ``def`` tests), except the worker: its pool runs until a signal, so one test
-drives the async ``serve_worker`` directly and one runs ``python -m trioqueue worker`` in a
-subprocess and stops it with SIGINT, as an operator would.
+are plain ``def`` tests), except the worker: its pools run until a signal, so some tests
+drive the async ``serve_worker`` directly and others run ``python -m trioqueue worker`` in a
+subprocess and stop it with SIGINT or SIGTERM, as an operator or systemd would.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import json
@@ -19,7 +20,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 import trioqueue
+from trioqueue._types import PoolBeat, PoolRegistration
 from trioqueue.cli import _commands as cli
 from trioqueue.cli import main
 
@@ -160,17 +162,40 @@ def test_jobs_lists_with_filters(run: Cli) -> None:
 
 
 def test_status_counts_per_queue_and_state(run: Cli) -> None:
-    assert run("status")[1] == f"no jobs in schema {run.schema}\n"
+    assert run("status")[1] == (
+        f"no jobs in schema {run.schema}\n\nno worker pools in schema {run.schema}\n"
+    )
     for argv in (("a", "1"), ("a", "2", "--delay", "60"), ("b", "3")):
         run("enqueue", *argv)
     run("cancel", "3")
     code, out, _ = run("status")
     assert code == 0
-    header, a, b = out.splitlines()
+    header, a, b, blank, pools = out.splitlines()
+    assert (blank, pools) == ("", f"no worker pools in schema {run.schema}")
     assert header == "QUEUE  SCHEDULED  READY  RUNNING  SUCCEEDED  FAILED  TOTAL  OLDEST READY"
     # The ready job's age is real time since it was enqueued: a number of seconds.
     assert re.fullmatch(r"a      1          1      0        0          0       2      \d+s", a)
     assert b == "b      0          0      0        0          1       1      -"
+
+
+def test_status_lists_the_worker_pools_live_and_stale(run: Cli) -> None:
+    async def register() -> None:
+        async with trioqueue.open_postgres(run.dsn, schema=run.schema) as backend:
+            live = PoolRegistration("box:7:live", "box", 7, "mail", 4, 30.0)
+            await backend.register_pool(live)
+            await backend.renew([], visibility_timeout=60, beat=PoolBeat(live, 3, 0))
+            await backend.register_pool(PoolRegistration("box:8:gone", "box", 8, "mail", 1, 0.01))
+
+    trio.run(register)
+    time.sleep(0.05)  # past three of the second pool's 0.01 s intervals, by the database's clock
+    code, out, _ = run("status")
+    assert code == 0
+    _, _, header, live, gone = out.splitlines()
+    assert header.split() == [
+        "WORKER", "HOST", "PID", "QUEUE", "CONC", "IN", "FLIGHT", "LAST", "BEAT", "STATE"
+    ]  # fmt: skip
+    assert re.fullmatch(r"box:7:live  box   7    mail   4     3          \d+s ago +live", live)
+    assert re.fullmatch(r"box:8:gone  box   8    mail   1     0          \d+s ago +stale", gone)
 
 
 def test_cancel_a_waiting_job_and_an_unknown_one(run: Cli) -> None:
@@ -219,7 +244,15 @@ def test_retry_puts_a_failed_job_back(run: Cli) -> None:
     assert run.jobs()[0].status == "ready"
     code, _, err = run("retry", job_id)  # no longer failed
     assert code == 1
-    assert "has not failed" in err
+    assert (
+        err == f"trioqueue retry: error: job {job_id} is ready: only a failed job can be retried\n"
+    )
+
+
+def test_retry_of_an_unknown_job_says_so(run: Cli) -> None:
+    code, _, err = run("retry", "424242")
+    assert code == 1
+    assert err == "trioqueue retry: error: no job 424242\n"
 
 
 def test_commands_on_a_schema_never_migrated_fail_cleanly(
@@ -674,3 +707,128 @@ def test_jobs_watch_on_a_terminal_redraws_and_restores_the_cursor(run: Cli) -> N
     assert seen.startswith(b"\x1b[?25l")  # the cursor hidden while live
     assert b"\x1b[4A" in seen  # the second frame drawn over the first
     assert seen.endswith(b"\x1b[?25h")  # and shown again after Ctrl-C
+
+
+# -- several queues and a resources hook (docs/cli.rst, "worker") -------------------------
+
+#: Where the subprocess's resources hook writes its entry and exit (one line each).
+HOOK_FILE_ENV = "TRIOQUEUE_TEST_HOOK_FILE"
+
+
+@contextlib.asynccontextmanager
+async def shared_client() -> AsyncIterator[dict[str, str]]:
+    """The ``--resources`` hook of the subprocess test: logs its entry and exit to a file."""
+    path = os.environ[HOOK_FILE_ENV]
+    await _note(path, "enter")
+    try:
+        yield {"client": "shared"}
+    finally:
+        await _note(path, "exit")
+
+
+async def _note(path: str, line: str) -> None:
+    async with await trio.open_file(path, "a") as log:
+        await log.write(line + "\n")
+
+
+async def needs_client(payload: Any, ctx: trioqueue.JobContext) -> None:
+    """Fails its job unless the hook's value came through ``ctx.resources``."""
+    if ctx.resources != {"client": "shared"}:
+        raise AssertionError(f"ctx.resources is {ctx.resources!r}")
+
+
+HANDLERS = {"emails": needs_client, "reports": needs_client}
+
+
+def test_worker_command_runs_a_pool_per_queue_with_a_resources_hook(
+    run: Cli, tmp_path: Path
+) -> None:
+    """``python -m trioqueue worker MAPPING --queue Q=... --resources HOOK``: jobs of every
+    queue succeed with the hook's value, and SIGTERM stops the pools, then the hook."""
+    for queue in ("emails", "reports", "alerts"):
+        run("enqueue", queue, "{}")
+    hook_file = tmp_path / "hook.log"
+    module = "tests.postgres.test_cli_postgres"
+    argv = [sys.executable, "-m", "trioqueue", "--dsn", run.dsn, "--schema", run.schema]
+    argv += ["worker", f"{module}:HANDLERS", "--queue", f"alerts={module}:needs_client"]
+    argv += ["--resources", f"{module}:shared_client", "--concurrency", "2"]
+    argv += ["--poll-interval", "0.5", "--shutdown-grace", "1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), HOOK_FILE_ENV: str(hook_file)}
+    with subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as worker:
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and {j.status for j in run.jobs()} != {"succeeded"}:
+                time.sleep(0.05)
+            worker.send_signal(signal.SIGTERM)
+            out, err = worker.communicate(timeout=30)
+        finally:
+            worker.kill()
+    assert worker.returncode == 0, err
+    assert sorted((info.queue, info.status) for info in run.jobs()) == [
+        ("alerts", "succeeded"),
+        ("emails", "succeeded"),
+        ("reports", "succeeded"),
+    ]
+    assert hook_file.read_text() == "enter\nexit\n"
+    assert out.splitlines() == [
+        f"worker pools on queues 'emails', 'reports', 'alerts' (schema {run.schema}); "
+        "Ctrl-C to stop",
+        "SIGTERM: shutting down; handlers may finish for up to 1s (signal again to stop at once)",
+        "worker pools stopped",
+    ]
+
+
+def test_worker_command_refuses_to_start_when_its_hook_fails(run: Cli, tmp_path: Path) -> None:
+    """A hook that cannot start (here: no file to log to) is one line, exit 1, no job run."""
+    run("enqueue", "emails", "{}")
+    module = "tests.postgres.test_cli_postgres"
+    argv = [sys.executable, "-m", "trioqueue", "--dsn", run.dsn, "--schema", run.schema]
+    argv += ["worker", f"{module}:HANDLERS", "--resources", f"{module}:shared_client"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), HOOK_FILE_ENV: str(tmp_path / "no" / "log")}
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1
+    assert done.stderr.startswith(
+        f"trioqueue worker: error: --resources {module}:shared_client failed starting: "
+        "FileNotFoundError: "
+    )
+    assert done.stderr.count("\n") == 1
+    assert [info.status for info in run.jobs()] == ["ready"]
+
+
+async def in_transaction(payload: Any, ctx: trioqueue.JobContext) -> None:
+    """A transactional handler: reads through ``ctx.connection``, inside the ack's transaction."""
+    HANDLED.append(await ctx.connection.fetchval("SELECT $1::int", payload["n"]))
+
+
+async def test_worker_transactional_option_gives_handlers_their_connection(
+    postgres_dsn: str, postgres_schema: str
+) -> None:
+    """``worker --transactional`` on two queues: each pool's handlers get ``ctx.connection``,
+    within the connection budget sized for both pools."""
+    HANDLED.clear()
+    await cli.migrate(postgres_dsn, postgres_schema)
+    for n in range(6):
+        await cli.enqueue(postgres_dsn, postgres_schema, ("a", "b")[n % 2], {"n": n}, {})
+    module = "tests.postgres.test_cli_postgres"
+    argv = [
+        "worker",
+        "--queue",
+        f"a={module}:in_transaction",
+        "--queue",
+        f"b={module}:in_transaction",
+    ]
+    argv += ["--transactional", "--concurrency", "2", "--batch-size", "2", "--poll-interval", "0.1"]
+    args = cli.build_parser().parse_args(argv)
+    configs = cli.worker_configs(args)
+    assert [(c.queue, c.transactional) for c in configs] == [("a", True), ("b", True)]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(cli.serve_worker, postgres_dsn, postgres_schema, configs)
+        with trio.fail_after(20):
+            while len(HANDLED) < 6:
+                await trio.sleep(0.02)
+        nursery.cancel_scope.cancel()
+    assert sorted(HANDLED) == list(range(6))
+    infos = await cli.list_jobs(postgres_dsn, postgres_schema, None, None, 100, 0)
+    assert [info.status for info in infos] == ["succeeded"] * 6

@@ -2,7 +2,8 @@
 
 Each hypothesis example opens a fresh memory backend and a PostgreSQL backend on a fresh
 schema, draws a sequence of operations (enqueue, enqueue_many, claim, renew, ack, fail,
-release, cancel, retry, expire, and bad input), runs each one against both backends, and
+release, cancel, retry, expire, delete_job, a searched and sorted list_jobs with its
+count_jobs, and bad input), runs each one against both backends, and
 compares every answer and, after every step, a normalised view of every job. The memory
 backend is the reference model (``trioqueue/_backends/memory/model.py``) in a thin async
 shell, so this compares the model's statements with ``queries.sql``'s; it goes through the
@@ -18,8 +19,13 @@ What is not compared, on purpose:
   key's duplicate (``ON CONFLICT DO NOTHING``) still advances, so its ids have gaps where
   the memory backend's do not. Ids are opaque; the test maps each memory id to the
   PostgreSQL id enqueued in its place (in order), and compares everything in memory ids.
-* ``lease_until`` of claims, and ``created_at`` / ``finished_at`` of jobs beyond whether
-  ``finished_at`` is set: the backends' clocks differ (trio time vs. the database's).
+* ``lease_until`` of claims, and a job's times (``created_at``, ``finished_at``,
+  ``lease_expires_at``, ``last_renewed_at``, ``cancel_requested_at``,
+  ``cancel_acknowledged_at``) beyond whether each is set: the backends' clocks differ (trio
+  time vs. the database's). Sorting by ``created_at`` or ``finished_at`` is compared only
+  when those orders follow from the operations (see :meth:`Differential.list_jobs`).
+* Searches are ASCII: case-insensitive matching of other letters follows the database's
+  locale in PostgreSQL and Python's ``str.lower`` in memory (docs/api.rst).
 * Payloads are JSON without floats: ``jsonb`` normalises numbers (``1e300`` comes back as
   an int, ``1.0`` may lose its type), a documented and accepted difference. Dict key order
   is normalised by ``jsonb`` too, and is ignored since payloads are compared with ``==``.
@@ -75,6 +81,11 @@ progresses = st.sampled_from(
     [None, None, 0.0, 0.25, 1.0, 0.5, -0.1, 1.5, math.nan, math.inf, -math.inf]
 )
 retry_delays = st.sampled_from([None, 0, 0.0])
+#: What to search for: characters JSON text is made of, wildcards LIKE would misread, a
+#: word of the failures' text (with another case), and nothing at all.
+searches = st.sampled_from([None, "a", "A", "1", '"', "[", "{", ": ", "%", "_", "\\", "BOOM"])
+#: Orders both backends must agree on exactly (the clocks of the time orders differ).
+sorts = st.sampled_from(["id", "-id", "priority", "-priority"])
 
 
 def normalised(job: JobInfo, id_of: Callable[[int], int]) -> tuple[Any, ...]:
@@ -90,6 +101,11 @@ def normalised(job: JobInfo, id_of: Callable[[int], int]) -> tuple[Any, ...]:
         job.progress,
         job.last_error,
         job.finished_at is None,
+        job.lease_expires_at is None,
+        job.last_renewed_at is None,
+        job.cancel_requested_at is None,
+        job.cancel_acknowledged_at is None,
+        job.worker_id,
     )
 
 
@@ -198,7 +214,8 @@ class Differential:
         assert postgres == memory, "job views differ after: " + " | ".join(self.log)
         for job in memory:  # what the example reached (--hypothesis-show-statistics)
             event(f"reached: {job[3]}, last_error={job[8]!r}")
-        self.jobs = len(memory)
+        # Ids are never reused: after a delete the highest id, not the count, bounds them.
+        self.jobs = max([self.jobs, *(job[0] for job in memory)])
         self.running = [job[0] for job in memory if job[3] == "running"]
         self.failed = [job[0] for job in memory if job[3] == "failed"]
 
@@ -314,6 +331,31 @@ class Differential:
         job_id = self.draw(st.sampled_from(self.failed), "id") if self.failed else self.some_id()
         await self.both(f"retry({job_id})", lambda b, id_of: b.retry(id_of(job_id)))
 
+    async def delete_job(self) -> None:
+        running = self.draw(st.booleans(), "delete a running job") if self.running else False
+        job_id = self.draw(st.sampled_from(self.running), "id") if running else self.some_id()
+        await self.both(f"delete_job({job_id})", lambda b, id_of: b.delete_job(id_of(job_id)))
+
+    async def list_jobs(self) -> None:
+        queue = self.draw(st.sampled_from([None, *QUEUES]), "queue")
+        status = self.draw(
+            st.sampled_from([None, "ready", "running", "scheduled", "failed"]), "status"
+        )
+        search = self.draw(searches, "search")
+        sort = self.draw(sorts, "sort")
+        limit = self.draw(st.integers(1, 5), "limit")
+        offset = self.draw(st.integers(0, 3), "offset")
+
+        async def listed(backend: Any, _: Callable[[int], int]) -> tuple[list[int], tuple[int]]:
+            jobs = await backend.list_jobs(queue, status, limit, offset, search=search, sort=sort)
+            count = await backend.count_jobs(queue, status, search=search)
+            return [job.id for job in jobs], (count,)  # ids mapped below; the count is not
+
+        self.log.append(f"list_jobs({queue!r}, {status!r}, {limit}, {offset}, {search!r}, {sort})")
+        memory = await listed(self.memory, lambda i: i)
+        postgres = await listed(self.postgres, self.to_postgres)
+        assert ([self.to_memory(i) for i in postgres[0]], postgres[1]) == memory, self.log
+
     async def expire(self) -> None:
         if not self.running:
             return
@@ -339,6 +381,9 @@ class Differential:
                 "a", limit=1, worker_id="w", visibility_timeout=0
             ),
             "cancel('1')": lambda b, _: b.cancel("1"),
+            "delete_job(True)": lambda b, _: b.delete_job(True),
+            "list_jobs(sort='bogus')": lambda b, _: b.list_jobs(sort="bogus"),
+            "count_jobs(search='\\x00')": lambda b, _: b.count_jobs(search="\x00"),
             "retry(1.0)": lambda b, _: b.retry(1.0),
             "get_job(unknown)": lambda b, id_of: b.get_job(id_of(self.jobs + 1)),
             "fail(retry_delay=-1)": lambda b, _: b.fail([Failure(1, 1, "x", -1)]),
@@ -361,6 +406,8 @@ class Differential:
             (self.cancel, 2),
             (self.retry, 1),
             (self.expire, 2),
+            (self.delete_job, 1),
+            (self.list_jobs, 2),
             (self.bad_input, 1),
         ]
         weighted = [op for op, weight in operations for _ in range(weight)]

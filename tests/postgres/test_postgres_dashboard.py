@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import trio
 
+import trioqueue
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, render
 from trioqueue._core.wire import RenewItem, Verdict
@@ -163,3 +164,58 @@ async def test_the_state_function_is_inlined(backend: PostgresBackend) -> None:
     text = json.dumps(plan) if not isinstance(plan, str) else plan
     assert "CASE" in text
     assert "job_state" not in text
+
+
+async def test_a_pool_on_postgres_registers_beats_and_unregisters(
+    backend: PostgresBackend,
+) -> None:
+    """End to end on the database: listed while it runs (its job in flight, the cancel
+    acknowledged by its renewal), gone after a graceful shutdown."""
+    started = trio.Event()
+
+    async def handler(payload: object, ctx: trioqueue.JobContext) -> None:
+        started.set()
+        await trio.sleep_forever()
+
+    cfg = trioqueue.WorkerConfig(
+        handler=handler, queue=Q, visibility_timeout=3, heartbeat_interval=0.2, shutdown_grace=1
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        [registered] = await backend.list_workers()
+        job_id = await backend.enqueue(Q, "x")
+        with trio.fail_after(10):
+            await started.wait()
+            while (await backend.list_workers())[0].in_flight != 1:
+                await trio.sleep(0.05)
+        running = await backend.get_job(job_id)
+        assert running.worker_id == registered.worker_id
+        await backend.cancel(job_id)
+        with trio.fail_after(10):
+            while (info := await backend.get_job(job_id)).status == "running":
+                await trio.sleep(0.05)
+        assert info.cancel_acknowledged_at is not None
+        [worker] = await backend.list_workers()
+        assert worker.stale is False
+        nursery.cancel_scope.cancel()
+    assert await backend.list_workers() == []
+
+
+async def test_registering_deletes_pools_stale_for_over_an_hour(backend: PostgresBackend) -> None:
+    for worker_id in ("long-gone", "recently-gone"):
+        await backend.register_pool(PoolRegistration(worker_id, "h", 1, Q, 1, 30.0))
+    async with backend.acquire() as connection:
+        # 3 x 30 s + one hour is the limit: one is past it, one is just inside.
+        for worker_id, ago in (("long-gone", 3691.0), ("recently-gone", 3680.0)):
+            await connection.execute(
+                f'UPDATE "{backend.schema}".workers '
+                "SET last_beat_at = now() - make_interval(secs => $2) WHERE worker_id = $1",
+                worker_id,
+                ago,
+            )
+    await backend.register_pool(POOL)
+    workers = await backend.list_workers()  # by start: the stale one started first
+    assert [(w.worker_id, w.stale) for w in workers] == [
+        ("recently-gone", True),
+        (POOL.worker_id, False),
+    ]

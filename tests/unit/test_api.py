@@ -31,6 +31,7 @@ PUBLIC = {
     "open_memory",
     "open_postgres",
     "run_worker_pool",
+    "run_workers",
     "transactional_worker_config",
 }
 

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from trioqueue.cli._commands import (
     main,
     status_table,
     supervise_worker,
+    workers_table,
 )
 from trioqueue.cli._terminal import CSI, LiveBlock, clip, format_age, format_table, progress_bar
 
@@ -110,7 +111,6 @@ def test_demo_verdict_reports_a_timeout() -> None:
         (["demo", "--backend", "sqlite"], "invalid choice: 'sqlite'"),
         (["enqueue", "q"], "the following arguments are required: JSON"),
         (["cancel", "seven"], "not a job id: 'seven'"),
-        (["worker", "m:h"], "the following arguments are required: --queue"),
         (["worker", "m:h", "--queue", "q", "--heartbeat-interval", "often"], "not a number"),
         (["jobs", "--status", "lost"], "invalid choice: 'lost'"),
         (["jobs", "--limit", "0"], "must be between 1 and 10000"),
@@ -307,6 +307,33 @@ def test_status_table_counts_every_state() -> None:
         "QUEUE  SCHEDULED  READY  RUNNING  SUCCEEDED  FAILED  TOTAL  OLDEST READY",
         "a      0          0      1        0          0       1      -",
         "b      0          2      0        0          1       3      12s",
+    ]
+
+
+def test_workers_table_shows_each_pool_its_last_beat_and_state() -> None:
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+    def pool(worker_id: str, beat_ago: float, stale: bool) -> trioqueue.WorkerInfo:
+        return trioqueue.WorkerInfo(
+            worker_id=worker_id,
+            host="box",
+            pid=41,
+            queue="mail",
+            concurrency=4,
+            in_flight=3,
+            abandoned_renewals=0,
+            last_beat_at=now - timedelta(seconds=beat_ago),
+            started_at=now - timedelta(hours=1),
+            stale=stale,
+        )
+
+    # A beat "in the future" (clocks a little apart) shows as 0s.
+    pools = [pool("box:41:aa", 2.5, False), pool("box:41:bb", 125, True), pool("c", -1, False)]
+    assert workers_table(pools, now) == [
+        "WORKER     HOST  PID  QUEUE  CONC  IN FLIGHT  LAST BEAT  STATE",
+        "box:41:aa  box   41   mail   4     3          2s ago     live",
+        "box:41:bb  box   41   mail   4     3          2m05s ago  stale",
+        "c          box   41   mail   4     3          0s ago     live",
     ]
 
 

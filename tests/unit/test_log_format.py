@@ -142,3 +142,36 @@ def test_worker_log_format_json_writes_its_startup_warning_as_json(
     assert main(argv) == 1
     [text, _] = capsys.readouterr().err.splitlines()
     assert " WARNING trioqueue.pool: max_job_duration is not set" in text
+
+
+async def test_several_pools_records_say_which_queue(autojump_clock: object) -> None:
+    """With ``run_workers``, each pool's own records (start, stop, its warning) carry its
+    ``queue`` and an ``event``, and each job's records its job fields, as with one pool."""
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonLogFormatter())
+    rec = Recorder()
+    with library_logs_to(handler, verbose=True):
+        async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+            mail = await backend.enqueue("mail", {})
+            sms = await backend.enqueue("sms", {})
+            pools = [config(rec, queue="mail", max_job_duration=60), config(rec, queue="sms")]
+            await nursery.start(trioqueue.run_workers, backend, pools)
+            await rec.wait_for("succeeded", mail)
+            await rec.wait_for("succeeded", sms)
+            nursery.cancel_scope.cancel()
+    entries = [json.loads(line) for line in out.getvalue().splitlines()]
+    pool = {(e["queue"], e["event"]) for e in entries if e["logger"] == "trioqueue.pool"}
+    assert pool == {
+        ("mail", "started"),
+        ("mail", "stopping"),
+        ("mail", "stopped"),
+        ("sms", "started"),
+        ("sms", "no_max_job_duration"),
+        ("sms", "stopping"),
+        ("sms", "stopped"),
+    }
+    done = {
+        (e["job_id"], e["queue"], e["attempt"]) for e in entries if e.get("event") == "succeeded"
+    }
+    assert done == {(mail, "mail", 1), (sms, "sms", 1)}

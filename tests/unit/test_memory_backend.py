@@ -670,3 +670,19 @@ class RowsModel:
 
 
 ACTIONS = ["enqueue", "enqueue", "claim", "claim", "settle", "renew", "cancel", "sleep"]
+
+
+async def test_registering_deletes_pools_stale_for_over_an_hour(
+    backend: MemoryBackend, autojump_clock: trio.abc.Clock
+) -> None:
+    old = PoolRegistration("old", "h", 1, Q, 1, heartbeat_interval=10.0)
+    await backend.register_pool(old)
+    await trio.sleep(3600 + 30)  # stale since 30 s, an hour ago: kept
+    await backend.register_pool(PoolRegistration("new", "h", 2, Q, 1, 10.0))
+    assert [(w.worker_id, w.stale) for w in await backend.list_workers()] == [
+        ("old", True),
+        ("new", False),
+    ]
+    await trio.sleep(1)  # now stale for more than an hour
+    await backend.register_pool(PoolRegistration("newer", "h", 3, Q, 1, 10.0))
+    assert [w.worker_id for w in await backend.list_workers()] == ["new", "newer"]

@@ -3,8 +3,8 @@
 The machine drives the model synchronously on a float clock, the way a porter would drive a
 port of ``queries.sql``: it enqueues (with delays, priorities and dedup keys), lets time
 pass, claims, renews, acks, fails and releases, with the handle of the current attempt or a
-stale one, cancels, retries, expires leases, locks rows (as another transaction would) and
-prunes. After every step it checks the rows against docs/protocol.rst:
+stale one, cancels, retries, expires leases, locks rows (as another transaction would),
+deletes jobs and prunes. After every step it checks the rows against docs/protocol.rst:
 
 - I9 (fencing): a renewal, ack, failure or release naming a stale ``claim_seq`` changes
   nothing in the row, and is answered as not applied;
@@ -16,7 +16,9 @@ prunes. After every step it checks the rows against docs/protocol.rst:
   the progress an earlier attempt reported;
 - an applied write does what its query says (the lease is never shortened, a failure is
   retried only while attempts remain and no cancel was asked, a release is uncharged), and
-  an unfinished job's dedup key is held by it alone.
+  an unfinished job's dedup key is held by it alone;
+- ``delete_job`` deletes any job but one running under a live lease, which it leaves
+  untouched.
 """
 
 from __future__ import annotations
@@ -271,6 +273,20 @@ class ModelMachine(RuleBasedStateMachine):
             self.model.lock_rows([job_id])
         else:
             self.model.unlock_rows([job_id])
+
+    @precondition(lambda self: self.enqueued)
+    @rule(pick=job_picks)
+    def delete(self, pick: int) -> None:
+        job_id = self.pick_job(pick)
+        row = self.row(job_id)
+        before = self.snapshot_of(job_id)
+        deletable = row is not None and not row.leased(self.now)
+        assert self.model.delete_job(self.now, job_id) is deletable
+        if deletable:
+            assert self.row(job_id) is None
+            self.pruned.add(job_id)  # gone for good, as a pruned row is
+        else:
+            assert self.snapshot_of(job_id) == before  # a live lease keeps its row untouched
 
     @rule(older_than=st.sampled_from([0.0, 5.0]), limit=st.integers(min_value=1, max_value=3))
     def prune(self, older_than: float, limit: int) -> None:

@@ -329,3 +329,38 @@ async def test_serve_metrics_refuses_an_address_in_use() -> None:
         with pytest.raises(OSError):
             async with serve_metrics(backend, port=served.port):
                 pass  # pragma: no cover
+
+
+class BrokenObserver(trioqueue.PoolObserver):
+    """Raises from every event, as an observer with a bug would."""
+
+    def job_finished(self, queue: str, outcome: str) -> None:
+        raise RuntimeError("job_finished is broken")
+
+    def handler_finished(self, queue: str, seconds: float) -> None:
+        raise RuntimeError("handler_finished is broken")
+
+    def renewal_finished(self, seconds: float) -> None:
+        raise RuntimeError("renewal_finished is broken")
+
+
+async def test_an_observer_that_raises_never_stops_the_pool(
+    autojump_clock: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        ids = [await backend.enqueue("q", {"sleep": 3}) for _ in range(3)]
+        cfg = config(rec)
+        await nursery.start(
+            lambda **kw: trioqueue.run_worker_pool(backend, cfg, observer=BrokenObserver(), **kw)
+        )
+        for job_id in ids:  # several renewals and outcomes, each one a raise
+            await rec.wait_for("succeeded", job_id)
+        assert [(await backend.get_job(i)).status for i in ids] == ["succeeded"] * 3
+        nursery.cancel_scope.cancel()
+    logged = sorted(r.getMessage() for r in caplog.records if r.name == "trioqueue.observer")
+    assert logged == [
+        f"observer BrokenObserver.{name} raised; the pool goes on (later failures of this "
+        "method are not logged)"
+        for name in ("handler_finished", "job_finished", "renewal_finished")
+    ]

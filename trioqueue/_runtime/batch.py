@@ -90,8 +90,10 @@ class BatchRunner:
         timing: Timing,
         monitor: BlockingMonitor,
         observer: PoolObserver | None = None,
+        resources: Any = None,
     ) -> None:
         self._guard = guard
+        self._resources = resources  # ctx.resources of every job
         self._observer = observer
         self._writer = writer
         self._slots = slots
@@ -159,7 +161,7 @@ class BatchRunner:
                         tx = await self._open_transaction(job, held, refused)
                     lease = self._guard.lease(handle.batch_id, job.id)
                     connection = None if tx is None else tx.connection
-                    ctx = JobContext(job, lease, handle.scope, scope, connection)
+                    ctx = JobContext(job, lease, handle.scope, scope, connection, self._resources)
                     # Called here rather than through a helper: a coroutine frame less for
                     # every job in flight (memory per job is a bench goal).
                     if self._handler_is_async:

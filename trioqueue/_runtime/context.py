@@ -26,6 +26,7 @@ class JobContext:
         "_job",
         "_job_scope",
         "_lease",
+        "_resources",
         "_stop_seen",
         "_trio_thread",
     )
@@ -37,8 +38,10 @@ class JobContext:
         batch_scope: trio.CancelScope,
         job_scope: trio.CancelScope,
         connection: Any = None,
+        resources: Any = None,
     ) -> None:
         self._job = job
+        self._resources = resources
         self._lease = lease
         self._batch_scope = batch_scope
         self._job_scope = job_scope
@@ -98,6 +101,13 @@ class JobContext:
     def deadline(self) -> float:
         """The current local deadline of this attempt, on trio's clock."""
         return min(self._batch_scope.deadline, self._job_scope.deadline)
+
+    @property
+    def resources(self) -> Any:
+        """What the pool's resources hook yielded (an HTTP client, say), shared by every
+        handler of the process; None without one. See ``trioqueue.run_workers`` and
+        docs/usage.rst, "Shared resources"."""
+        return self._resources
 
     @property
     def connection(self) -> Any:

@@ -7,11 +7,18 @@ an answer, a cancel notice) cancels that nap with :meth:`Guard.poke`.
 
 Every batch's cancel scope is owned here too, so a renewal answer moves the scope's deadline
 in the same step it is processed: the fence never needs the database to fire.
+
+The guard also beats for its pool (docs/api.rst, "Worker pools"): every renewal carries the
+pool's :class:`~trioqueue._types.PoolBeat`, and when no renewal went out for a heartbeat
+interval (the pool holds no job) a beat goes alone. A lone beat is sent only while no
+renewal holds a connection, one at a time, and gives up after one heartbeat interval; a
+failed beat is logged and changes nothing else.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -20,9 +27,9 @@ import trio
 from trioqueue._backends.interface import Backend
 from trioqueue._core.guard_rules import Effects, GuardCore, JobLease, Renewal
 from trioqueue._core.rules import StopReason
-from trioqueue._runtime.logfields import job_fields
+from trioqueue._runtime.logfields import job_fields, pool_fields
 from trioqueue._runtime.observer import PoolObserver
-from trioqueue._types import Claimed, Job
+from trioqueue._types import Claimed, Job, PoolBeat, PoolRegistration
 
 log = logging.getLogger("trioqueue.guard")
 
@@ -48,7 +55,11 @@ class Guard:
     """Renews every due lease of the pool in one statement, and keeps the fences."""
 
     def __init__(
-        self, core: GuardCore, backend: Backend, observer: PoolObserver | None = None
+        self,
+        core: GuardCore,
+        backend: Backend,
+        observer: PoolObserver | None = None,
+        pool: PoolRegistration | None = None,
     ) -> None:
         self.core = core
         self._backend = backend
@@ -56,6 +67,12 @@ class Guard:
         self._batches: dict[int, BatchHandle] = {}
         self._nap = trio.CancelScope()
         self._next_batch_id = 1
+        self._pool = pool  # None: no beats
+        self._last_beat = -math.inf  # when the last beat was sent (local time)
+        self._beating = False  # a lone beat is in flight
+        self._beat_failing = False  # the last beat failed (logged once per outage)
+        #: Renewals abandoned since the guard started (reported by every beat).
+        self.abandoned_renewals = 0
 
     # -- called by the pool -------------------------------------------------------------
 
@@ -124,7 +141,9 @@ class Guard:
     # -- the guard task -----------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as renewals:  # the current renewal, and the abandoned one
+        # The current renewal, the abandoned one, and a lone beat.
+        async with trio.open_nursery() as renewals:
+            self._last_beat = trio.current_time()  # the pool registered just before
             task_status.started()
             while True:
                 now = trio.current_time()
@@ -132,16 +151,73 @@ class Guard:
                 renewal = self.core.next_renewal(now)
                 if renewal is not None:
                     self.apply(Effects(moved=set(renewal.batch_ids)))
-                    renewals.start_soon(self._renew, renewal, name="trioqueue.renewal")
-                with trio.CancelScope(deadline=self.core.next_wake()) as self._nap:
+                    beat = self._beat(now)
+                    renewals.start_soon(self._renew, renewal, beat, name="trioqueue.renewal")
+                elif now >= self._next_lone_beat():
+                    renewals.start_soon(self._beat_alone, self._beat(now), name="trioqueue.beat")
+                deadline = min(self.core.next_wake(), self._next_lone_beat())
+                with trio.CancelScope(deadline=deadline) as self._nap:
                     await trio.sleep_forever()
 
-    async def _renew(self, renewal: Renewal) -> None:
+    # -- beats ----------------------------------------------------------------------------
+
+    def _beat(self, now: float) -> PoolBeat | None:
+        """The pool's beat as of now (None when the guard has no pool), counted as sent."""
+        if self._pool is None:
+            return None
+        self._last_beat = now
+        core = self.core
+        in_flight = sum(
+            job.pending
+            for batch_id in core.batch_ids()
+            for job in core.batch(batch_id).jobs.values()
+        )
+        return PoolBeat(self._pool, in_flight, self.abandoned_renewals)
+
+    def _next_lone_beat(self) -> float:
+        """When a beat must go alone: a heartbeat interval after the last beat, unless one is
+        in flight or a renewal holds a connection (its beat, or its retry's, comes first)."""
+        if self._pool is None or self._beating or self.core.connections_held():
+            return math.inf
+        return self._last_beat + self.core.timing.heartbeat_interval
+
+    async def _beat_alone(self, beat: PoolBeat | None) -> None:
+        self._beating = True
+        try:
+            with trio.move_on_after(self.core.timing.heartbeat_interval) as scope:
+                await self._backend.renew(
+                    (), visibility_timeout=self.core.timing.visibility_timeout, beat=beat
+                )
+            self._beat_done(None if not scope.cancelled_caught else "it timed out")
+        except Exception as exc:  # a failed beat never stops the pool
+            self._beat_done(repr(exc))
+        finally:
+            self._beating = False
+            self.poke()
+
+    def _beat_done(self, failure: str | None) -> None:
+        """Log the first failed beat of an outage and the recovery, not every beat."""
+        queue = "" if self._pool is None else self._pool.queue
+        if failure is not None and not self._beat_failing:
+            log.warning(
+                "worker pool beat failed (it shows as stale if this lasts): %s",
+                failure,
+                extra=pool_fields(queue, "beat_failed"),
+            )
+        elif failure is None and self._beat_failing:
+            log.info("worker pool beats again", extra=pool_fields(queue, "beating"))
+        self._beat_failing = failure is not None
+
+    # -- renewals -------------------------------------------------------------------------
+
+    async def _renew(self, renewal: Renewal, beat: PoolBeat | None = None) -> None:
         verdicts = None
         with trio.move_on_at(renewal.give_up_at):  # an interruptible call stops here
             try:
                 verdicts = await self._backend.renew(
-                    renewal.items, visibility_timeout=self.core.timing.visibility_timeout
+                    renewal.items,
+                    visibility_timeout=self.core.timing.visibility_timeout,
+                    beat=beat,
                 )
             except Exception as exc:  # a failed heartbeat never stops a job by itself
                 log.warning("renewal of %d job(s) failed: %r", len(renewal.items), exc)
@@ -183,6 +259,7 @@ class Guard:
                 "until the driver call exits); renewing on another connection",
                 effects.abandoned,
             )
+            self.abandoned_renewals += 1
             if self._observer is not None:
                 self._observer.renewal_abandoned()
 

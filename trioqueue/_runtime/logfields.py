@@ -19,3 +19,9 @@ def job_fields(job: Job | int, event: str) -> dict[str, Any]:
     if isinstance(job, int):
         return {"job_id": job, "event": event}
     return {"job_id": job.id, "queue": job.queue, "attempt": job.attempt, "event": event}
+
+
+def pool_fields(queue: str, event: str) -> dict[str, Any]:
+    """``extra=`` for a record about a whole pool: its ``queue`` and the ``event``, so that
+    the records of several pools in one process (``trioqueue.run_workers``) tell apart."""
+    return {"queue": queue, "event": event}

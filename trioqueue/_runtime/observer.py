@@ -4,7 +4,9 @@ A pool calls its observer's methods from its own trio tasks, at the moments it a
 knows about: a job's outcome settled, its claim hook and handler exited, a renewal
 statement came back, a lease was lost, a renewal was abandoned. The methods are plain
 functions: they must return quickly and must not raise (a raise would stop the task that
-called, the guard among them). Without an observer a pool makes none of these calls.
+called, the guard among them), so the pool wraps the observer it is given in a
+:class:`ShieldedObserver`, which logs what a method raised and goes on. Without an observer
+a pool makes none of these calls.
 
 :class:`trioqueue.metrics.PrometheusObserver` is the one the project ships; any subclass
 of :class:`PoolObserver` may override just the methods it cares about.
@@ -12,11 +14,16 @@ of :class:`PoolObserver` may override just the methods it cares about.
 
 from __future__ import annotations
 
-from typing import Literal
+import logging
+from collections.abc import Callable
+from typing import Literal, ParamSpec
 
 from trioqueue._core.rules import OutcomeKind, StopReason
 
-__all__ = ["JobOutcome", "LeaseLoss", "PoolObserver"]
+__all__ = ["JobOutcome", "LeaseLoss", "PoolObserver", "ShieldedObserver"]
+
+logger = logging.getLogger("trioqueue.observer")
+P = ParamSpec("P")
 
 #: How a job's attempt ended, as the ``outcome`` label says it. ``retried``: a charged
 #: failure with attempts left; ``failed``: final; ``cancelled``: final, because a cancel
@@ -67,3 +74,47 @@ class PoolObserver:
 
     def renewal_abandoned(self) -> None:
         """A renewal stuck past its timeout was abandoned (docs/protocol.rst §6)."""
+
+
+class ShieldedObserver(PoolObserver):
+    """Passes every event on to ``inner``; what ``inner`` raises is logged, never raised.
+
+    An observer is user code called from the guard's and the batches' own tasks: a raise
+    there would stop the guard (and with it every renewal) over a metrics bug. Each
+    method's first failure is logged with its traceback, later ones are counted only, so a
+    broken observer cannot flood the log at the pool's job rate.
+    """
+
+    def __init__(self, inner: PoolObserver) -> None:
+        self.inner = inner
+        self.failures: dict[str, int] = {}
+
+    def _call(self, method: Callable[P, None], *args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            method(*args, **kwargs)
+        except Exception:
+            name = method.__name__
+            seen = self.failures.get(name, 0)
+            self.failures[name] = seen + 1
+            if not seen:
+                logger.exception(
+                    "observer %s.%s raised; the pool goes on (later failures of this "
+                    "method are not logged)",
+                    type(self.inner).__name__,
+                    name,
+                )
+
+    def job_finished(self, queue: str, outcome: JobOutcome) -> None:
+        self._call(self.inner.job_finished, queue, outcome)
+
+    def handler_finished(self, queue: str, seconds: float) -> None:
+        self._call(self.inner.handler_finished, queue, seconds)
+
+    def renewal_finished(self, seconds: float) -> None:
+        self._call(self.inner.renewal_finished, seconds)
+
+    def lease_lost(self, reason: LeaseLoss) -> None:
+        self._call(self.inner.lease_lost, reason)
+
+    def renewal_abandoned(self) -> None:
+        self._call(self.inner.renewal_abandoned)

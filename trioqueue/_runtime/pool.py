@@ -19,6 +19,11 @@ still unwinding past the grace (a shielded ``finally``, a thread) keeps its leas
 exits (docs/protocol.rst §4). The batches nursery sits inside the services nursery for that.
 Setting ``stop_now`` ends the grace at once (a service task waits for it), as a second Ctrl-C
 does in the command line.
+
+The pool registers itself with the backend before it claims (``register_pool``), its guard
+beats for it, and it unregisters once it is down (docs/api.rst, "Worker pools"). Both calls
+are bounded by ``POOL_ROW_TIMEOUT`` and a failure is only logged: the list of pools is for
+operators, and a pool must run (and stop) whether or not the database takes note.
 """
 
 from __future__ import annotations
@@ -37,10 +42,11 @@ from trioqueue._errors import BackendError, ConfigError, is_transient
 from trioqueue._runtime.batch import BatchRunner
 from trioqueue._runtime.config import WorkerConfig, check
 from trioqueue._runtime.guard import Guard
+from trioqueue._runtime.logfields import pool_fields
 from trioqueue._runtime.monitor import shared_monitor
-from trioqueue._runtime.observer import PoolObserver
+from trioqueue._runtime.observer import PoolObserver, ShieldedObserver
 from trioqueue._runtime.writer import OutcomeWriter
-from trioqueue._types import Claimed, NoticeKind
+from trioqueue._types import Claimed, NoticeKind, PoolRegistration
 
 log = logging.getLogger("trioqueue.pool")
 
@@ -56,6 +62,7 @@ async def run_worker_pool(
     *,
     stop_now: trio.Event | None = None,
     observer: PoolObserver | None = None,
+    resources: object = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run a worker pool until cancelled, then shut it down gracefully.
@@ -68,7 +75,13 @@ async def run_worker_pool(
             charging the attempt, as at the end of ``shutdown_grace``. The command line
             sets it on a second Ctrl-C.
         observer: told of the pool's events (jobs finished, durations, lease losses), e.g.
-            a :class:`trioqueue.metrics.PrometheusObserver`; see docs/metrics.rst.
+            a :class:`trioqueue.metrics.PrometheusObserver`; see docs/metrics.rst. What its
+            methods raise is logged (once per method) and never stops the pool.
+        resources: handed as is to every handler as ``ctx.resources`` (an HTTP client,
+            say). The value, not a context manager: a single pool runs inside your own
+            ``async with``, which already opens it before and closes it after the pool.
+            :func:`trioqueue.run_workers` takes the context manager itself, to hold it
+            open around several pools (docs/usage.rst, "Shared resources").
         task_status: for ``nursery.start``, which returns once the pool is claiming.
 
     Raises:
@@ -83,8 +96,15 @@ async def run_worker_pool(
         raise ConfigError(
             [f"transactional mode needs a backend with transactions, not {type(backend).__name__}"]
         )
-    await _Pool(backend, config, timing, stop_now, observer).run(task_status)
+    if observer is not None:
+        observer = ShieldedObserver(observer)
+    pool = _Pool(backend, config, timing, stop_now, observer)
+    pool.resources = resources  # only the batches read it: no __init__ argument of its own
+    await pool.run(task_status)
 
+
+#: How long registering or unregistering the pool may take (seconds) before it is given up.
+POOL_ROW_TIMEOUT = 5.0
 
 #: Rows one claim statement takes at most when it fills several free slots (a single batch
 #: larger than this is still claimed whole).
@@ -93,6 +113,7 @@ CLAIM_ROWS = 1000
 
 class _Pool:
     runner: BatchRunner  # made in run(), with the run's shared blocking monitor
+    resources: object = None  # ctx.resources of every job
 
     def __init__(
         self,
@@ -105,9 +126,18 @@ class _Pool:
         self.backend = backend
         self.config = config
         self.timing = timing
-        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        host = socket.gethostname()
+        self.worker_id = f"{host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.registration = PoolRegistration(
+            worker_id=self.worker_id,
+            host=host,
+            pid=os.getpid(),
+            queue=config.queue,
+            concurrency=config.concurrency,
+            heartbeat_interval=timing.heartbeat_interval,
+        )
         self.observer = observer
-        self.guard = Guard(GuardCore(timing), backend, observer)
+        self.guard = Guard(GuardCore(timing), backend, observer, self.registration)
         self.writer = OutcomeWriter(backend, statement_timeout=timing.visibility_timeout)
         self.slots = trio.Semaphore(config.concurrency)
         self.work_available = trio.Event()
@@ -116,6 +146,7 @@ class _Pool:
 
     async def run(self, task_status: trio.TaskStatus[None]) -> None:
         self._log_start()
+        await self._register()
         try:
             with shared_monitor(self.config.blocking_threshold) as monitor:
                 self.runner = BatchRunner(
@@ -126,10 +157,55 @@ class _Pool:
                     self.timing,
                     monitor,
                     self.observer,
+                    self.resources,
                 )
                 await self._run(task_status)
         finally:
-            log.info("worker pool %s stopped", self.worker_id)
+            await self._unregister()
+            log.info("worker pool %s stopped", self.worker_id, extra=self._fields("stopped"))
+
+    async def _register(self) -> None:
+        """Add the pool to the backend's list of pools; a failure is logged (the first
+        beat that gets through adds it then)."""
+        with trio.move_on_after(POOL_ROW_TIMEOUT) as scope:
+            try:
+                await self.backend.register_pool(self.registration)
+            except Exception as exc:
+                log.warning(
+                    "registering worker pool %s failed: %r",
+                    self.worker_id,
+                    exc,
+                    extra=self._fields("register_failed"),
+                )
+        if scope.cancelled_caught:
+            log.warning(
+                "registering worker pool %s timed out",
+                self.worker_id,
+                extra=self._fields("register_failed"),
+            )
+
+    async def _unregister(self) -> None:
+        """Remove the pool from the list, however the pool ended (shielded: it runs while
+        the caller's cancel unwinds), never waiting long for a database that is gone.
+
+        A pool ending in an error is unregistered too: it is not running any more.
+        """
+        with trio.CancelScope(shield=True), trio.move_on_after(POOL_ROW_TIMEOUT) as scope:
+            try:
+                await self.backend.unregister_pool(self.worker_id)
+            except Exception as exc:
+                log.warning(
+                    "unregistering worker pool %s failed: %r",
+                    self.worker_id,
+                    exc,
+                    extra=self._fields("unregister_failed"),
+                )
+        if scope.cancelled_caught:
+            log.warning(
+                "unregistering worker pool %s timed out",
+                self.worker_id,
+                extra=self._fields("unregister_failed"),
+            )
 
     async def _run(self, task_status: trio.TaskStatus[None]) -> None:
         async with trio.open_nursery() as nursery:
@@ -143,7 +219,10 @@ class _Pool:
     def stop(self) -> None:
         if not self.stopping.is_set():
             log.info(
-                "worker pool %s stopping: grace %gs", self.worker_id, self.config.shutdown_grace
+                "worker pool %s stopping: grace %gs",
+                self.worker_id,
+                self.config.shutdown_grace,
+                extra=self._fields("stopping"),
             )
             self.guard.begin_shutdown(self.config.shutdown_grace)
             self.stopping.set()
@@ -165,7 +244,11 @@ class _Pool:
         """When ``stop_now`` is set and the pool is stopping, end the shutdown grace now."""
         await stop_now.wait()
         await self.stopping.wait()
-        log.info("worker pool %s stopping at once: cancelling running handlers", self.worker_id)
+        log.info(
+            "worker pool %s stopping at once: cancelling running handlers",
+            self.worker_id,
+            extra=self._fields("stopping_at_once"),
+        )
         self.guard.begin_shutdown(0.0)
 
     # -- claiming -----------------------------------------------------------------------
@@ -193,7 +276,12 @@ class _Pool:
                 if not is_transient(exc):
                     return self._claim_failed_for_good(exc)
                 failures += 1
-                log.warning("claim failed (%d in a row): %r", failures, exc)
+                log.warning(
+                    "claim failed (%d in a row): %r",
+                    failures,
+                    exc,
+                    extra=self._fields("claim_failed"),
+                )
                 await trio.sleep(self._pause_after(failures))
                 continue
             failures = 0
@@ -213,7 +301,7 @@ class _Pool:
             f"worker pool {self.worker_id} stopped: claiming from queue {self.config.queue!r} "
             f"failed, and trying again cannot help: {exc}" + (f" ({hint})" if hint else "")
         )
-        log.error("%s", message)
+        log.error("%s", message, extra=self._fields("stopped_claims_fail"))
         error = BackendError(message, transient=False, hint=hint)
         error.__cause__ = exc
         return error
@@ -264,7 +352,7 @@ class _Pool:
                         # Back after a lost connection: work notices sent meanwhile are
                         # gone, so look for work once now rather than at the next poll.
                         # (Cancel notices lost meanwhile arrive with the next heartbeat.)
-                        log.info("listening for notices again")
+                        log.info("listening for notices again", extra=self._fields("listening"))
                         self.work_available.set()
                     listened = True
                     failures = 0
@@ -275,7 +363,11 @@ class _Pool:
                             self.guard.cancel_notice(notice.job_id)
             except Exception as exc:
                 failures += 1
-                log.warning("listening for notices failed, polling meanwhile: %r", exc)
+                log.warning(
+                    "listening for notices failed, polling meanwhile: %r",
+                    exc,
+                    extra=self._fields("listen_failed"),
+                )
             if task_status is not trio.TASK_STATUS_IGNORED:
                 task_status.started()  # polling still works without notices
                 task_status = trio.TASK_STATUS_IGNORED
@@ -292,6 +384,11 @@ class _Pool:
             self.worker_id, c.queue, c.concurrency, c.batch_size,
             t.visibility_timeout, t.heartbeat_interval,
             "none" if t.max_job_duration is None else f"{t.max_job_duration:g}s",
+            extra=self._fields("started"),
         )  # fmt: skip
         if t.max_job_duration is None:
-            log.warning(NO_DURATION_WARNING)
+            log.warning(NO_DURATION_WARNING, extra=self._fields("no_max_job_duration"))
+
+    def _fields(self, event: str) -> dict[str, object]:
+        """``extra=`` of a record about this pool (docs/usage.rst, "Logging")."""
+        return pool_fields(self.config.queue, event)

@@ -25,6 +25,7 @@ import argparse
 import collections
 import contextlib
 import dataclasses
+import datetime
 import functools
 import importlib
 import importlib.util
@@ -45,7 +46,7 @@ import trio
 import trioqueue
 from trioqueue._backends.postgres import embedded as _embedded
 from trioqueue._errors import causes, leaves
-from trioqueue._runtime.config import check as check_config
+from trioqueue._runtime.config import problems_of
 from trioqueue.cli import _demo, _watch
 from trioqueue.cli._terminal import (
     JsonLogFormatter,
@@ -310,25 +311,73 @@ def _add_worker(commands: Subparsers) -> None:
         commands,
         "worker",
         _run_worker,
-        "run a worker pool until Ctrl-C (or SIGTERM), then shut it down gracefully",
+        "run worker pools until Ctrl-C (or SIGTERM), then shut them down gracefully",
+        description=(
+            "Run one worker pool per queue in this process, all on one backend: "
+            "MODULE:HANDLER --queue Q (one queue), --queue Q=MODULE:HANDLER (repeatable), "
+            "or MODULE:MAPPING naming a mapping {queue: handler or WorkerConfig}; the forms "
+            "combine. The pool options apply to every pool built from a handler; a "
+            "WorkerConfig in the mapping is used as it is."
+        ),
     )
     worker.add_argument(
         "handler",
+        nargs="?",
         metavar="MODULE:HANDLER",
-        help="the handler, async def handler(payload, ctx), e.g. myapp.jobs:send_email",
+        help="the handler, async def handler(payload, ctx), e.g. myapp.jobs:send_email, with "
+        "--queue Q; without a plain --queue, a mapping {queue: handler or WorkerConfig}",
     )
-    worker.add_argument("--queue", required=True, help="the queue to work on")
-    worker.add_argument("--concurrency", type=int, help="batches handled at once")
-    worker.add_argument("--batch-size", type=int, help="jobs claimed per batch")
-    worker.add_argument("--visibility-timeout", type=float, metavar="S", help="lease length")
     worker.add_argument(
+        "--queue",
+        action="append",
+        default=[],
+        metavar="Q[=MODULE:HANDLER]",
+        help="the queue of MODULE:HANDLER; or, repeatable, a queue and its own handler",
+    )
+    pool = worker.add_argument_group("pool options (docs/configuration.rst)")
+    pool.add_argument("--concurrency", type=int, help="batches handled at once")
+    pool.add_argument("--batch-size", type=int, help="jobs claimed per batch")
+    pool.add_argument("--visibility-timeout", type=float, metavar="S", help="lease length")
+    pool.add_argument(
         "--heartbeat-interval", type=_heartbeat, metavar="S", help="renewal cadence, or auto"
     )
-    worker.add_argument(
+    pool.add_argument(
         "--max-job-duration", type=float, metavar="S", help="longest a handler may run"
     )
-    worker.add_argument(
+    pool.add_argument(
+        "--poll-interval", type=float, metavar="S", help="look for work this often without notices"
+    )
+    pool.add_argument(
         "--shutdown-grace", type=float, metavar="S", help="on shutdown, how long handlers go on"
+    )
+    pool.add_argument(
+        "--blocking-threshold",
+        type=float,
+        metavar="S",
+        help="log an async handler step longer than this as blocking the event loop",
+    )
+    pool.add_argument(
+        "--transactional",
+        action="store_const",
+        const=True,
+        help="give handlers ctx.connection, committed together with the job's ack",
+    )
+    pool.add_argument(
+        "--backoff",
+        metavar="MODULE:ATTR",
+        help="the retry delay policy, backoff(attempt) -> seconds (not with --backoff-*)",
+    )
+    for name, meaning in BACKOFF_OPTIONS.items():
+        pool.add_argument(f"--backoff-{name}", type=float, metavar="X", help=meaning)
+    for hook in HOOKS:
+        pool.add_argument(
+            "--" + hook.replace("_", "-"), metavar="MODULE:ATTR", help=f"the {hook} hook"
+        )
+    worker.add_argument(
+        "--resources",
+        metavar="MODULE:ATTR",
+        help="an async context manager factory (e.g. an @asynccontextmanager function): "
+        "entered before the pools start, exited after they stop; it yields ctx.resources",
     )
     worker.add_argument(
         "--listen-dsn",
@@ -361,17 +410,36 @@ WORKER_OPTIONS = (
     "visibility_timeout",
     "heartbeat_interval",
     "max_job_duration",
+    "poll_interval",
     "shutdown_grace",
+    "blocking_threshold",
+    "transactional",
 )
+#: ``--backoff-NAME``: the fields of ``ExponentialBackoff`` (docs/configuration.rst).
+BACKOFF_OPTIONS = {
+    "initial": "retry delay after the first failed attempt, in seconds (default 1)",
+    "base": "growth of the delay per attempt (default 2)",
+    "cap": "largest retry delay, in seconds (default 300)",
+    "jitter": "relative spread of each delay, in [0, 1] (default 0.1)",
+}
+#: The hooks of WorkerConfig, each an option ``--on-job-...`` naming an async function.
+HOOKS = (
+    "on_job_claimed",
+    "on_job_unavailable",
+    "on_job_succeeded",
+    "on_job_failed",
+    "on_job_retry",
+)
+
+#: What a pool works with: a handler, or a whole config from a mapping.
+PoolSpec: TypeAlias = "Callable[..., Any] | trioqueue.WorkerConfig"
+#: One config, or several (one pool each).
+Configs: TypeAlias = "trioqueue.WorkerConfig | Sequence[trioqueue.WorkerConfig]"
 
 
 def _run_worker(args: argparse.Namespace) -> int:
-    handler = import_handler(args.handler)
-    given = {name: getattr(args, name) for name in WORKER_OPTIONS}
-    options = {name: value for name, value in given.items() if value is not None}
-    with _errors_as_cli_errors():
-        config = trioqueue.WorkerConfig(handler=handler, queue=args.queue, **options)
-        check_config(config)  # every problem at once, before connecting
+    configs = worker_configs(args)
+    resources = None if args.resources is None else ReportedResources(args.resources)
     listen_dsn = args.listen_dsn or os.environ.get(LISTEN_DSN_ENV) or None
     metrics = None
     if args.metrics_port is not None:
@@ -381,22 +449,212 @@ def _run_worker(args: argparse.Namespace) -> int:
             )
         metrics = (args.metrics_host, args.metrics_port)
     work = functools.partial(run_worker, listen_dsn=listen_dsn, metrics=metrics)
-    stopped_at_once = run_on_database(args, work, config, sys.stdout)
+    if resources is not None:  # only when given: stand-ins of serve_worker need not know it
+        work = functools.partial(work, resources=resources)
+    # One pool goes as its config alone, as before several could run (serve_worker takes
+    # either).
+    pools: Configs = configs[0] if len(configs) == 1 else configs
+    stopped_at_once = run_on_database(args, work, pools, sys.stdout)
     return EXIT_INTERRUPTED if stopped_at_once else 0
 
 
-def import_handler(spec: str) -> Callable[..., Any]:
+def worker_configs(args: argparse.Namespace) -> list[trioqueue.WorkerConfig]:
+    """The pools ``worker`` runs, one config per queue, checked before connecting.
+
+    Raises:
+        CliError: nothing to work on, a queue given twice, a handler, hook or mapping that
+            does not import or is of the wrong kind, or every problem of the configs.
+    """
+    specs = pool_specs(args.handler, args.queue)
+    options = worker_options(args)
+    configs = [
+        spec if isinstance(spec, trioqueue.WorkerConfig)
+        else trioqueue.WorkerConfig(handler=spec, queue=queue, **options)
+        for queue, spec in specs
+    ]  # fmt: skip
+    problems = [
+        f"queue {config.queue!r}: {problem}" if len(configs) > 1 else problem
+        for config in configs
+        for problem in problems_of(config)
+    ]
+    if problems:  # every problem at once, before connecting
+        raise CliError(str(trioqueue.ConfigError(problems)))
+    return configs
+
+
+def pool_specs(target: str | None, queues: Sequence[str]) -> list[tuple[str, PoolSpec]]:
+    """``(queue, handler or config)`` per pool, from the ``MODULE:HANDLER`` argument and
+    the ``--queue`` options, in the order given.
+
+    ``--queue Q`` (no ``=``) names the queue of ``MODULE:HANDLER``; without one, that
+    argument names a mapping. ``--queue Q=MODULE:HANDLER`` adds a pool of its own.
+    """
+    plain = [queue for queue in queues if "=" not in queue]
+    pairs = [queue.partition("=") for queue in queues if "=" in queue]
+    specs: list[tuple[str, PoolSpec]] = []
+    if len(plain) > 1:
+        raise CliError(
+            f"--queue {plain[0]} and --queue {plain[1]}: MODULE:HANDLER works on one queue; "
+            "give each other queue its handler, --queue Q=MODULE:HANDLER"
+        )
+    if plain and target is None:
+        raise CliError(f"--queue {plain[0]} needs a handler: MODULE:HANDLER --queue {plain[0]}")
+    if plain and target is not None:
+        specs.append((plain[0], import_handler(target)))
+    elif target is not None:
+        specs.extend(import_mapping(target).items())
+    for queue, _, spec in pairs:
+        specs.append((queue, import_handler(spec)))
+    if not specs:
+        raise CliError(
+            "nothing to work on: give MODULE:HANDLER --queue Q, --queue Q=MODULE:HANDLER "
+            "(repeatable), or MODULE:MAPPING"
+        )
+    counts = collections.Counter(queue for queue, _ in specs)
+    twice = [queue for queue, count in counts.items() if count > 1]
+    if twice:
+        raise CliError(f"queue {twice[0]!r} is given twice: one pool per queue")
+    return specs
+
+
+def import_mapping(spec: str) -> dict[str, PoolSpec]:
+    """The mapping ``{queue: handler or WorkerConfig}`` named by ``MODULE:ATTR``.
+
+    A WorkerConfig's queue is its key; one that names another queue is refused.
+
+    Raises:
+        CliError: it does not import, is not a non-empty mapping of queue names to
+            callables or WorkerConfigs, or a config's queue disagrees with its key.
+    """
+    target = import_object(spec, "the mapping", "MAPPING")
+    if not isinstance(target, Mapping):
+        if callable(target):
+            raise CliError(f"{spec} is a handler: name its queue, {spec} --queue Q")
+        raise CliError(
+            f"{spec} must be a mapping of queue names to handlers or WorkerConfigs, "
+            f"not {type(target).__name__}"
+        )
+    if not target:
+        raise CliError(f"{spec} is an empty mapping: no queue to work on")
+    specs: dict[str, PoolSpec] = {}
+    for queue, value in target.items():
+        if not isinstance(queue, str):
+            raise CliError(f"{spec}: queue names must be strings, got {queue!r}")
+        if isinstance(value, trioqueue.WorkerConfig):
+            if value.queue not in (queue, DEFAULT_QUEUE):
+                raise CliError(
+                    f"{spec}[{queue!r}] is a WorkerConfig for queue {value.queue!r}: "
+                    "make the key and its queue agree"
+                )
+            specs[queue] = dataclasses.replace(value, queue=queue)
+        elif callable(value):
+            specs[queue] = value
+        else:
+            raise CliError(
+                f"{spec}[{queue!r}] must be a handler (callable) or a WorkerConfig, "
+                f"not {type(value).__name__}"
+            )
+    return specs
+
+
+#: WorkerConfig's default queue: a config in a mapping that leaves it takes its key.
+DEFAULT_QUEUE = "default"
+
+
+def worker_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The WorkerConfig fields the options give (every pool built from a handler)."""
+    given = {name: getattr(args, name) for name in WORKER_OPTIONS}
+    options = {name: value for name, value in given.items() if value is not None}
+    exponential = {
+        name: value
+        for name in BACKOFF_OPTIONS
+        if (value := getattr(args, f"backoff_{name}")) is not None
+    }
+    if args.backoff is not None and exponential:
+        raise CliError("--backoff and --backoff-* exclude each other: the policy, or its numbers")
+    if args.backoff is not None:
+        options["backoff"] = import_object(args.backoff, "--backoff", "ATTR")
+    elif exponential:
+        options["backoff"] = trioqueue.ExponentialBackoff(**exponential)
+    for hook in HOOKS:
+        spec = getattr(args, hook)
+        if spec is not None:
+            options[hook] = import_handler(spec, "--" + hook.replace("_", "-"), "ATTR")
+    return options
+
+
+class ReportedResources:
+    """``--resources MODULE:ATTR``: the imported factory's context manager, whose failures
+    on entry or exit become one line (exit 1) instead of a traceback.
+
+    Imported at once (a bad spec exits 2 before connecting); called and entered by
+    ``run_workers``, before any pool starts.
+    """
+
+    def __init__(self, spec: str) -> None:
+        target = import_object(spec, "--resources", "ATTR")
+        if not (callable(target) or hasattr(target, "__aenter__")):
+            raise CliError(
+                f"--resources {spec} must be an async context manager or a function "
+                f"returning one, not {type(target).__name__}"
+            )
+        self.spec = spec
+        self._target = target
+        self._manager: contextlib.AbstractAsyncContextManager[Any] | None = None
+
+    async def __aenter__(self) -> Any:
+        target = self._target
+        try:
+            manager = target if hasattr(target, "__aenter__") else target()
+            if not hasattr(manager, "__aenter__"):
+                raise TypeError(f"it returned {type(manager).__name__}, not a context manager")
+            value = await manager.__aenter__()
+        except Exception as exc:
+            raise self._failed("starting", exc) from exc
+        self._manager = manager
+        return value
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        assert self._manager is not None  # entered
+        try:
+            answer: bool | None = await self._manager.__aexit__(*exc_info)
+        except Exception as exc:
+            if exc is exc_info[1]:
+                raise  # the pools' own error, passed through
+            raise self._failed("stopping", exc) from exc
+        return answer
+
+    def _failed(self, when: str, exc: Exception) -> CliError:
+        return CliError(
+            f"--resources {self.spec} failed {when}: {type(exc).__name__}: {exc}{_where(exc)}",
+            EXIT_FAILED,
+        )
+
+
+def import_handler(
+    spec: str, what: str = "handler", attribute: str = "HANDLER"
+) -> Callable[..., Any]:
     """The callable named by ``MODULE:HANDLER`` (``HANDLER`` may be dotted).
 
-    The current directory is importable, as with ``python -m``.
+    The current directory is importable, as with ``python -m``. ``what`` and ``attribute``
+    name it in the messages (a hook: ``--on-job-failed``, ``ATTR``).
 
     Raises:
         CliError: the spec is malformed, the module or attribute is missing, or it is not
             callable.
     """
+    target = import_object(spec, what, attribute)
+    if not callable(target):
+        raise CliError(f"{spec} is not callable")
+    handler: Callable[..., Any] = target
+    return handler
+
+
+def import_object(spec: str, what: str, attribute_name: str) -> Any:
+    """The object named by ``MODULE:ATTR`` (see :func:`import_handler`)."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
-        raise CliError(f"handler must look like MODULE:HANDLER, got {spec!r}")
+        raise CliError(f"{what} must look like MODULE:{attribute_name}, got {spec!r}")
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -412,10 +670,7 @@ def import_handler(spec: str) -> Callable[..., Any]:
             target = getattr(target, part)
         except AttributeError:
             raise CliError(f"module {module_name!r} has no attribute {attribute!r}") from None
-    if not callable(target):
-        raise CliError(f"{spec} is not callable")
-    handler: Callable[..., Any] = target
-    return handler
+    return target
 
 
 def _where(exc: BaseException) -> str:
@@ -449,52 +704,61 @@ def _is_library_file(filename: str) -> bool:
 async def run_worker(
     dsn: str,
     schema: str,
-    config: trioqueue.WorkerConfig,
+    configs: Configs,
     out: TextIO,
     *,
     listen_dsn: str | None = None,
     metrics: tuple[str, int] | None = None,
+    resources: Any = None,
 ) -> bool:
-    """Run a pool until SIGINT or SIGTERM, then shut it down gracefully (see
-    :func:`supervise_worker`); True when a second signal stopped it at once."""
+    """Run the pools until SIGINT or SIGTERM, then shut them down gracefully (see
+    :func:`supervise_worker`); True when a second signal stopped them at once."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         serve = functools.partial(
             serve_worker, dsn, schema, listen_dsn=listen_dsn, metrics=metrics, out=out
         )
-        return await supervise_worker(serve, config, signals, out, where=f"schema {schema}")
+        if resources is not None:
+            serve = functools.partial(serve, resources=resources)
+        return await supervise_worker(serve, configs, signals, out, where=f"schema {schema}")
 
 
-#: Runs a pool until cancelled: ``await serve(config, stop_now=event, task_status=status)``.
+#: Runs the pools until cancelled: ``await serve(configs, stop_now=event, task_status=status)``.
 PoolServer = Callable[..., Awaitable[None]]
 
 
 async def supervise_worker(
     serve: PoolServer,
-    config: trioqueue.WorkerConfig,
+    configs: Configs,
     signals: AsyncIterator[int],
     out: TextIO,
     *,
     where: str,
 ) -> bool:
-    """Serve a pool and stop it on ``signals``: the first shuts it down gracefully, the
-    second ends the grace at once (running handlers are cancelled and their jobs released
-    uncharged, as at the end of ``shutdown_grace``), later ones only say it is stopping.
+    """Serve the pools and stop them on ``signals``: the first shuts them down gracefully,
+    the second ends the grace at once (running handlers are cancelled and their jobs
+    released uncharged, as at the end of ``shutdown_grace``), later ones only say it is
+    stopping. ``serve`` is given ``configs`` as they are.
 
     Returns:
         True when a second signal cut the grace short.
     """
+    every = _config_list(configs)
+    grace = max(config.shutdown_grace for config in every)
+    pools = "worker pool" if len(every) == 1 else "worker pools"
+    queues = ", ".join(repr(config.queue) for config in every)
     stop_now = trio.Event()
     async with trio.open_nursery() as nursery:
         pool = trio.CancelScope()
-        await nursery.start(_pool_task, pool, nursery.cancel_scope, serve, config, stop_now)
-        _say(out, f"worker pool on queue {config.queue!r} ({where}); Ctrl-C to stop")
+        await nursery.start(_pool_task, pool, nursery.cancel_scope, serve, configs, stop_now)
+        on = "queue" if len(every) == 1 else "queues"
+        _say(out, f"{pools} on {on} {queues} ({where}); Ctrl-C to stop")
         async for signum in signals:
             name = signal.Signals(signum).name
             if not pool.cancel_called:
                 _say(
                     out,
                     f"{name}: shutting down; handlers may finish for up to "
-                    f"{config.shutdown_grace:g}s (signal again to stop at once)",
+                    f"{grace:g}s (signal again to stop at once)",
                 )
                 pool.cancel()
             elif not stop_now.is_set():
@@ -506,22 +770,28 @@ async def supervise_worker(
                 stop_now.set()
             else:
                 _say(out, f"{name}: already stopping at once; releasing the running jobs")
-    _say(out, "worker pool stopped")
+    _say(out, f"{pools} stopped")
     return stop_now.is_set()
+
+
+def _config_list(configs: Configs) -> list[trioqueue.WorkerConfig]:
+    if isinstance(configs, trioqueue.WorkerConfig):
+        return [configs]
+    return list(configs)
 
 
 async def _pool_task(
     pool: trio.CancelScope,
     done: trio.CancelScope,
     serve: PoolServer,
-    config: trioqueue.WorkerConfig,
+    configs: Configs,
     stop_now: trio.Event,
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve the pool in the ``pool`` scope; when it has stopped, cancel ``done``."""
+    """Serve the pools in the ``pool`` scope; when they have stopped, cancel ``done``."""
     with pool:
-        await serve(config, stop_now=stop_now, task_status=task_status)
+        await serve(configs, stop_now=stop_now, task_status=task_status)
     done.cancel()
 
 
@@ -533,29 +803,39 @@ def _say(out: TextIO, line: str) -> None:
 async def serve_worker(
     dsn: str,
     schema: str,
-    config: trioqueue.WorkerConfig,
+    configs: Configs,
     *,
     listen_dsn: str | None = None,
     metrics: tuple[str, int] | None = None,
     out: TextIO | None = None,
+    resources: Any = None,
     stop_now: trio.Event | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Open the backend and run a worker pool on it until cancelled (graceful shutdown;
-    ``stop_now`` ends the grace at once, see ``run_worker_pool``). ``listen_dsn``: where to
-    LISTEN when ``dsn`` is a transaction pooler (docs/pgbouncer.rst). ``metrics``: the
-    ``(host, port)`` to serve ``/metrics`` on while the pool runs (docs/metrics.rst); its
-    address is written to ``out``."""
+    """Open the backend and run a pool per config on it (``trioqueue.run_workers``) until
+    cancelled (graceful shutdown; ``stop_now`` ends the grace at once, see
+    ``run_worker_pool``). ``listen_dsn``: where to LISTEN when ``dsn`` is a transaction
+    pooler (docs/pgbouncer.rst). ``metrics``: the ``(host, port)`` to serve ``/metrics`` on
+    while the pools run (docs/metrics.rst); its address is written to ``out``.
+    ``resources``: the async context manager (or factory) whose value handlers get as
+    ``ctx.resources``, entered once the backend is open and exited before it closes."""
+    every = _config_list(configs)
     async with trioqueue.open_postgres(
         dsn,
         schema=schema,
-        max_connections=worker_connections(config),
+        max_connections=worker_connections(every),
         listen_dsn=listen_dsn,
     ) as backend:
+        run = functools.partial(
+            trioqueue.run_workers,
+            backend,
+            every,
+            resources=resources,
+            stop_now=stop_now,
+            task_status=task_status,
+        )
         if metrics is None:
-            await trioqueue.run_worker_pool(
-                backend, config, stop_now=stop_now, task_status=task_status
-            )
+            await run()
             return
         from trioqueue.metrics import serve_metrics  # the metrics extra: imported when asked
 
@@ -570,13 +850,7 @@ async def serve_worker(
                 raise CliError(f"cannot serve metrics on {where}: {exc}", EXIT_FAILED) from exc
             if out is not None:
                 _say(out, f"metrics on http://{_url_host(served.host)}:{served.port}/metrics")
-            await trioqueue.run_worker_pool(
-                backend,
-                config,
-                stop_now=stop_now,
-                observer=served.observer,
-                task_status=task_status,
-            )
+            await run(observer=served.observer)
 
 
 def _url_host(host: str) -> str:
@@ -584,9 +858,14 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def worker_connections(config: trioqueue.WorkerConfig) -> int:
-    """A pool budget: the claim, the renewal plus one abandoned one, acks, and slack."""
-    return 6 + (config.concurrency if config.transactional else 0)
+def worker_connections(configs: Configs) -> int:
+    """The backend's pool size for these worker pools, which share it: per pool, the claim,
+    the renewal plus one abandoned one, acks, and slack; and in transactional mode a
+    connection per handler running at once (``concurrency × batch_size``)."""
+    return sum(
+        6 + (config.concurrency * config.batch_size if config.transactional else 0)
+        for config in _config_list(configs)
+    )
 
 
 def _heartbeat(text: str) -> float | str:
@@ -754,26 +1033,26 @@ def _add_retry(commands: Subparsers) -> None:
 
 
 def _run_retry(args: argparse.Namespace) -> int:
-    return _on_job(
-        args, trioqueue.PostgresBackend.retry, "back on its queue",
-        refused="is unknown or has not failed",
-    )  # fmt: skip
-
-
-JobOperation = Callable[[trioqueue.PostgresBackend, int], Awaitable[bool]]
-
-
-def _on_job(args: argparse.Namespace, operation: JobOperation, done: str, *, refused: str) -> int:
-    """Run ``operation(backend, job_id)``; a False answer is an error saying ``refused``."""
-    if not run_on_database(args, _job_operation, operation, args.job_id):
-        raise CliError(f"job {args.job_id} {refused}", EXIT_FAILED)
-    print(f"job {args.job_id}: {done}")
+    accepted, status = run_on_database(args, retry, args.job_id)
+    if not accepted:
+        if status is None:
+            raise CliError(f"no job {args.job_id}", EXIT_FAILED)
+        raise CliError(
+            f"job {args.job_id} is {status}: only a failed job can be retried", EXIT_FAILED
+        )
+    print(f"job {args.job_id}: back on its queue")
     return 0
 
 
-async def _job_operation(dsn: str, schema: str, operation: JobOperation, job_id: int) -> bool:
+async def retry(dsn: str, schema: str, job_id: int) -> tuple[bool, str | None]:
+    """Retry a job: whether it was put back, and else its state (None when unknown)."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        return await operation(backend, job_id)
+        if await backend.retry(job_id):
+            return True, None
+        try:
+            return False, (await backend.get_job(job_id)).status
+        except trioqueue.UnknownJobError:
+            return False, None
 
 
 # -- status and jobs ----------------------------------------------------------------------
@@ -781,29 +1060,61 @@ async def _job_operation(dsn: str, schema: str, operation: JobOperation, job_id:
 
 def _add_status(commands: Subparsers) -> None:
     _subcommand(
-        commands, "status", _run_status, "count jobs per queue and state, age of the oldest ready"
+        commands,
+        "status",
+        _run_status,
+        "count jobs per queue and state, age of the oldest ready; list the worker pools",
     )
 
 
 def _run_status(args: argparse.Namespace) -> int:
-    counts, oldest = run_on_database(args, count_jobs)
-    if not counts:
+    counts, oldest, pools = run_on_database(args, count_jobs)
+    if counts:
+        print("\n".join(status_table(counts, oldest)))
+    else:
         print(f"no jobs in schema {schema_of(args)}")
-        return 0
-    print("\n".join(status_table(counts, oldest)))
+    print()
+    if pools:
+        print("\n".join(workers_table(pools, datetime.datetime.now(datetime.UTC))))
+    else:
+        print(f"no worker pools in schema {schema_of(args)}")
     return 0
 
 
 async def count_jobs(
     dsn: str, schema: str
-) -> tuple[dict[str, collections.Counter[str]], dict[str, float | None]]:
-    """Jobs per queue and state, and each queue's oldest ready age (one statement)."""
+) -> tuple[
+    dict[str, collections.Counter[str]], dict[str, float | None], list[trioqueue.WorkerInfo]
+]:
+    """Jobs per queue and state, each queue's oldest ready age (one statement), and the
+    registered worker pools (another)."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
         stats = await backend.queue_stats()
+        pools = await backend.list_workers()
     counts: dict[str, collections.Counter[str]] = {
         queue: collections.Counter(s.counts) for queue, s in stats.items()
     }
-    return counts, {queue: s.oldest_ready_age for queue, s in stats.items()}
+    return counts, {queue: s.oldest_ready_age for queue, s in stats.items()}, pools
+
+
+def workers_table(pools: list[trioqueue.WorkerInfo], now: datetime.datetime) -> list[str]:
+    """A row per worker pool: who and where it is, its jobs in flight, how long ago it
+    last beat (by this machine's clock), and whether it is live or stale."""
+    headers = ("WORKER", "HOST", "PID", "QUEUE", "CONC", "IN FLIGHT", "LAST BEAT", "STATE")
+    rows = [
+        [
+            pool.worker_id,
+            pool.host,
+            str(pool.pid),
+            pool.queue,
+            str(pool.concurrency),
+            str(pool.in_flight),
+            format_age(max(0.0, (now - pool.last_beat_at).total_seconds())) + " ago",
+            "stale" if pool.stale else "live",
+        ]
+        for pool in pools
+    ]
+    return format_table(headers, rows)
 
 
 def status_table(

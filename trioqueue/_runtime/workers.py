@@ -1,0 +1,199 @@
+"""Several worker pools in one process: :func:`run_workers`, and the resources they share.
+
+The nursery tree::
+
+    run_workers
+    └── async with resources as value       entered first, exited last
+        └── pools nursery
+            ├── run_worker_pool(configs[0], resources=value)
+            └── run_worker_pool(configs[1], resources=value)  ...
+
+Every config is checked before anything starts, so a bad one stops the whole process before
+the resources hook runs. Cancelling ``run_workers`` shuts every pool down gracefully, each
+with its own ``shutdown_grace``; the hook exits only after the last pool has stopped, so no
+handler ever sees a closed resource. The hook exits shielded from the cancellation that
+stopped the pools, so its cleanup may await; only ``stop_now`` cuts it short. A pool that fails (a claim error retrying cannot fix)
+cancels the others through the nursery, and the hook still exits.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, TypeAlias
+
+import trio
+
+from trioqueue._backends.interface import Backend
+from trioqueue._errors import ConfigError
+from trioqueue._runtime.config import WorkerConfig, problems_of
+from trioqueue._runtime.observer import PoolObserver
+from trioqueue._runtime.pool import run_worker_pool
+
+Resources: TypeAlias = (
+    "AbstractAsyncContextManager[Any] | Callable[[], AbstractAsyncContextManager[Any]]"
+)
+"""An async context manager, or a function of no arguments returning one (such as an
+``@asynccontextmanager`` function): what it yields becomes ``ctx.resources``."""
+
+
+async def run_workers(
+    backend: Backend,
+    configs: Iterable[WorkerConfig],
+    *,
+    resources: Resources | None = None,
+    stop_now: trio.Event | None = None,
+    observer: PoolObserver | None = None,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run one worker pool per config, all on ``backend``, until cancelled; then shut every
+    pool down gracefully.
+
+    Args:
+        backend: where the jobs live, shared by every pool. On PostgreSQL, size its
+            ``max_connections`` for all of them (docs/usage.rst, "Several queues in one
+            process").
+        configs: one per pool, each on a queue of its own.
+        resources: an async context manager, or a function of no arguments returning one
+            (an ``@asynccontextmanager`` function, say). It is entered before any pool
+            starts and exited after every pool has stopped, shielded from the cancellation
+            that stopped them (its cleanup may await; ``stop_now`` cuts it short); what it
+            yields is every handler's ``ctx.resources``. None: ``ctx.resources`` is None.
+        stop_now: as for :func:`run_worker_pool`, for every pool: once set, the shutdown
+            has no grace left.
+        observer: told of every pool's events (each event names its queue).
+        task_status: for ``nursery.start``, which returns once every pool is claiming.
+
+    Raises:
+        ConfigError: listing every problem of every config (each prefixed with its queue),
+            a queue named twice, no config at all, or ``resources`` of the wrong kind;
+            raised before the resources are entered or the backend is touched.
+        Exception: whatever entering or exiting ``resources`` raised (no pool started when
+            entering failed), or a pool's own error (the other pools are then shut down).
+    """
+    configs = list(configs)
+    _check_configs(backend, list(configs))
+    manager = _resources_manager(resources)
+    if manager is None:
+        await _run_pools(backend, configs, None, stop_now, observer, task_status)
+        return
+    value = await manager.__aenter__()
+    try:
+        await _run_pools(backend, configs, value, stop_now, observer, task_status)
+    except BaseException as exc:
+        if not await _exit(manager, exc, stop_now):
+            raise
+    else:
+        await _exit(manager, None, stop_now)
+
+
+async def _exit(
+    manager: AbstractAsyncContextManager[Any],
+    exc: BaseException | None,
+    stop_now: trio.Event | None,
+) -> bool:
+    """Exit ``manager`` (with ``exc``, if the pools raised one), shielded from the
+    cancellation that stopped the pools, so that its cleanup can still await (close a
+    client, flush a buffer); but ``stop_now`` cancels it too, as it ends the pools' grace.
+
+    Returns:
+        Whether the manager suppressed ``exc``.
+    """
+    with trio.CancelScope(shield=True) as exiting:
+        async with trio.open_nursery() as nursery:
+            if stop_now is not None:
+                nursery.start_soon(_cancel_when_set, stop_now, exiting)
+            try:
+                kind = None if exc is None else type(exc)
+                traceback = None if exc is None else exc.__traceback__
+                suppressed: bool | None = await manager.__aexit__(kind, exc, traceback)
+            finally:
+                nursery.cancel_scope.cancel()
+        return bool(suppressed)
+    return False  # stop_now cut the exit short: the pools' exception goes on
+
+
+async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
+async def _run_pools(
+    backend: Backend,
+    configs: list[WorkerConfig],
+    resources: object,
+    stop_now: trio.Event | None,
+    observer: PoolObserver | None,
+    task_status: trio.TaskStatus[None],
+) -> None:
+    async with trio.open_nursery() as pools:
+        for config in configs:
+            pool = functools.partial(
+                run_worker_pool,
+                backend,
+                config,
+                stop_now=stop_now,
+                observer=observer,
+                resources=resources,
+            )
+            await pools.start(pool, name=f"trioqueue.pool[{config.queue}]")
+        task_status.started()
+
+
+def _check_configs(backend: Backend, configs: list[object]) -> None:
+    """Every problem of every config at once, as one ConfigError (configs are read as
+    plain objects: they often come from untyped settings)."""
+    if not configs:
+        raise ConfigError(["no worker config given: run_workers needs at least one"])
+    problems: list[str] = []
+    seen: set[object] = set()
+    for config in configs:
+        found = problems_of(config)
+        if not isinstance(config, WorkerConfig):
+            problems.extend(found)
+            continue
+        queue: object = config.queue
+        problems.extend(f"queue {queue!r}: {problem}" for problem in found)
+        if config.transactional and not backend.supports_transactions:
+            problems.append(
+                f"queue {queue!r}: transactional mode needs a backend with transactions, "
+                f"not {type(backend).__name__}"
+            )
+        if isinstance(queue, str):
+            if queue in seen:
+                problems.append(f"queue {queue!r} is given twice: one pool per queue")
+            seen.add(queue)
+    if problems:
+        raise ConfigError(problems)
+
+
+def _resources_manager(resources: object) -> AbstractAsyncContextManager[Any] | None:
+    """``resources`` as the context manager to enter (calling a factory for it), or None.
+
+    Raises:
+        ConfigError: ``resources`` is neither an async context manager nor a function
+            returning one.
+    """
+    if resources is None or _is_async_context_manager(resources):
+        return resources  # type: ignore[return-value]  # checked just above
+    if callable(resources):
+        made = resources()
+        if _is_async_context_manager(made):
+            return made  # type: ignore[no-any-return]
+        raise ConfigError(
+            [
+                "resources must be an async context manager or a function returning one; "
+                f"calling it returned {type(made).__name__}"
+            ]
+        )
+    raise ConfigError(
+        [
+            "resources must be an async context manager or a function returning one, "
+            f"not {type(resources).__name__}"
+        ]
+    )
+
+
+def _is_async_context_manager(value: object) -> bool:
+    return hasattr(value, "__aenter__") and hasattr(value, "__aexit__")
