@@ -96,7 +96,9 @@ async def test_jobs_filters_pages_and_totals(backend: trioqueue.MemoryBackend) -
         "limit=100000",
         "offset=-1",
         "offset=x",
-        "q=hello",
+        "sort=name",
+        "sort=-name",
+        "q=" + "x" * 201,
     ],
 )
 async def test_jobs_bad_params_are_400(backend: trioqueue.MemoryBackend, query: str) -> None:
@@ -107,10 +109,17 @@ async def test_jobs_bad_params_are_400(backend: trioqueue.MemoryBackend, query: 
     assert "\n" not in r.json()["error"]
 
 
-async def test_q_is_refused_not_ignored(backend: trioqueue.MemoryBackend) -> None:
+async def test_jobs_search_and_sort(backend: trioqueue.MemoryBackend) -> None:
+    low = await backend.enqueue("mail", {"to": "alice"}, priority=1)
+    high = await backend.enqueue("mail", {"to": "ALICE"}, priority=9)
+    await backend.enqueue("mail", {"to": "bob"})
     async with client(create_app(backend)) as c:
-        r = await c.get("/api/jobs?q=hello")
-    assert r.json() == {"error": "q is not supported yet"}
+        found = (await c.get("/api/jobs", params={"q": "alice", "sort": "-priority"})).json()
+        by_id = (await c.get("/api/jobs", params={"q": "alice", "sort": "-id", "limit": 1})).json()
+    assert [j["id"] for j in found["jobs"]] == [high, low]
+    assert found["total"] == 2
+    assert [j["id"] for j in by_id["jobs"]] == [high]
+    assert by_id["total"] == 2  # every match, not just this page
 
 
 async def test_job_detail(backend: trioqueue.MemoryBackend) -> None:
@@ -132,6 +141,12 @@ async def test_job_detail(backend: trioqueue.MemoryBackend) -> None:
         "progress": None,
         "last_error": None,
         "finished_at": None,
+        "lease_expires_at": None,
+        "last_renewed_at": None,
+        "cancel_requested": False,
+        "cancel_requested_at": None,
+        "cancel_acknowledged_at": None,
+        "worker": None,
     }
 
 
@@ -199,13 +214,15 @@ async def test_retry_409_unless_failed(backend: trioqueue.MemoryBackend) -> None
     assert (await backend.get_job(job_id)).status == "ready"
 
 
-async def test_delete_is_501(backend: trioqueue.MemoryBackend) -> None:
+async def test_delete_then_404(backend: trioqueue.MemoryBackend) -> None:
     job_id = await backend.enqueue("mail", 1)
     async with client(create_app(backend)) as c:
         r = await c.delete(f"/api/jobs/{job_id}", headers=SAME_SITE)
-    assert r.status_code == 501
-    assert r.json() == {"error": "deleting jobs is not supported yet"}
-    assert (await backend.get_job(job_id)).status == "ready"
+        again = await c.delete(f"/api/jobs/{job_id}", headers=SAME_SITE)
+    assert (r.status_code, r.json()) == (200, {"ok": True})
+    assert again.status_code == 404
+    with pytest.raises(trioqueue.UnknownJobError):
+        await backend.get_job(job_id)
 
 
 async def test_read_only_refuses_changes(backend: trioqueue.MemoryBackend) -> None:

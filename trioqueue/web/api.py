@@ -1,0 +1,307 @@
+"""The dashboard's JSON API (docs/dashboard.rst, "JSON API").
+
+The parsing of the job list's parameters and the job actions live here too: the HTML pages
+(:mod:`trioqueue.web.pages`) share them, so a page and the API refuse the same things.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from starlette.datastructures import QueryParams
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+import trioqueue
+from trioqueue.web.auth import Guard, error
+
+__all__ = [
+    "ACTIONS",
+    "ActionResult",
+    "JobQuery",
+    "apply_action",
+    "job_detail_json",
+    "job_json",
+    "routes",
+    "worker_json",
+]
+
+#: Job ids are PostgreSQL bigints.
+MAX_JOB_ID = 2**63 - 1
+STATUSES: tuple[trioqueue.JobStatus, ...] = ("scheduled", "ready", "running", "succeeded", "failed")
+SORTS: tuple[trioqueue.JobSort, ...] = (
+    "id", "-id", "priority", "-priority", "created_at", "-created_at", "finished_at", "-finished_at"
+)  # fmt: skip
+Action = Literal["cancel", "retry", "delete"]
+ACTIONS: tuple[Action, ...] = ("cancel", "retry", "delete")
+#: The most ids one bulk action takes (a page holds at most 1000 jobs).
+MAX_BULK = 1000
+MAX_SEARCH = 200
+
+Backend = trioqueue.MemoryBackend | trioqueue.PostgresBackend
+
+
+def iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def job_json(info: trioqueue.JobInfo) -> dict[str, Any]:
+    """A JobInfo as the API's JSON object (the job list's entries)."""
+    undecodable = isinstance(info.payload, trioqueue.UndecodablePayload)
+    out: dict[str, Any] = {
+        "id": info.id,
+        "queue": info.queue,
+        "payload": str(info.payload) if undecodable else info.payload,
+        "status": info.status,
+        "attempts": info.attempts,
+        "max_attempts": info.max_attempts,
+        "priority": info.priority,
+        "progress": info.progress,
+        "last_error": info.last_error,
+        "created_at": iso(info.created_at),
+        "finished_at": iso(info.finished_at),
+    }
+    if undecodable:
+        out["undecodable"] = True
+    return out
+
+
+def job_detail_json(info: trioqueue.JobInfo) -> dict[str, Any]:
+    """One job with its lease details (``GET /api/jobs/{id}``)."""
+    return job_json(info) | {
+        "lease_expires_at": iso(info.lease_expires_at),
+        "last_renewed_at": iso(info.last_renewed_at),
+        "cancel_requested": info.cancel_requested_at is not None,
+        "cancel_requested_at": iso(info.cancel_requested_at),
+        "cancel_acknowledged_at": iso(info.cancel_acknowledged_at),
+        "worker": info.worker_id,
+    }
+
+
+def worker_json(info: trioqueue.WorkerInfo) -> dict[str, Any]:
+    return {
+        "worker_id": info.worker_id,
+        "host": info.host,
+        "pid": info.pid,
+        "queue": info.queue,
+        "concurrency": info.concurrency,
+        "in_flight": info.in_flight,
+        "abandoned_renewals": info.abandoned_renewals,
+        "last_beat_at": iso(info.last_beat_at),
+        "started_at": iso(info.started_at),
+        "stale": info.stale,
+    }
+
+
+def queues_json(stats: dict[str, trioqueue.QueueStats]) -> list[dict[str, Any]]:
+    return [
+        {
+            "queue": name,
+            "counts": dict(s.counts),
+            "oldest_ready_age": s.oldest_ready_age,
+            "paused": False,  # no pausing until scheduling lands
+        }
+        for name, s in sorted(stats.items())
+    ]
+
+
+def parse_job_id(raw: str) -> int:
+    """A job id from a path or form; ValueError with the one-line reason."""
+    try:
+        job_id = int(raw)
+    except ValueError:
+        raise ValueError(f"job id must be an integer, not {raw!r}") from None
+    if not 1 <= job_id <= MAX_JOB_ID:
+        raise ValueError(f"job id out of range: {raw}")
+    return job_id
+
+
+def _int(params: QueryParams, name: str, default: int, low: int, high: int) -> int:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, not {raw!r}") from None
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be between {low} and {high}")
+    return value
+
+
+@dataclass(frozen=True)
+class JobQuery:
+    """The job list's filters, order and page (``/api/jobs`` and the jobs page)."""
+
+    queue: str | None = None
+    status: trioqueue.JobStatus | None = None
+    search: str | None = None
+    sort: trioqueue.JobSort = "id"
+    limit: int = 100
+    offset: int = 0
+
+    @classmethod
+    def parse(cls, params: QueryParams, *, default_limit: int = 100) -> JobQuery:
+        """Raises ValueError with a one-line reason for a bad parameter."""
+        status = params.get("status") or None
+        if status is not None and status not in STATUSES:
+            raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
+        sort = params.get("sort") or "id"
+        if sort not in SORTS:
+            raise ValueError(f"sort must be one of {', '.join(SORTS)}, not {sort!r}")
+        search = params.get("q") or None
+        if search is not None and len(search) > MAX_SEARCH:
+            raise ValueError(f"q must be at most {MAX_SEARCH} characters")
+        return cls(
+            queue=params.get("queue") or None,
+            status=status,
+            search=search,
+            sort=sort,
+            limit=_int(params, "limit", default_limit, 1, 1000),
+            offset=_int(params, "offset", 0, 0, MAX_JOB_ID),
+        )
+
+    async def run(self, backend: Backend) -> tuple[list[trioqueue.JobInfo], int]:
+        """The page of jobs, and how many match in all (a second query: under traffic the
+        two may differ a little)."""
+        jobs = await backend.list_jobs(
+            self.queue,
+            self.status,
+            self.limit,
+            self.offset,
+            search=self.search,
+            sort=self.sort,
+        )
+        total = await backend.count_jobs(self.queue, self.status, search=self.search)
+        return jobs, total
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """What one action on one job did: ``status`` 200, 404 (no such job) or 409 (its
+    state does not allow it)."""
+
+    job_id: int
+    status: int
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200
+
+    def json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.job_id, "ok": self.ok}
+        if self.error is not None:
+            out["error"] = self.error
+            out["status"] = self.status
+        return out
+
+
+_NOT_ALLOWED: dict[Action, str] = {
+    "cancel": "has already finished",
+    "retry": "has not failed",
+    "delete": "is running",
+}
+
+
+async def apply_action(backend: Backend, action: Action, job_id: int) -> ActionResult:
+    """Cancel, retry or delete one job."""
+    if action == "cancel":
+        done = await backend.cancel(job_id)
+    elif action == "retry":
+        done = await backend.retry(job_id)
+    else:
+        done = await backend.delete_job(job_id)
+    if done:
+        return ActionResult(job_id, 200)
+    try:
+        await backend.get_job(job_id)
+    except trioqueue.UnknownJobError:
+        return ActionResult(job_id, 404, f"no job {job_id}")
+    return ActionResult(job_id, 409, f"job {job_id} {_NOT_ALLOWED[action]}")
+
+
+def parse_bulk(body: Any) -> tuple[Action, list[int]]:
+    """``{"action": ..., "ids": [...]}``; ValueError with a one-line reason."""
+    if not isinstance(body, dict) or set(body) != {"action", "ids"}:
+        raise ValueError('the body must be {"action": ..., "ids": [...]}')
+    action, ids = body["action"], body["ids"]
+    if action not in ACTIONS:
+        raise ValueError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}")
+    if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_BULK:
+        raise ValueError(f"ids must be a list of 1 to {MAX_BULK} job ids")
+    for job_id in ids:
+        if type(job_id) is not int or not 1 <= job_id <= MAX_JOB_ID:
+            raise ValueError(f"each id must be an integer from 1 to {MAX_JOB_ID}, not {job_id!r}")
+    return action, list(dict.fromkeys(ids))  # each job once, in the given order
+
+
+def routes(backend: Backend, guard: Guard) -> list[Route]:
+    """The ``/api`` routes (``/api/events`` is :mod:`trioqueue.web.events`)."""
+
+    async def queues(request: Request) -> Response:
+        return JSONResponse(queues_json(await backend.queue_stats()))
+
+    async def jobs(request: Request) -> Response:
+        try:
+            query = JobQuery.parse(request.query_params)
+        except ValueError as exc:
+            return error(400, str(exc))
+        found, total = await query.run(backend)
+        return JSONResponse({"jobs": [job_json(j) for j in found], "total": total})
+
+    async def job(request: Request) -> Response:
+        try:
+            job_id = parse_job_id(request.path_params["job_id"])
+        except ValueError as exc:
+            return error(400, str(exc))
+        try:
+            info = await backend.get_job(job_id)
+        except trioqueue.UnknownJobError:
+            return error(404, f"no job {job_id}")
+        return JSONResponse(job_detail_json(info))
+
+    def one(action: Action) -> Route:
+        async def endpoint(request: Request) -> Response:
+            try:
+                job_id = parse_job_id(request.path_params["job_id"])
+            except ValueError as exc:
+                return error(400, str(exc))
+            result = await apply_action(backend, action, job_id)
+            if not result.ok:
+                return error(result.status, result.error or "")
+            return JSONResponse({"ok": True})
+
+        if action == "delete":
+            return Route("/api/jobs/{job_id}", guard.api(endpoint), methods=["DELETE"])
+        return Route(f"/api/jobs/{{job_id}}/{action}", guard.api(endpoint), methods=["POST"])
+
+    async def bulk(request: Request) -> Response:
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return error(400, "the body must be JSON")
+        try:
+            action, ids = parse_bulk(body)
+        except ValueError as exc:
+            return error(400, str(exc))
+        results = [await apply_action(backend, action, job_id) for job_id in ids]
+        return JSONResponse({"action": action, "results": [r.json() for r in results]})
+
+    async def workers(request: Request) -> Response:
+        return JSONResponse([worker_json(w) for w in await backend.list_workers()])
+
+    return [
+        Route("/api/queues", guard.api(queues), methods=["GET"]),
+        Route("/api/jobs", guard.api(jobs), methods=["GET"]),
+        Route("/api/jobs/actions", guard.api(bulk), methods=["POST"]),
+        Route("/api/jobs/{job_id}", guard.api(job), methods=["GET"]),
+        one("delete"),
+        one("cancel"),
+        one("retry"),
+        Route("/api/workers", guard.api(workers), methods=["GET"]),
+    ]

@@ -1,0 +1,367 @@
+"""The dashboard's HTML pages (docs/dashboard.rst, "Pages"): Jinja2 templates, htmx actions.
+
+Pages are rendered on the server from the same backend calls as the JSON API; the browser
+adds only htmx (actions without a reload, confirmations) and ``dashboard.js`` (live updates
+from ``/api/events``, ticking countdowns). Every action also works as a plain form post.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+import jinja2
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+import trioqueue
+from trioqueue.web.api import (
+    ACTIONS,
+    MAX_BULK,
+    STATUSES,
+    JobQuery,
+    apply_action,
+    parse_job_id,
+    queues_json,
+)
+from trioqueue.web.auth import TOKEN_COOKIE, Guard, Handler, safe_next
+
+__all__ = ["routes"]
+
+Backend = trioqueue.MemoryBackend | trioqueue.PostgresBackend
+
+SORT_LABELS: tuple[tuple[str, str], ...] = (
+    ("-id", "newest first"),
+    ("id", "oldest first"),
+    ("-priority", "priority, highest first"),
+    ("priority", "priority, lowest first"),
+    ("-created_at", "created, latest first"),
+    ("created_at", "created, earliest first"),
+    ("-finished_at", "finished, latest first"),
+    ("finished_at", "finished, earliest first"),
+)
+PAGE_SIZE = 50
+CHART_WIDTH, CHART_HEIGHT, CHART_BUCKETS = 600, 120, 60
+
+
+def _age(seconds: float | None) -> str:
+    """A duration for people: 4s, 3m 20s, 2h 5m, 3d 4h."""
+    if seconds is None:
+        return "–"
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("trioqueue.web", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.globals |= {
+        "static": lambda name: f"/static/{name}",
+        "age": _age,
+        "ago": lambda t: f"{_age((_now() - t).total_seconds())} ago",
+        "until": lambda t: _age((t - _now()).total_seconds()),
+        "iso": lambda t: None if t is None else t.isoformat(),
+        "short_time": lambda t: t.astimezone(UTC).strftime("%m-%d %H:%M:%S"),
+        "full_time": lambda t: t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "payload_line": _payload_line,
+        "statuses": STATUSES,
+        "sorts": SORT_LABELS,
+    }
+    return env
+
+
+def _payload_line(job: trioqueue.JobInfo) -> str:
+    text = _payload_text(job.payload, indent=None)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def _payload_text(payload: Any, *, indent: int | None) -> str:
+    if isinstance(payload, trioqueue.UndecodablePayload):
+        return str(payload)
+    return json.dumps(payload, indent=indent, ensure_ascii=False, sort_keys=indent is not None)
+
+
+@dataclass(frozen=True)
+class Bar:
+    x: float
+    label: str
+    succeeded: int
+    failed: int
+    succeeded_y: float
+    succeeded_height: float
+    failed_y: float
+    failed_height: float
+
+
+def chart(history: list[trioqueue.FinishedBucket]) -> dict[str, Any]:
+    """The overview's bar chart as SVG coordinates: one stacked bar per bucket, failed on
+    top of succeeded, scaled to the busiest bucket."""
+    peak = max((b.succeeded + b.failed for b in history), default=0)
+    scale = CHART_HEIGHT / peak if peak else 0.0
+    step = CHART_WIDTH / max(len(history), 1)
+    bars = []
+    for i, b in enumerate(history):
+        ok_h, failed_h = b.succeeded * scale, b.failed * scale
+        bars.append(
+            Bar(
+                x=round(i * step + 1, 2),
+                label=b.start.astimezone(UTC).strftime("%H:%M"),
+                succeeded=b.succeeded,
+                failed=b.failed,
+                succeeded_y=round(CHART_HEIGHT - ok_h, 2),
+                succeeded_height=round(ok_h, 2),
+                failed_y=round(CHART_HEIGHT - ok_h - failed_h, 2),
+                failed_height=round(failed_h, 2),
+            )
+        )
+    return {
+        "width": CHART_WIDTH,
+        "height": CHART_HEIGHT,
+        "bar_width": round(max(step - 2, 1), 2),
+        "bars": bars,
+        "peak": peak,
+        "succeeded": sum(b.succeeded for b in history),
+        "failed": sum(b.failed for b in history),
+        "first_label": bars[0].label if bars else "",
+        "last_label": "now",
+    }
+
+
+def _page_url(query: JobQuery, offset: int) -> str:
+    params = {
+        "queue": query.queue or "",
+        "status": query.status or "",
+        "q": query.search or "",
+        "sort": query.sort,
+        "limit": str(query.limit),
+        "offset": str(offset),
+    }
+    return "/jobs?" + urlencode({k: v for k, v in params.items() if v})
+
+
+def routes(backend: Backend, guard: Guard) -> list[Route]:
+    env = environment()
+
+    def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        context.setdefault("events_url", None)
+        html = env.get_template(template).render(
+            read_only=guard.read_only,
+            logged_in=guard.token is not None and guard.authorised(request),
+            title=context.pop("title", ""),
+            **context,
+        )
+        return HTMLResponse(html, status_code=status)
+
+    def problem(request: Request, status: int, title: str, message: str) -> HTMLResponse:
+        return render(request, "error.html", status, page="error", title=title, message=message)
+
+    async def overview(request: Request) -> Response:
+        stats = await backend.queue_stats()
+        history = await backend.finished_history(window=3600.0, buckets=CHART_BUCKETS)
+        return render(
+            request,
+            "overview.html",
+            page="overview",
+            title="Overview",
+            queues=queues_json(stats),
+            chart=chart(history),
+            events_url="/api/events",
+        )
+
+    async def jobs(request: Request) -> Response:
+        try:
+            query = JobQuery.parse(request.query_params, default_limit=PAGE_SIZE)
+        except ValueError as exc:
+            return problem(request, 400, "Bad filter", str(exc))
+        if "sort" not in request.query_params:
+            query = JobQuery(**{**query.__dict__, "sort": "-id"})  # newest first by default
+        found, total = await query.run(backend)
+        names = sorted(await backend.queue_stats())
+        if query.queue and query.queue not in names:
+            names.append(query.queue)
+        live = [j.id for j in found if j.status in ("scheduled", "ready", "running")]
+        here = _page_url(query, query.offset)
+        return render(
+            request,
+            "jobs.html",
+            page="jobs",
+            title="Jobs",
+            query=query,
+            jobs=found,
+            total=total,
+            first=query.offset + 1,
+            last=query.offset + len(found),
+            queue_names=names,
+            here=here,
+            prev_url=_page_url(query, max(query.offset - query.limit, 0)) if query.offset else None,
+            next_url=_page_url(query, query.offset + query.limit)
+            if query.offset + len(found) < total
+            else None,
+            events_url="/api/events?jobs=" + ",".join(map(str, live[:200])),
+        )
+
+    async def job(request: Request) -> Response:
+        try:
+            job_id = parse_job_id(request.path_params["job_id"])
+        except ValueError as exc:
+            return problem(request, 400, "Bad job id", str(exc))
+        try:
+            info = await backend.get_job(job_id)
+        except trioqueue.UnknownJobError:
+            return problem(request, 404, "No such job", f"There is no job {job_id}.")
+        return render(
+            request,
+            "job.html",
+            page="job",
+            title=f"Job {job_id}",
+            job=info,
+            payload=_payload_text(info.payload, indent=2),
+            undecodable=isinstance(info.payload, trioqueue.UndecodablePayload),
+            events_url=f"/api/events?jobs={job_id}",
+        )
+
+    async def workers(request: Request) -> Response:
+        return render(
+            request,
+            "workers.html",
+            page="workers",
+            title="Workers",
+            workers=await backend.list_workers(),
+        )
+
+    async def actions(request: Request) -> Response:
+        """Cancel, retry or delete the selected jobs (a form post, by htmx or not)."""
+        next_url = safe_next(request.query_params.get("next"))
+        try:
+            form = await Form.read(request)
+            chosen = set(form.getlist("action"))
+            next_url = safe_next(form.get("next") or request.query_params.get("next"))
+            if len(chosen) != 1 or next(iter(chosen)) not in ACTIONS:
+                raise ValueError(f"action must be one of {', '.join(ACTIONS)}")
+            action = next(a for a in ACTIONS if a in chosen)
+            ids = list(dict.fromkeys(parse_job_id(i) for i in form.getlist("ids")))
+            if not 1 <= len(ids) <= MAX_BULK:
+                raise ValueError("select at least one job")
+        except ValueError as exc:
+            if request.headers.get("hx-request"):
+                return HTMLResponse(
+                    f'<p class="error" data-testid="action-error">{html.escape(str(exc))}</p>'
+                )
+            return problem(request, 400, "Bad action", str(exc))
+        results = [await apply_action(backend, action, job_id) for job_id in ids]
+        all_ok = all(r.ok for r in results)
+        if not request.headers.get("hx-request"):
+            return RedirectResponse(next_url if next_url != "/" else "/jobs", status_code=303)
+        fragment = env.get_template("_results.html").render(
+            action=action, results=results, all_ok=all_ok, done=sum(r.ok for r in results)
+        )
+        response = HTMLResponse(fragment)
+        if all_ok:
+            # Show the new state at once: reload this page, or go where the form said
+            # (a deleted job's page would be a 404).
+            if "next" in request.query_params or form.get("next"):
+                response.headers["HX-Redirect"] = next_url
+            else:
+                response.headers["HX-Refresh"] = "true"
+        return response
+
+    async def login(request: Request) -> Response:
+        if guard.token is None:
+            return RedirectResponse("/", status_code=303)
+        if request.method == "GET":
+            return render(
+                request,
+                "login.html",
+                page="login",
+                title="Log in",
+                failed=False,
+                next=safe_next(request.query_params.get("next")),
+            )
+        try:
+            form = await Form.read(request)
+        except ValueError as exc:
+            return problem(request, 400, "Bad form", str(exc))
+        next_url = safe_next(form.get("next"))
+        if not guard.token_matches(form.get("token") or ""):
+            return render(
+                request, "login.html", 401, page="login", title="Log in", failed=True, next=next_url
+            )
+        response = RedirectResponse(next_url, status_code=303)
+        guard.login_cookie(response)
+        return response
+
+    async def logout(request: Request) -> Response:
+        response = RedirectResponse("/login" if guard.token else "/", status_code=303)
+        response.delete_cookie(TOKEN_COOKIE, path="/", httponly=True, samesite="strict")
+        return response
+
+    return [
+        Route("/", guard.page(overview), methods=["GET"]),
+        Route("/jobs", guard.page(jobs), methods=["GET"]),
+        Route("/jobs/actions", guard.page(actions), methods=["POST"]),
+        Route("/jobs/{job_id}", guard.page(job), methods=["GET"]),
+        Route("/workers", guard.page(workers), methods=["GET"]),
+        Route("/login", _same_site_posts(guard, login), methods=["GET", "POST"]),
+        Route("/logout", _same_site_posts(guard, logout), methods=["POST"]),
+    ]
+
+
+class Form:
+    """An ``application/x-www-form-urlencoded`` body (what browsers and htmx send), read
+    without python-multipart: the dashboard's forms have no file fields."""
+
+    MAX_BYTES = 1 << 20
+
+    def __init__(self, fields: dict[str, list[str]]) -> None:
+        self.fields = fields
+
+    @classmethod
+    async def read(cls, request: Request) -> Form:
+        body = await request.body()
+        if len(body) > cls.MAX_BYTES:
+            raise ValueError("the form is too large")
+        kind = request.headers.get("content-type", "").partition(";")[0].strip()
+        if body and kind != "application/x-www-form-urlencoded":
+            raise ValueError("the form must be application/x-www-form-urlencoded")
+        return cls(parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True))
+
+    def get(self, name: str) -> str | None:
+        values = self.fields.get(name)
+        return values[0] if values else None
+
+    def getlist(self, name: str) -> list[str]:
+        return self.fields.get(name, [])
+
+
+def _same_site_posts(guard: Guard, handler: Handler) -> Handler:
+    """The login form needs no token, but its post must come from this site (so another
+    site cannot log a browser in)."""
+
+    async def endpoint(request: Request) -> Response:
+        if request.method == "POST" and not guard.same_site(request):
+            return Response(
+                "cross-site request refused (Origin does not match)\n",
+                status_code=403,
+                media_type="text/plain",
+            )
+        return await handler(request)
+
+    return endpoint

@@ -1,0 +1,112 @@
+// trioqueue dashboard: live updates from /api/events and ticking clocks. No build step.
+(function () {
+  "use strict";
+
+  // A duration for people, as the server renders it (pages.py, _age).
+  function age(seconds) {
+    var s = Math.max(0, Math.floor(seconds));
+    if (s < 60) return s + "s";
+    if (s < 3600) return Math.floor(s / 60) + "m " + (s % 60) + "s";
+    if (s < 86400) return Math.floor(s / 3600) + "h " + Math.floor((s % 3600) / 60) + "m";
+    return Math.floor(s / 86400) + "d " + Math.floor((s % 86400) / 3600) + "h";
+  }
+
+  // Countdowns (lease expiry) and ages (heartbeat, last beat) from the ISO times the
+  // server put in data attributes, recomputed every second by the browser's clock.
+  function tick() {
+    var now = Date.now();
+    document.querySelectorAll("[data-countdown]").forEach(function (el) {
+      var at = el.getAttribute("data-countdown");
+      if (!at) { el.textContent = "–"; return; }
+      var left = (Date.parse(at) - now) / 1000;
+      el.textContent = left > 0 ? age(left) : "expired " + age(-left) + " ago";
+      el.classList.toggle("error", left <= 0);
+    });
+    document.querySelectorAll("[data-age]").forEach(function (el) {
+      var at = el.getAttribute("data-age");
+      el.textContent = at ? age((now - Date.parse(at)) / 1000) + " ago" : "–";
+    });
+  }
+
+  function setProgress(bar, value) {
+    var pct = value === null || value === undefined ? null : Math.round(value * 1000) / 10;
+    var fill = bar.querySelector(".fill");
+    var label = bar.querySelector("[data-testid=progress-value]");
+    if (pct === null) {
+      bar.removeAttribute("aria-valuenow");
+      if (fill) fill.style.width = "0%";
+      if (label) label.textContent = "–";
+    } else {
+      bar.setAttribute("aria-valuenow", String(pct));
+      if (fill) fill.style.width = pct + "%";
+      if (label) label.textContent = pct + "%";
+    }
+  }
+
+  function setStatus(el, status) {
+    el.textContent = status;
+    el.className = "status " + status;
+  }
+
+  function onJob(data) {
+    var page = document.body.getAttribute("data-page");
+    if (page === "job") {
+      var status = document.getElementById("job-status");
+      if (!status || Number(status.getAttribute("data-job-id")) !== data.id) return;
+      var before = status.textContent;
+      setStatus(status, data.status);
+      var bar = document.querySelector("#job-progress [data-testid=progress-bar]");
+      if (bar) setProgress(bar, data.progress);
+      // A new state changes the lease, the error and the actions: read the page again.
+      if (before !== data.status && data.status !== "deleted") window.location.reload();
+      return;
+    }
+    var row = document.querySelector('tr[data-job-id="' + data.id + '"]');
+    if (!row) return;
+    var cell = row.querySelector("[data-testid=job-status]");
+    if (cell) setStatus(cell, data.status);
+    var rowBar = row.querySelector("[data-testid=progress-bar]");
+    if (rowBar) setProgress(rowBar, data.progress);
+  }
+
+  function onQueue(data) {
+    var row = document.querySelector('tr[data-testid=queue-row][data-queue="' + CSS.escape(data.queue) + '"]');
+    if (!row) {
+      // A queue appeared or vanished: the table's shape changed, render it again.
+      if (Object.keys(data.counts).length) window.location.reload();
+      return;
+    }
+    row.querySelectorAll("[data-testid=queue-count]").forEach(function (el) {
+      el.textContent = String(data.counts[el.getAttribute("data-status")] || 0);
+    });
+    var oldest = row.querySelector("[data-testid=oldest-ready-age]");
+    if (oldest) oldest.textContent = data.oldest_ready_age === null ? "–" : age(data.oldest_ready_age);
+  }
+
+  function listen() {
+    var url = document.body.getAttribute("data-events");
+    var live = document.getElementById("live-status");
+    if (!url || !window.EventSource) { if (live) live.textContent = ""; return; }
+    var source = new EventSource(url);
+    source.addEventListener("open", function () { live.textContent = "live"; live.className = "live on"; });
+    source.addEventListener("error", function () { live.textContent = "reconnecting"; live.className = "live off"; });
+    source.addEventListener("job", function (e) { onJob(JSON.parse(e.data)); });
+    source.addEventListener("queue", function (e) { onQueue(JSON.parse(e.data)); });
+    window.addEventListener("pagehide", function () { source.close(); });
+  }
+
+  function selectAll() {
+    var all = document.getElementById("select-all");
+    if (!all) return;
+    all.addEventListener("change", function () {
+      document.querySelectorAll("[data-testid=job-select]").forEach(function (box) { box.checked = all.checked; });
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    tick();
+    setInterval(tick, 1000);
+    selectAll();
+    listen();
+  });
+})();
