@@ -3,8 +3,8 @@
 The layers, bottom to top, are :data:`TIERS`; a module may import its own component and any
 component of a lower tier, nothing else. So ``_core`` stands alone, the runtime reaches the
 backends only through the Backend protocol, the two concrete backends never import each
-other, and the command line and the web dashboard (``trioqueue.web``) sit on the public
-API. ``_core`` may import only the standard library (no trio, trio-asyncio or asyncpg): its
+other, and the web dashboard (``trioqueue.web``) sits on the public API, with the command
+line (which serves the dashboard) above it. ``_core`` may import only the standard library (no trio, trio-asyncio or asyncpg): its
 rules are sans-IO; so may the memory backend's reference model (:data:`STDLIB_ONLY`), which
 is synchronous. No import cycles.
 
@@ -68,7 +68,8 @@ TIERS: tuple[tuple[Component, ...], ...] = (
     (RUNTIME, MEMORY, POSTGRES),
     (PUBLIC,),
     (TESTING, METRICS),
-    (CLI, WEB),
+    (WEB,),
+    (CLI,),  # `trioqueue dashboard` and the demo serve the web dashboard
 )
 
 # The command line uses the public API (``trioqueue``, ``trioqueue.testing``, ``trioqueue.metrics``;
@@ -307,7 +308,6 @@ def _graph(edges: dict[str, list[str]], runs: bool = True) -> dict[str, list[Imp
         ("trioqueue.web", "trioqueue._errors"),
         ("trioqueue.web", "trioqueue.testing"),
         ("trioqueue.web", "trioqueue.cli"),
-        ("trioqueue.cli._commands", "trioqueue.web"),
         ("trioqueue.web", "asyncpg"),
     ],
 )

@@ -47,7 +47,7 @@ import trioqueue
 from trioqueue._backends.postgres import embedded as _embedded
 from trioqueue._errors import causes, leaves
 from trioqueue._runtime.config import problems_of
-from trioqueue.cli import _demo, _watch
+from trioqueue.cli import _dashboard, _demo, _watch
 from trioqueue.cli._terminal import (
     JsonLogFormatter,
     LiveBlock,
@@ -128,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_retry,
         _add_status,
         _add_jobs,
+        _add_dashboard,
         _add_demo,
     ):
         add(commands)
@@ -1280,6 +1281,25 @@ def jobs_table(infos: Sequence[trioqueue.JobInfo]) -> list[str]:
     return format_table(headers, rows)
 
 
+# -- dashboard (trioqueue/cli/_dashboard.py) ----------------------------------------------
+
+
+def _add_dashboard(commands: Subparsers) -> None:
+    parser = _subcommand(
+        commands, "dashboard", _run_dashboard, _dashboard.HELP, _dashboard.DESCRIPTION
+    )
+    _dashboard.add_arguments(parser)
+
+
+def _run_dashboard(args: argparse.Namespace) -> int:
+    with _errors_as_cli_errors():
+        _dashboard.check(args.host)  # before connecting: a public bind needs a token
+    run_on_database(
+        args, _dashboard.serve_dashboard, args.host, args.port, args.read_only, sys.stdout
+    )
+    return 0
+
+
 # -- demo ---------------------------------------------------------------------------------
 
 
@@ -1320,6 +1340,20 @@ def _add_demo(commands: Subparsers) -> None:
         help="divide every duration by FACTOR (default: %(default)s)",
     )
     demo.add_argument(
+        "--dashboard-port",
+        type=_dashboard.port,
+        default=_dashboard.DEFAULT_PORT,
+        metavar="PORT",
+        help="serve the dashboard on 127.0.0.1:PORT while the demo runs, or on a free port "
+        "when that one is taken (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--no-dashboard",
+        dest="dashboard",
+        action="store_false",
+        help="do not start the dashboard",
+    )
+    demo.add_argument(
         "--no-live",
         dest="live",
         action="store_false",
@@ -1335,6 +1369,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         verbose=args.verbose,
         backend=args.backend,
         schema=schema_of(args, _demo.SCHEMA),
+        dashboard_port=args.dashboard_port if args.dashboard else None,
     )
     if args.backend == "memory":
         return _demo_on(options)

@@ -38,6 +38,7 @@ from typing import Any, Protocol, TextIO
 import trio
 
 import trioqueue
+from trioqueue.cli import _dashboard
 from trioqueue.cli._terminal import (
     STATUS_STYLES,
     LiveBlock,
@@ -99,6 +100,9 @@ class DemoOptions:
     schema: str = SCHEMA
     #: Shown in the header instead of the DSN (which may hold a password).
     where: str = ""
+    #: Serve the dashboard on 127.0.0.1 at this port while the demo runs (a free port
+    #: instead when it is taken); None: no dashboard.
+    dashboard_port: int | None = None
 
 
 DemoBackend = trioqueue.MemoryBackend | trioqueue.PostgresBackend
@@ -577,16 +581,36 @@ def summary(result: Result, speed: float) -> tuple[list[str], int]:
     return [*lines, "demo OK: every job ended as expected"], 0
 
 
+async def start_dashboard(nursery: trio.Nursery, backend: DemoBackend, port: int) -> str:
+    """Serve the dashboard over the demo's backend on 127.0.0.1; the line saying where."""
+    try:
+        address = await _dashboard.start(
+            nursery,
+            backend,
+            host="127.0.0.1",
+            port=port,
+            token=_dashboard.token_from_env(),
+            fallback=True,
+        )
+    except ImportError:
+        return f"dashboard: not started ({_dashboard.INSTALL_HINT})"
+    return f"dashboard: {address} (open it while the demo runs)"
+
+
 async def run_demo(options: DemoOptions, out: TextIO) -> int:
     """Run the demo, print its summary to ``out``, and return the exit code."""
     pace = Pace(options.speed)
     # The backend first: a schema the demo may not use is refused before anything is drawn.
-    async with open_backend(options) as backend:
+    async with open_backend(options) as backend, trio.open_nursery() as nursery:
+        if options.dashboard_port is not None:
+            out.write(await start_dashboard(nursery, backend, options.dashboard_port) + "\n")
+            out.flush()
         with (
             open_view(options, out, header(options, pace)) as view,
             library_logs_to(_ViewHandler(view), verbose=options.verbose),
         ):
             result = await run_jobs(backend, options, pace, view)
+        nursery.cancel_scope.cancel()  # the dashboard ends with the demo
     lines, code = summary(result, options.speed)
     out.write("\n".join(lines) + "\n")
     out.flush()

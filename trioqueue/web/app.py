@@ -16,7 +16,7 @@ from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -74,9 +74,20 @@ def create_app(
         *pages.routes(backend, guard),
         Mount("/static", static, name="static"),
     ]
-    app = Starlette(routes=routes)
+    app = Starlette(
+        routes=routes, exception_handlers={trioqueue.BackendError: _backend_unavailable}
+    )
     app.state.observer = observer
     return app
+
+
+async def _backend_unavailable(request: Request, exc: Exception) -> Response:
+    """The database failed (down, or the schema not migrated): 503 with the reason in one
+    line, not a 500 with a traceback."""
+    message = " ".join(f"the database failed: {exc}".split())
+    if request.url.path.startswith(("/api/", "/metrics")):
+        return JSONResponse({"error": message}, status_code=503)
+    return PlainTextResponse(message + "\n", status_code=503)
 
 
 async def serve(
@@ -103,4 +114,5 @@ async def serve(
     ]
     config.accesslog = None
     config.graceful_timeout = 1.0
+    config.loglevel = "WARNING"  # no "Running on" line: the caller says where it serves
     await hypercorn_serve(app, config, task_status=task_status)

@@ -1,0 +1,139 @@
+"""``trioqueue dashboard``: serve the web dashboard (docs/cli.rst, docs/dashboard.rst).
+
+hypercorn's trio worker serves :func:`trioqueue.web.create_app` over a PostgreSQL backend
+until Ctrl-C. The token comes from ``TRIOQUEUE_DASHBOARD_TOKEN`` only (never an option: a
+command line shows up in ``ps``). ``trioqueue.web`` needs the ``dashboard`` extra, so it is
+imported only when a dashboard is started; the demo shares :func:`start` to serve one too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+from typing import Any, TextIO
+
+import trio
+
+import trioqueue
+from trioqueue._errors import leaves
+
+__all__ = ["DESCRIPTION", "HELP", "TOKEN_ENV", "add_arguments", "serve_dashboard", "start"]
+
+TOKEN_ENV = "TRIOQUEUE_DASHBOARD_TOKEN"
+DEFAULT_PORT = 8080
+INSTALL_HINT = "the dashboard needs the dashboard extra: pip install 'trioqueue[dashboard]'"
+HELP = "serve the web dashboard"
+DESCRIPTION = (
+    "Serve the web dashboard (pages, JSON API, live events, /metrics) with hypercorn under "
+    f"trio until Ctrl-C. It binds 127.0.0.1 unless told otherwise; any other address needs a "
+    f"token in ${TOKEN_ENV}, which every request must then carry (exit 2 without one)."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="the address to bind (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--port", type=port, default=DEFAULT_PORT, help="the port (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--read-only", action="store_true", help="hide every action and refuse every change"
+    )
+
+
+def port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 65535, got {value}")
+    return value
+
+
+def token_from_env() -> str | None:
+    return os.environ.get(TOKEN_ENV) or None
+
+
+def check(host: str) -> None:
+    """Refuse a public address without a token, before connecting to anything.
+
+    Raises:
+        ValueError: the one-line reason (the command line exits 2 with it).
+    """
+    try:
+        from trioqueue.web import check_bind
+    except ImportError:
+        raise ValueError(INSTALL_HINT) from None
+    check_bind(host, token_from_env())
+
+
+def _address_in_use(exc: BaseException) -> bool:
+    found = list(leaves(exc)) if isinstance(exc, BaseExceptionGroup) else [exc]
+    return bool(found) and all(
+        isinstance(e, OSError) and e.errno == errno.EADDRINUSE for e in found
+    )
+
+
+async def start(
+    nursery: trio.Nursery,
+    backend: trioqueue.MemoryBackend | trioqueue.PostgresBackend,
+    *,
+    host: str,
+    port: int,
+    read_only: bool = False,
+    token: str | None = None,
+    fallback: bool = False,
+) -> str:
+    """Serve the dashboard over ``backend`` in ``nursery``; its address (``http://...``).
+
+    With ``fallback``, a port already in use is replaced by a free one (the demo's
+    choice); without, that is an error.
+
+    Raises:
+        ValueError: a public ``host`` without a token, or the port is taken.
+    """
+    from trioqueue.web import create_app, serve
+
+    app = create_app(backend, read_only=read_only, token=token)
+    try:
+        binds: list[str] = await nursery.start(_serve, serve, app, host, port, token)
+    except (OSError, BaseExceptionGroup) as exc:
+        if not _address_in_use(exc):
+            raise
+        if not fallback:
+            raise ValueError(f"cannot listen on {host}:{port}: the address is in use") from None
+        binds = await nursery.start(_serve, serve, app, host, 0, token)
+    return binds[0]
+
+
+async def _serve(
+    serve: Any,
+    app: Any,
+    host: str,
+    port: int,
+    token: str | None,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    await serve(app, host=host, port=port, token=token, task_status=task_status)
+
+
+async def serve_dashboard(
+    dsn: str, schema: str, host: str, port: int, read_only: bool, out: TextIO
+) -> None:
+    """``trioqueue dashboard``: serve until cancelled (Ctrl-C)."""
+    token = token_from_env()
+    async with (
+        trioqueue.open_postgres(dsn, schema=schema) as backend,
+        trio.open_nursery() as nursery,
+    ):
+        await backend.queue_stats()  # fail now, with the hint, if the schema is not there
+        address = await start(
+            nursery, backend, host=host, port=port, read_only=read_only, token=token
+        )
+        mode = ", read-only" if read_only else ""
+        auth = f", token from ${TOKEN_ENV}" if token else ""
+        out.write(f"dashboard: {address} (schema {schema}{mode}{auth}); Ctrl-C to stop\n")
+        out.flush()
