@@ -70,6 +70,8 @@
   }
 
   function onQueue(data) {
+    // Only the overview shows queue counts; elsewhere a queue event would reload the page.
+    if (document.body.getAttribute("data-page") !== "overview") return;
     var row = document.querySelector('tr[data-testid=queue-row][data-queue="' + CSS.escape(data.queue) + '"]');
     if (!row) {
       // A queue appeared or vanished: the table's shape changed, render it again.
