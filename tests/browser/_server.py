@@ -227,7 +227,23 @@ class DashboardServer:
         """Return once a stepped job's handler waits for ``step``."""
         self.call(self.stepper.wait_reached, job_id, step)
 
+    def wait_workers(
+        self, ready: Callable[[list[trioqueue.WorkerInfo]], bool]
+    ) -> list[trioqueue.WorkerInfo]:
+        """The registered pools once ``ready(pools)`` holds (a pool's row moves only at
+        its beats, every ``HEARTBEAT``; the workers page is rendered once, not live)."""
+        return self.call(_wait_workers, self.backend, ready)
+
     def wait_finished(self, job_id: int) -> trioqueue.JobInfo:
         """The job's snapshot once it succeeded or failed."""
         [info] = self.call(wait_until_finished, self.backend, [job_id], within=SERVER_WAIT)
         return info
+
+
+async def _wait_workers(
+    backend: trioqueue.PostgresBackend, ready: Callable[[list[trioqueue.WorkerInfo]], bool]
+) -> list[trioqueue.WorkerInfo]:
+    with trio.fail_after(SERVER_WAIT):
+        while not ready(workers := await backend.list_workers()):
+            await trio.sleep(HEARTBEAT / 5)  # one look per fifth of a beat
+    return workers
