@@ -27,7 +27,8 @@ def _existing(paths: tuple[str, ...]) -> list[str]:
 _VERSIONS_SCRIPT = """
 import importlib.metadata as md, platform
 print("python", platform.python_version())
-for name in ("trio", "trio-asyncio", "asyncpg", "pytest", "pytest-trio", "hypothesis", "pgserver"):
+for name in ("trio", "trio-asyncio", "asyncpg", "pytest", "pytest-trio", "hypothesis", "pgserver",
+             "playwright"):
     try:
         print(name, md.version(name))
     except md.PackageNotFoundError:

@@ -1,0 +1,299 @@
+"""The dashboard's pages in a real browser: overview, job list, job detail, workers, login.
+
+Each test keeps a full-page screenshot of every page it visits (see conftest.py). Waits on
+the page are Playwright's ``expect`` (it retries until the page shows the state, or fails
+after ``EXPECT_TIMEOUT_MS``); waits on the server are events on its loop (``_server.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+if not os.environ.get("CI"):  # under CI a missing playwright is an error, not a skip
+    pytest.importorskip("playwright")
+from playwright.sync_api import Dialog, Page, expect
+
+from ._server import WORK_QUEUE, DashboardServer
+
+pytestmark = [pytest.mark.postgres, pytest.mark.browser]
+
+Shot = Callable[[str], Path]
+Serve = Callable[..., DashboardServer]
+#: Live updates every quarter second: the default second would only slow the tests.
+FAST_EVENTS = {"events_interval": 0.25}
+
+
+def percent(value: float) -> re.Pattern[str]:
+    """A progress bar's ``aria-valuenow`` for ``value`` %, as the server renders it
+    (``25.0``) or the live update sets it (``25``)."""
+    return re.compile(rf"^{value:g}(\.0)?$")
+
+
+def mark_page(page: Page) -> None:
+    """Tag the loaded document, so :func:`same_page` can tell a reload happened."""
+    page.evaluate("window.__notReloaded = true")
+
+
+def same_page(page: Page) -> bool:
+    return bool(page.evaluate("window.__notReloaded === true"))
+
+
+def test_overview_shows_counts_per_queue(
+    serve_dashboard: Serve, page: Page, screenshot: Shot
+) -> None:
+    server = serve_dashboard(**FAST_EVENTS)
+    for n in range(3):
+        server.enqueue("mail", {"n": n})
+    server.enqueue("sms", {"n": 0})
+    page.goto(server.url)
+    mail = page.locator('[data-testid=queue-row][data-queue="mail"]')
+    sms = page.locator('[data-testid=queue-row][data-queue="sms"]')
+    expect(mail.locator("[data-testid=queue-count][data-status=ready]")).to_have_text("3")
+    expect(mail.locator("[data-testid=queue-count][data-status=failed]")).to_have_text("0")
+    expect(sms.locator("[data-testid=queue-count][data-status=ready]")).to_have_text("1")
+    expect(page.get_by_test_id("live-status")).to_have_text("live")
+    screenshot("overview")
+
+    mark_page(page)
+    server.enqueue("mail", {"n": 3})  # the count follows without a reload
+    expect(mail.locator("[data-testid=queue-count][data-status=ready]")).to_have_text("4")
+    assert same_page(page)
+
+
+def test_running_job_moves_then_is_cancelled(
+    serve_dashboard: Serve, page: Page, screenshot: Shot
+) -> None:
+    """Progress bar and lease countdown move on the open page; cancel ends it failed."""
+    server = serve_dashboard(pool=True, **FAST_EVENTS)
+    job_id = server.start_job(steps=4)
+    page.goto(f"{server.url}/jobs/{job_id}")
+    expect(page.get_by_test_id("job-status")).to_have_text("running")
+    expect(page.get_by_test_id("job-worker")).not_to_have_text("–")
+    bar = page.locator("#job-progress").get_by_test_id("progress-bar")
+    expect(bar).to_have_attribute("aria-valuenow", percent(0))
+    countdown = page.get_by_test_id("lease-countdown")
+    # A time left, or (on a loaded machine, V = 3 s after the render) the known bug of
+    # test_lease_countdown_follows_renewals: a count past an expiry that was renewed.
+    expect(countdown).to_have_text(re.compile(r"^(\d+s|expired \d+s ago)$"))
+    first = countdown.inner_text()
+    expect(countdown).not_to_have_text(first)  # the browser's clock ticks it down
+    screenshot("job-detail")
+
+    mark_page(page)
+    server.release(job_id)  # step 2 reports 25 %, sent with the next heartbeat
+    server.wait_reached(job_id, 2)
+    expect(bar).to_have_attribute("aria-valuenow", percent(25))
+    server.release(job_id)
+    server.wait_reached(job_id, 3)
+    expect(bar).to_have_attribute("aria-valuenow", percent(50))
+    expect(bar.get_by_test_id("progress-value")).to_have_text("50%")
+    assert same_page(page), "the progress moved by reloading the page, not live"
+    screenshot("job-detail-progress")
+
+    dialogs: list[str] = []
+
+    def accept(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", accept)
+    page.get_by_test_id("cancel-button").click()
+    expect(page.get_by_test_id("job-status")).to_have_text("failed")
+    expect(page.get_by_test_id("job-last-error")).to_contain_text("cancelled")
+    expect(page.get_by_test_id("cancel-requested")).to_have_attribute("data-value", "true")
+    expect(page.get_by_test_id("cancel-button")).to_have_count(0)
+    assert dialogs == [f"Cancel job {job_id}?"]
+    screenshot("job-detail-cancelled")
+    finished = server.job(job_id)
+    assert finished.status == "failed"
+    assert finished.last_error is not None and finished.last_error.startswith("cancelled")
+
+
+def test_cancel_dismissed_leaves_the_job_running(serve_dashboard: Serve, page: Page) -> None:
+    server = serve_dashboard(pool=True, **FAST_EVENTS)
+    job_id = server.start_job(steps=1)
+    page.goto(f"{server.url}/jobs/{job_id}")
+    dialogs: list[str] = []
+
+    def dismiss(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", dismiss)
+    page.get_by_test_id("cancel-button").click()
+    assert dialogs == [f"Cancel job {job_id}?"]
+    server.release(job_id)
+    finished = server.wait_finished(job_id)
+    assert (finished.status, finished.cancel_requested_at) == ("succeeded", None)
+    expect(page.get_by_test_id("job-status")).to_have_text("succeeded")
+
+
+def test_job_list_filters_and_pages(serve_dashboard: Serve, page: Page, screenshot: Shot) -> None:
+    server = serve_dashboard(**FAST_EVENTS)
+    mail = [server.enqueue("mail", {"to": f"user{n}@example.com"}) for n in range(30)]
+    server.enqueue("sms", {"to": "+100"})
+    for job_id in mail[:3]:
+        server.call(server.backend.cancel, job_id)
+    page.goto(f"{server.url}/jobs")
+    rows = page.get_by_test_id("job-row")
+    total = page.get_by_test_id("job-total")
+    expect(total).to_have_attribute("data-total", "31")
+    screenshot("jobs")
+
+    page.get_by_test_id("filter-queue").select_option("sms")
+    page.get_by_test_id("filter-apply").click()
+    expect(total).to_have_attribute("data-total", "1")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("+100")
+
+    page.get_by_test_id("filter-queue").select_option("mail")
+    page.get_by_test_id("filter-status").select_option("failed")
+    page.get_by_test_id("filter-apply").click()
+    expect(total).to_have_attribute("data-total", "3")
+    expect(rows.get_by_test_id("job-status")).to_have_text(["failed"] * 3)
+    screenshot("jobs-filtered")
+
+    page.get_by_test_id("filter-status").select_option("")
+    page.get_by_test_id("filter-q").fill("user17@")
+    page.get_by_test_id("filter-apply").click()
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-job-id", str(mail[17]))
+    expect(page).to_have_url(re.compile(r"[?&]q=user17%40"))
+
+
+def test_job_list_pages_through_every_job(
+    serve_dashboard: Serve, page: Page, screenshot: Shot
+) -> None:
+    server = serve_dashboard(**FAST_EVENTS)
+    ids = [server.enqueue("mail", {"n": n}) for n in range(23)]
+    page.goto(f"{server.url}/jobs?queue=mail&limit=10")
+    rows = page.get_by_test_id("job-row")
+    seen: list[int] = []
+    for expected_rows in (10, 10, 3):
+        expect(rows).to_have_count(expected_rows)
+        seen += [int(r.get_attribute("data-job-id") or 0) for r in rows.all()]
+        if len(seen) < len(ids):
+            page.get_by_test_id("page-next").click()
+    screenshot("jobs-last-page")
+    expect(page.get_by_test_id("job-total")).to_contain_text("21–23 of 23")
+    expect(page.get_by_test_id("page-next")).to_have_count(0)
+    assert seen == sorted(ids, reverse=True)  # newest first, each job once
+    page.get_by_test_id("page-prev").click()
+    expect(rows.first).to_have_attribute("data-job-id", str(ids[12]))
+
+
+def test_workers_page_shows_the_pool(serve_dashboard: Serve, page: Page, screenshot: Shot) -> None:
+    server = serve_dashboard(pool=True, concurrency=3, **FAST_EVENTS)
+    job_id = server.start_job(steps=1)
+    server.wait_workers(lambda pools: [p.in_flight for p in pools] == [1])
+    page.goto(f"{server.url}/workers")
+    row = page.get_by_test_id("worker-row")
+    expect(row).to_have_count(1)
+    expect(row).to_contain_text(WORK_QUEUE)
+    expect(row.get_by_test_id("worker-state")).to_have_text("alive")
+    cells = row.locator("td")
+    expect(cells.nth(3)).to_have_text(str(os.getpid()))
+    expect(cells.nth(5)).to_have_text("3")  # concurrency
+    expect(row.get_by_test_id("worker-in-flight")).to_have_text("1")
+    screenshot("workers")
+    server.release(job_id)
+
+
+def test_token_flow(serve_dashboard: Serve, page: Page, screenshot: Shot) -> None:
+    """Bound publicly the dashboard needs its token: login form, refusal, cookie."""
+    server = serve_dashboard(token="s3cret-token", **FAST_EVENTS)
+    server.enqueue("mail", {})
+    page.goto(f"{server.url}/jobs?queue=mail")
+    expect(page).to_have_url(re.compile(r"/login\?next=(/|%2F)jobs%3Fqueue%3Dmail$"))
+    expect(page.get_by_test_id("login-error")).to_have_count(0)
+    screenshot("login")
+
+    page.get_by_test_id("login-token").fill("wrong-token")
+    page.get_by_test_id("login-button").click()
+    expect(page.get_by_test_id("login-error")).to_be_visible()
+    assert page.context.cookies() == []
+    screenshot("login-refused")
+
+    page.get_by_test_id("login-token").fill("s3cret-token")
+    page.get_by_test_id("login-button").click()
+    expect(page).to_have_url(f"{server.url}/jobs?queue=mail")
+    expect(page.get_by_test_id("job-row")).to_have_count(1)
+    [cookie] = page.context.cookies()
+    assert (cookie["name"], cookie["value"], cookie["httpOnly"]) == (
+        "trioqueue_token",
+        "s3cret-token",
+        True,
+    )
+    page.goto(server.url)  # the cookie opens every page now
+    expect(page.locator('[data-testid=queue-row][data-queue="mail"]')).to_be_visible()
+    screenshot("overview-logged-in")
+
+
+def test_api_without_token_is_refused_in_the_browser(serve_dashboard: Serve, page: Page) -> None:
+    server = serve_dashboard(token="s3cret-token")
+    response = page.goto(f"{server.url}/api/queues")
+    assert response is not None and response.status == 401
+
+
+def test_read_only_shows_no_actions(serve_dashboard: Serve, page: Page, screenshot: Shot) -> None:
+    server = serve_dashboard(pool=True, read_only=True, **FAST_EVENTS)
+    job_id = server.start_job(steps=1)
+    server.enqueue("mail", {})
+    page.goto(f"{server.url}/jobs/{job_id}")
+    expect(page.get_by_test_id("job-status")).to_have_text("running")
+    expect(page.get_by_test_id("read-only-badge")).to_be_visible()
+    expect(page.get_by_role("button")).to_have_count(0)
+    screenshot("job-detail-read-only")
+    page.goto(f"{server.url}/jobs")
+    expect(page.get_by_test_id("job-row")).to_have_count(2)
+    expect(page.get_by_test_id("job-select")).to_have_count(0)
+    expect(page.get_by_role("button", name=re.compile("Cancel|Retry|Delete"))).to_have_count(0)
+    screenshot("jobs-read-only")
+    server.release(job_id)
+
+
+def test_each_page_loads_without_errors(
+    serve_dashboard: Serve, page: Page, screenshot: Shot
+) -> None:
+    """Every page renders (the page fixture fails on any JavaScript error)."""
+    server = serve_dashboard(pool=True, **FAST_EVENTS)
+    job_id = server.start_job(steps=1)
+    server.release(job_id)
+    server.wait_finished(job_id)
+    for path, heading in (("/", "Overview"), ("/jobs", "Jobs"), ("/workers", "Workers")):
+        response = page.goto(server.url + path)
+        assert response is not None and response.status == 200
+        expect(page.get_by_role("heading", level=1)).to_have_text(heading)
+    page.goto(f"{server.url}/jobs/{job_id}")
+    expect(page.get_by_test_id("job-status")).to_have_text("succeeded")
+    expect(page.locator("#job-progress").get_by_test_id("progress-bar")).to_have_attribute(
+        "aria-valuenow", percent(100)
+    )
+    screenshot("job-detail-succeeded")
+    response = page.goto(f"{server.url}/jobs/{job_id + 1000}")
+    assert response is not None and response.status == 404
+    screenshot("job-not-found")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known bug: the lease countdown and heartbeat age count from the values rendered "
+    "with the page; live job events carry status and progress only, so a healthy job's lease "
+    "shows 'expired' once V has passed on the open page",
+)
+def test_lease_countdown_follows_renewals(serve_dashboard: Serve, page: Page) -> None:
+    server = serve_dashboard(pool=True, **FAST_EVENTS)
+    job_id = server.start_job(steps=1)
+    page.goto(f"{server.url}/jobs/{job_id}")
+    countdown = page.get_by_test_id("lease-countdown")
+    rendered = countdown.get_attribute("data-countdown")
+    assert rendered
+    # The pool renews every HEARTBEAT (0.5 s), each renewal moving the expiry on; a live
+    # page learns of one within a few event ticks.
+    expect(countdown).not_to_have_attribute("data-countdown", rendered, timeout=4000)
+    server.release(job_id)
