@@ -282,6 +282,19 @@ def test_each_page_loads_without_errors(
     screenshot("job-not-found")
 
 
+def test_metrics_in_the_browser(serve_dashboard: Serve, page: Page, screenshot: Shot) -> None:
+    """``/metrics`` is Prometheus text with the database's gauges of this schema."""
+    server = serve_dashboard(**FAST_EVENTS)
+    server.enqueue("mail", {"n": 1})
+    response = page.goto(f"{server.url}/metrics")
+    assert response is not None and response.status == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    body = page.locator("body")
+    expect(body).to_contain_text('trioqueue_jobs{queue="mail",status="ready"} 1.0')
+    expect(body).to_contain_text('trioqueue_oldest_ready_age_seconds{queue="mail"}')
+    screenshot("metrics")
+
+
 def test_lease_countdown_follows_renewals(serve_dashboard: Serve, page: Page) -> None:
     """An open job page follows the lease: past the first lease's length (V = 3 s) a
     healthy job still shows time left, never "expired"."""
