@@ -112,6 +112,29 @@ async def test_pools_share_one_backend_and_the_resources_entered_once(
     assert sorted(log[1:3]) == ["handled a 1", "handled b 2"]
     assert log[3:] == ["cancel", "handled b 3", "exit"]
     assert statuses == {1: "succeeded", 2: "succeeded", 3: "succeeded"}
+    assert hook.exit_error is None  # a shutdown is a clean exit for the hook
+
+
+async def test_a_graceful_shutdown_runs_cleanup_written_after_yield(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """The common hook has its cleanup after ``yield``, with no ``finally``: stopping the
+    pools (cancelling run_workers) must exit it as a clean block, so that cleanup runs."""
+    log: list[str] = []
+
+    @asynccontextmanager
+    async def plain_hook() -> AsyncIterator[Shared]:
+        log.append("open")
+        yield Shared(log)
+        log.append("closed")
+
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        run = functools.partial(
+            trioqueue.run_workers, backend, configs(recorder(log), "a"), resources=plain_hook
+        )
+        await nursery.start(run)
+        nursery.cancel_scope.cancel()
+    assert log == ["open", "closed"]
 
 
 async def test_stop_now_cuts_the_hooks_exit_short(autojump_clock: trio.abc.Clock) -> None:

@@ -11,7 +11,8 @@ The nursery tree::
 Every config is checked before anything starts, so a bad one stops the whole process before
 the resources hook runs. Cancelling ``run_workers`` shuts every pool down gracefully, each
 with its own ``shutdown_grace``; the hook exits only after the last pool has stopped, so no
-handler ever sees a closed resource. The hook exits shielded from the cancellation that
+handler ever sees a closed resource, and it exits as from a clean block (the cancellation
+is how run_workers is asked to stop, not an error of the hook's). The hook exits shielded from the cancellation that
 stopped the pools, so its cleanup may await; only ``stop_now`` cuts it short. A pool that fails (a claim error retrying cannot fix)
 cancels the others through the nursery, and the hook still exits.
 """
@@ -82,10 +83,28 @@ async def run_workers(
     try:
         await _run_pools(backend, configs, value, stop_now, observer, task_status)
     except BaseException as exc:
+        if _is_shutdown(exc):
+            # Cancelling is how run_workers is asked to stop: the pools stopped as they
+            # should, so the hook exits as from a clean block. Else code after an
+            # @asynccontextmanager's ``yield`` without ``finally`` (the usual cleanup)
+            # would never run.
+            await _exit(manager, None, stop_now)
+            raise
         if not await _exit(manager, exc, stop_now):
             raise
     else:
         await _exit(manager, None, stop_now)
+
+
+def _is_shutdown(exc: BaseException) -> bool:
+    """Whether the pools ended by the cancellation that asks them to stop (and nothing
+    else went wrong)."""
+    if isinstance(exc, trio.Cancelled):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        _, rest = exc.split(trio.Cancelled)
+        return rest is None
+    return False
 
 
 async def _exit(
