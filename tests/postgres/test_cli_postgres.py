@@ -252,7 +252,28 @@ def test_retry_puts_a_failed_job_back(run: Cli) -> None:
 def test_retry_of_an_unknown_job_says_so(run: Cli) -> None:
     code, _, err = run("retry", "424242")
     assert code == 1
-    assert err == "trioqueue retry: error: no job 424242\n"
+    assert err == "trioqueue retry: error: no job with id 424242\n"
+
+
+def test_delete_removes_a_job_that_is_not_running(run: Cli) -> None:
+    waiting = run("enqueue", "q", "{}")[1].strip()
+    code, out, _ = run("delete", waiting)
+    assert (code, out) == (0, f"job {waiting}: deleted\n")
+    assert run.jobs() == []
+    code, _, err = run("delete", waiting)  # gone now
+    assert (code, err) == (1, f"trioqueue delete: error: no job with id {waiting}\n")
+
+
+def test_delete_refuses_a_running_job(run: Cli) -> None:
+    job_id = run("enqueue", "q", "{}")[1].strip()
+    trio.run(_claim, run.dsn, run.schema, "q")
+    code, _, err = run("delete", job_id)
+    assert code == 1
+    assert err == (
+        f"trioqueue delete: error: job {job_id} is running: a running job cannot be deleted "
+        "(cancel it first)\n"
+    )
+    assert [info.status for info in run.jobs()] == ["running"]
 
 
 def test_commands_on_a_schema_never_migrated_fail_cleanly(

@@ -149,7 +149,15 @@ def test_python_dash_m_runs_the_same_command_line() -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [["migrate"], ["status"], ["jobs"], ["cancel", "1"], ["retry", "1"], ["enqueue", "q", "{}"]],
+    [
+        ["migrate"],
+        ["status"],
+        ["jobs"],
+        ["cancel", "1"],
+        ["retry", "1"],
+        ["delete", "1"],
+        ["enqueue", "q", "{}"],
+    ],
 )
 def test_database_commands_need_a_dsn(
     argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

@@ -126,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_enqueue,
         _add_cancel,
         _add_retry,
+        _add_delete,
         _add_status,
         _add_jobs,
         _add_dashboard,
@@ -1034,21 +1035,48 @@ def _add_retry(commands: Subparsers) -> None:
 
 
 def _run_retry(args: argparse.Namespace) -> int:
-    accepted, status = run_on_database(args, retry, args.job_id)
+    return _on_job(
+        args, trioqueue.PostgresBackend.retry, "back on its queue",
+        refused="only a failed job can be retried",
+    )  # fmt: skip
+
+
+def _add_delete(commands: Subparsers) -> None:
+    delete = _subcommand(
+        commands, "delete", _run_delete, "delete a job that is not running (cancel it first)"
+    )
+    delete.add_argument("job_id", metavar="ID", type=_job_id)
+
+
+def _run_delete(args: argparse.Namespace) -> int:
+    return _on_job(
+        args, trioqueue.PostgresBackend.delete_job, "deleted",
+        refused="a running job cannot be deleted (cancel it first)",
+    )  # fmt: skip
+
+
+JobOperation = Callable[[trioqueue.PostgresBackend, int], Awaitable[bool]]
+
+
+def _on_job(args: argparse.Namespace, operation: JobOperation, done: str, *, refused: str) -> int:
+    """Run ``operation(backend, job_id)``; when it answers False, say whether the job is
+    unknown or in which state it is, and why that state refuses (exit 1)."""
+    accepted, status = run_on_database(args, job_operation, operation, args.job_id)
     if not accepted:
         if status is None:
-            raise CliError(f"no job {args.job_id}", EXIT_FAILED)
-        raise CliError(
-            f"job {args.job_id} is {status}: only a failed job can be retried", EXIT_FAILED
-        )
-    print(f"job {args.job_id}: back on its queue")
+            raise CliError(f"no job with id {args.job_id}", EXIT_FAILED)
+        raise CliError(f"job {args.job_id} is {status}: {refused}", EXIT_FAILED)
+    print(f"job {args.job_id}: {done}")
     return 0
 
 
-async def retry(dsn: str, schema: str, job_id: int) -> tuple[bool, str | None]:
-    """Retry a job: whether it was put back, and else its state (None when unknown)."""
+async def job_operation(
+    dsn: str, schema: str, operation: JobOperation, job_id: int
+) -> tuple[bool, str | None]:
+    """Run ``operation`` on one job: whether it was done, and else the job's state (None
+    when no job has this id)."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        if await backend.retry(job_id):
+        if await operation(backend, job_id):
             return True, None
         try:
             return False, (await backend.get_job(job_id)).status
