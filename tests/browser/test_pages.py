@@ -203,7 +203,11 @@ def test_workers_page_shows_the_pool(serve_dashboard: Serve, page: Page, screens
     expect(cells.nth(5)).to_have_text("3")  # concurrency
     expect(row.get_by_test_id("worker-in-flight")).to_have_text("1")
     screenshot("workers")
+    mark_page(page)
     server.release(job_id)
+    server.wait_finished(job_id)
+    expect(row.get_by_test_id("worker-in-flight")).to_have_text("0")  # read again live
+    assert same_page(page)
 
 
 def test_token_flow(serve_dashboard: Serve, page: Page, screenshot: Shot) -> None:
