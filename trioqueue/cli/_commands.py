@@ -55,6 +55,7 @@ from trioqueue.cli._terminal import (
     format_age,
     format_table,
     library_logs_to,
+    stop_on_signals,
     supports_unicode,
     wants_colour,
 )
@@ -1279,14 +1280,16 @@ async def watch_jobs(dsn: str, schema: str, args: argparse.Namespace, out: TextI
                     out.flush()
                     snapshots += 1
 
-            await _watch.watch_loop(
-                backend,
-                draw,
-                queue=args.queue,
-                status=args.status,
-                limit=args.limit,
-                interval=args.interval,
-            )
+            async with trio.open_nursery() as nursery:
+                await nursery.start(stop_on_signals, nursery.cancel_scope)
+                await _watch.watch_loop(
+                    backend,
+                    draw,
+                    queue=args.queue,
+                    status=args.status,
+                    limit=args.limit,
+                    interval=args.interval,
+                )
 
 
 def jobs_table(infos: Sequence[trioqueue.JobInfo]) -> list[str]:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 import errno
 import os
-import signal
 from typing import Any, TextIO
 
 import trio
 
 import trioqueue
 from trioqueue._errors import leaves
+from trioqueue.cli._terminal import stop_on_signals
 
 __all__ = ["DESCRIPTION", "HELP", "TOKEN_ENV", "add_arguments", "serve_dashboard", "start"]
 
@@ -121,19 +121,6 @@ async def _serve(
     await serve(app, host=host, port=port, token=token, task_status=task_status)
 
 
-async def _stop_on_signals(
-    scope: trio.CancelScope, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-) -> None:
-    """Ctrl-C (SIGINT) or a service manager's stop (SIGTERM) cancels the server: a
-    cancellation unwinds the backend's connections cleanly, where a KeyboardInterrupt
-    raised at an arbitrary checkpoint might not. A second Ctrl-C interrupts as usual."""
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        task_status.started()  # installed before the address is printed
-        async for _ in signals:
-            scope.cancel()
-            return
-
-
 async def serve_dashboard(
     dsn: str, schema: str, host: str, port: int, read_only: bool, out: TextIO
 ) -> None:
@@ -147,7 +134,7 @@ async def serve_dashboard(
         address = await start(
             nursery, backend, host=host, port=port, read_only=read_only, token=token
         )
-        await nursery.start(_stop_on_signals, nursery.cancel_scope)
+        await nursery.start(stop_on_signals, nursery.cancel_scope)
         mode = ", read-only" if read_only else ""
         auth = f", token from ${TOKEN_ENV}" if token else ""
         out.write(f"dashboard: {address} (schema {schema}{mode}{auth}); Ctrl-C to stop\n")

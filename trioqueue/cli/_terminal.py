@@ -17,11 +17,14 @@ import json
 import logging
 import os
 import shutil
+import signal
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, TextIO
+
+import trio
 
 CSI = "\x1b["
 RESET = f"{CSI}0m"
@@ -179,3 +182,17 @@ class JsonLogFormatter(logging.Formatter):
         if record.stack_info:
             entry["stack"] = self.formatStack(record.stack_info)
         return json.dumps(entry, default=str)
+
+
+async def stop_on_signals(
+    scope: trio.CancelScope, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Ctrl-C (SIGINT) or a service manager's stop (SIGTERM) cancels ``scope``: for the
+    commands that run until stopped (``dashboard``, ``jobs --watch``). A cancellation
+    unwinds the backend's connections cleanly, where a KeyboardInterrupt raised at an
+    arbitrary checkpoint (inside the asyncio bridge, say) might not."""
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()  # installed: the caller may now say it runs
+        async for _ in signals:
+            scope.cancel()
+            return
