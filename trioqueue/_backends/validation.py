@@ -113,17 +113,30 @@ def check_queue(queue: object) -> str:
 
 def encode_payload(payload: object) -> str:
     """The JSON text of ``payload``; a ``TypeError`` names the reason it has none."""
+    return _encode_json("payload", payload)
+
+
+def encode_result(result: object) -> str | None:
+    """The JSON text of a handler's return value, None for None (nothing to store).
+
+    Raises:
+        TypeError: ``result is not JSON-serialisable: ...`` (the attempt then fails).
+    """
+    return None if result is None else _encode_json("result", result)
+
+
+def _encode_json(what: str, value: object) -> str:
     try:
-        text = json.dumps(payload, allow_nan=False)
+        text = json.dumps(value, allow_nan=False)
     except ValueError as exc:
         # json says ValueError for NaN/infinity and circular references; to the caller
         # both mean "this is not a JSON value", which the API reports as TypeError.
-        raise TypeError(f"payload is not JSON-serialisable: {_json_reason(exc)}") from exc
+        raise TypeError(f"{what} is not JSON-serialisable: {_json_reason(exc)}") from exc
     except (TypeError, RecursionError) as exc:
-        raise TypeError(f"payload is not JSON-serialisable: {exc}") from exc
+        raise TypeError(f"{what} is not JSON-serialisable: {exc}") from exc
     problem = _payload_text_problem(json.loads(text))
     if problem:
-        raise TypeError(f"payload is not storable as JSON: a string contains {problem}")
+        raise TypeError(f"{what} is not storable as JSON: a string contains {problem}")
     return text
 
 
