@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 
 import trioqueue
 from tests._pool_harness import Recorder, config
 from trioqueue import JobContext
+from trioqueue._backends.validation import MAX_RESULT_BYTES, encode_result
 
 
 async def test_an_async_handlers_return_value_is_the_jobs_result(autojump_clock: object) -> None:
@@ -73,3 +75,26 @@ async def test_a_return_value_with_no_json_form_fails_the_attempt(autojump_clock
     assert "result is not JSON-serialisable: Object of type object" in (infos[2].last_error or "")
     assert len(rec.of("retry", a_set)) == 1  # the first attempt was retried, as any error is
     assert rec.of("succeeded") == []
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ({"a": {1, 2}}, "Object of type set is not JSON serializable"),
+        ([float("inf")], "NaN and infinity have no JSON form"),
+        (10**5000, "Exceeds the limit"),
+        ("a\x00b", "not storable as JSON: a string contains a NUL character"),
+        ("x" * (MAX_RESULT_BYTES + 1), f"over the {MAX_RESULT_BYTES} a result may have"),
+    ],
+    ids=["set", "infinity", "huge-int", "nul", "too-big"],
+)
+def test_encode_result_refuses_values_with_no_storable_json_form(value: Any, reason: str) -> None:
+    with pytest.raises(TypeError, match=r"^result is ") as raised:
+        encode_result(value)
+    assert reason in str(raised.value)
+
+
+def test_encode_result_is_none_for_none_and_json_text_otherwise() -> None:
+    assert encode_result(None) is None
+    assert encode_result({"é": [1, True, None]}) == '{"\\u00e9": [1, true, null]}'
+    assert encode_result("x" * (MAX_RESULT_BYTES - 2)) is not None  # the limit, quotes and all

@@ -33,6 +33,9 @@ MAX_QUEUE_LENGTH = 128
 #: dedup_key) cannot hold an entry over 2704 bytes (a third of a page); 1024 bytes plus
 #: the longest queue name leaves room to spare, and holds any hash or natural key.
 MAX_DEDUP_KEY_BYTES = 1024
+#: Longest result, in bytes of its JSON text (docs/usage.rst, "Results"): it rides in the
+#: batched ack statement and in the dashboard's job JSON, far below jsonb's 256 MB.
+MAX_RESULT_BYTES = 16 * 1024 * 1024
 
 #: Largest page ``list_jobs`` returns.
 MAX_LIST_LIMIT = 10_000
@@ -122,7 +125,16 @@ def encode_result(result: object) -> str | None:
     Raises:
         TypeError: ``result is not JSON-serialisable: ...`` (the attempt then fails).
     """
-    return None if result is None else _encode_json("result", result)
+    if result is None:
+        return None
+    text = _encode_json("result", result)
+    # A UTF-8 character is at most 4 bytes: most results need no byte count at all.
+    if len(text) > MAX_RESULT_BYTES // 4 and len(text.encode()) > MAX_RESULT_BYTES:
+        raise TypeError(
+            f"result is not JSON-serialisable: its JSON text is {len(text.encode())} bytes, "
+            f"over the {MAX_RESULT_BYTES} a result may have"
+        )
+    return text
 
 
 def _encode_json(what: str, value: object) -> str:
