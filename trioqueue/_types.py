@@ -85,6 +85,9 @@ class JobInfo:
     cancel_acknowledged_at: datetime | None = None
     #: For a running job: the worker pool holding its lease (``WorkerInfo.worker_id``).
     worker_id: str | None = None
+    #: What the handler of its last successful attempt returned (decoded JSON); None when
+    #: it returned nothing, or no attempt has succeeded yet.
+    result: Any = None
 
 
 @final
@@ -128,11 +131,17 @@ class Claimed:
 @final
 @dataclass(frozen=True, slots=True)
 class Ack:
-    """Mark an attempt succeeded; a no-op unless ``claim_seq`` is still the row's."""
+    """Mark an attempt succeeded; a no-op unless ``claim_seq`` is still the row's.
+
+    ``result`` is the handler's return value as JSON text (``encode_result``), None for
+    nothing: the runtime encodes it, so a value with no JSON form fails the attempt
+    rather than the write.
+    """
 
     job_id: int
     claim_seq: int
     progress: float | None = None
+    result: str | None = None
 
 
 @final

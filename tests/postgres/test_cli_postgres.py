@@ -70,7 +70,7 @@ def run(postgres_dsn: str, postgres_schema: str, capsys: pytest.CaptureFixture[s
     tq = Cli(postgres_dsn, postgres_schema, capsys)
     code, out, err = tq("migrate")
     assert code == 0, err
-    assert out == f"schema {postgres_schema}: applied 0001_initial, 0002_dashboard\n"
+    assert out == f"schema {postgres_schema}: applied 0001_initial, 0002_dashboard, 0003_results\n"
     return tq
 
 

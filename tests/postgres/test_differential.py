@@ -33,6 +33,7 @@ What is not compared, on purpose:
 
 from __future__ import annotations
 
+import json
 import math
 import secrets
 from collections.abc import Awaitable, Callable
@@ -71,6 +72,8 @@ json_values = st.recursive(
     ),
     max_leaves=6,
 )
+#: Handlers' results as the runtime sends them: JSON text, or None for none.
+results = st.none() | json_values.map(json.dumps)
 priorities = st.integers(-2, 2)
 max_attempts = st.integers(1, 3)
 delays = st.sampled_from([None, None, None, 0, 0.0, 3600])
@@ -106,6 +109,7 @@ def normalised(job: JobInfo, id_of: Callable[[int], int]) -> tuple[Any, ...]:
         job.cancel_requested_at is None,
         job.cancel_acknowledged_at is None,
         job.worker_id,
+        job.result,
     )
 
 
@@ -290,7 +294,10 @@ class Differential:
         )
 
     async def ack(self) -> None:
-        items = [Ack(i, s, self.draw(progresses, "progress")) for i, s in self.some_pairs(3)]
+        items = [
+            Ack(i, s, self.draw(progresses, "progress"), self.draw(results, "result"))
+            for i, s in self.some_pairs(3)
+        ]
         await self.both(
             f"ack({items})",
             lambda b, id_of: b.ack([replace(i, job_id=id_of(i.job_id)) for i in items]),

@@ -164,6 +164,7 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("jobs", "worker_id", "text", "YES", None),
         ("jobs", "last_renewed_at", "timestamp with time zone", "YES", None),  # 0002
         ("jobs", "cancel_acknowledged_at", "timestamp with time zone", "YES", None),  # 0002
+        ("jobs", "result", "jsonb", "YES", None),  # 0003
         ("schema_migrations", "version", "integer", "NO", None),
         ("schema_migrations", "name", "text", "NO", None),
         ("schema_migrations", "checksum", "text", "NO", None),

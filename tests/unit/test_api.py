@@ -69,4 +69,5 @@ def test_jobinfo_has_the_documented_fields() -> None:
         # the lease details the dashboard shows (defaults keep older callers working)
         "lease_expires_at", "last_renewed_at", "cancel_requested_at", "cancel_acknowledged_at",
         "worker_id",
+        "result",  # what the handler returned (docs/usage.rst, "Results")
     }  # fmt: skip

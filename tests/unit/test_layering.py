@@ -48,6 +48,7 @@ PROTOCOL = Component(
         "trioqueue._backends",
         "trioqueue._backends.interface",
         "trioqueue._backends.validation",
+        "trioqueue._backends.waiting",
     ),
 )
 RUNTIME = Component("runtime", packages=("trioqueue._runtime",))

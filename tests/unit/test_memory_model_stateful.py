@@ -42,6 +42,7 @@ WORKER = "w"
 
 queues = st.sampled_from(QUEUES)
 steps = st.sampled_from([0.0, 0.5, 1.0, 3.0, 10.0, 40.0])
+results = st.sampled_from([None, "1", '{"a": [1, "x"]}', '"text"'])
 progresses = st.sampled_from([None, 0.25, 0.5, 1.0, 0.0, 2.0, -1.0, float("nan")])
 job_picks = st.integers(min_value=0, max_value=10_000)  # an index into what exists
 # Mostly one of the latest claims (likely current), sometimes any (likely stale).
@@ -168,18 +169,19 @@ class ModelMachine(RuleBasedStateMachine):
         assert row.progress == (old_progress if expected is None or late else expected)
 
     @precondition(lambda self: self.handles)
-    @rule(pick=handle_picks, progress=progresses)
-    def ack(self, pick: int, progress: float | None) -> None:
+    @rule(pick=handle_picks, progress=progresses, result=results)
+    def ack(self, pick: int, progress: float | None, result: str | None) -> None:
         job_id, claim_seq = self.pick_handle(pick)
         current = self.is_current(job_id, claim_seq)
         old = self.snapshot_of(job_id)
-        [applied] = self.model.ack(self.now, [Ack(job_id, claim_seq, progress)])
+        [applied] = self.model.ack(self.now, [Ack(job_id, claim_seq, progress, result)])
         assert applied is current
         if not current:
             assert self.snapshot_of(job_id) == old  # I9
         else:
             row = self.row(job_id)
             assert row is not None and row.status == "succeeded" and row.finished_at == self.now
+            assert row.result == result  # the fenced ack stores it; a stale one stores none
 
     @precondition(lambda self: self.handles)
     @rule(pick=handle_picks, retry_delay=st.none() | st.sampled_from([0.0, 2.0]))

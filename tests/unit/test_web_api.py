@@ -15,6 +15,7 @@ import pytest
 import trio
 
 import trioqueue
+from trioqueue._types import Ack
 from trioqueue.web import check_bind, create_app, job_json
 
 BASE = "http://127.0.0.1"
@@ -66,6 +67,7 @@ JOB_KEYS = {
     "last_error",
     "created_at",
     "finished_at",
+    "result",
 }
 
 
@@ -141,6 +143,7 @@ async def test_job_detail(backend: trioqueue.MemoryBackend) -> None:
         "progress": None,
         "last_error": None,
         "finished_at": None,
+        "result": None,
         "lease_expires_at": None,
         "last_renewed_at": None,
         "cancel_requested": False,
@@ -354,3 +357,14 @@ async def test_served_by_hypercorn_over_tcp(backend: trioqueue.MemoryBackend) ->
             nursery.cancel_scope.cancel()
     assert r.status_code == 200
     assert r.json()[0]["queue"] == "mail"
+
+
+async def test_a_succeeded_jobs_json_carries_its_result(backend: trioqueue.MemoryBackend) -> None:
+    job_id = await backend.enqueue("mail", "x")
+    [claimed] = await backend.claim("mail", limit=1, worker_id="w", visibility_timeout=60)
+    await backend.ack([Ack(job_id, claimed.job.claim_seq, result='{"sent": 2}')])
+    async with client(create_app(backend)) as c:
+        detail = (await c.get(f"/api/jobs/{job_id}")).json()
+        listed = (await c.get("/api/jobs")).json()["jobs"]
+    assert detail["result"] == {"sent": 2}
+    assert [j["result"] for j in listed] == [{"sent": 2}]

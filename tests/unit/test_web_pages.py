@@ -14,7 +14,7 @@ import trio
 
 import trioqueue
 from trioqueue._core import RenewItem
-from trioqueue._types import PoolBeat, PoolRegistration
+from trioqueue._types import Ack, PoolBeat, PoolRegistration
 from trioqueue.web import create_app
 from trioqueue.web.pages import CHART_HEIGHT, chart
 
@@ -449,3 +449,19 @@ def test_chart_stacks_failed_on_succeeded_scaled_to_the_busiest_bucket() -> None
     assert busiest.succeeded_height == 3 * busiest.failed_height
     assert half.succeeded_height + half.failed_height == CHART_HEIGHT / 2
     assert half.failed_y + half.failed_height == half.succeeded_y  # failed sits on succeeded
+
+
+async def test_job_page_shows_the_result_as_pretty_json(backend: trioqueue.MemoryBackend) -> None:
+    waiting = await backend.enqueue("q", "x")
+    job_id = await backend.enqueue("q", "y")
+    await backend.cancel(waiting)
+    [claimed] = await backend.claim("q", limit=1, worker_id="w", visibility_timeout=60)
+    await backend.ack([Ack(job_id, claimed.job.claim_seq, result='{"b": [1], "a": "<é>"}')])
+    async with client(create_app(backend)) as c:
+        done = await c.get(f"/jobs/{job_id}")
+        none = await c.get(f"/jobs/{waiting}")
+    assert (
+        '<pre id="job-result" data-testid="job-result">{\n  &#34;a&#34;: &#34;&lt;é&gt;&#34;,\n'
+        "  &#34;b&#34;: [\n    1\n  ]\n}</pre>" in done.text
+    )
+    assert '<p class="muted" data-testid="job-result">none</p>' in none.text

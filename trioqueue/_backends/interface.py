@@ -113,6 +113,19 @@ class Backend(Protocol):
         :class:`~trioqueue.UndecodablePayload`, here and in :meth:`list_jobs`)."""
         ...
 
+    async def wait_for(
+        self,
+        job_id: int,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (a plain argument callers outside trio use)
+    ) -> JobInfo:
+        """Wait until the job is finished (succeeded or failed) and return its JobInfo.
+
+        Raises ``UnknownJobError`` for an unknown (or meanwhile deleted) job and
+        ``TimeoutError`` after ``timeout`` seconds (docs/usage.rst, "Results").
+        """
+        ...
+
     async def list_jobs(
         self,
         queue: str | None = None,

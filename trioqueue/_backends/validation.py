@@ -33,6 +33,9 @@ MAX_QUEUE_LENGTH = 128
 #: dedup_key) cannot hold an entry over 2704 bytes (a third of a page); 1024 bytes plus
 #: the longest queue name leaves room to spare, and holds any hash or natural key.
 MAX_DEDUP_KEY_BYTES = 1024
+#: Longest result, in bytes of its JSON text (docs/usage.rst, "Results"): it rides in the
+#: batched ack statement and in the dashboard's job JSON, far below jsonb's 256 MB.
+MAX_RESULT_BYTES = 16 * 1024 * 1024
 
 #: Largest page ``list_jobs`` returns.
 MAX_LIST_LIMIT = 10_000
@@ -113,17 +116,39 @@ def check_queue(queue: object) -> str:
 
 def encode_payload(payload: object) -> str:
     """The JSON text of ``payload``; a ``TypeError`` names the reason it has none."""
+    return _encode_json("payload", payload)
+
+
+def encode_result(result: object) -> str | None:
+    """The JSON text of a handler's return value, None for None (nothing to store).
+
+    Raises:
+        TypeError: ``result is not JSON-serialisable: ...`` (the attempt then fails).
+    """
+    if result is None:
+        return None
+    text = _encode_json("result", result)
+    # A UTF-8 character is at most 4 bytes: most results need no byte count at all.
+    if len(text) > MAX_RESULT_BYTES // 4 and len(text.encode()) > MAX_RESULT_BYTES:
+        raise TypeError(
+            f"result is not JSON-serialisable: its JSON text is {len(text.encode())} bytes, "
+            f"over the {MAX_RESULT_BYTES} a result may have"
+        )
+    return text
+
+
+def _encode_json(what: str, value: object) -> str:
     try:
-        text = json.dumps(payload, allow_nan=False)
+        text = json.dumps(value, allow_nan=False)
     except ValueError as exc:
         # json says ValueError for NaN/infinity and circular references; to the caller
         # both mean "this is not a JSON value", which the API reports as TypeError.
-        raise TypeError(f"payload is not JSON-serialisable: {_json_reason(exc)}") from exc
+        raise TypeError(f"{what} is not JSON-serialisable: {_json_reason(exc)}") from exc
     except (TypeError, RecursionError) as exc:
-        raise TypeError(f"payload is not JSON-serialisable: {exc}") from exc
+        raise TypeError(f"{what} is not JSON-serialisable: {exc}") from exc
     problem = _payload_text_problem(json.loads(text))
     if problem:
-        raise TypeError(f"payload is not storable as JSON: a string contains {problem}")
+        raise TypeError(f"{what} is not storable as JSON: a string contains {problem}")
     return text
 
 

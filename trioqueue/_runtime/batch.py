@@ -44,7 +44,7 @@ from trioqueue._backends.interface import (
     TransactionalBackend,
     transactions_of,
 )
-from trioqueue._backends.validation import check_seconds
+from trioqueue._backends.validation import check_seconds, encode_result
 from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.outcome import Outcome, decide
 from trioqueue._core.rules import OutcomeKind, StopReason
@@ -146,6 +146,7 @@ class BatchRunner:
         rolled back before anything else is written.
         """
         error: str | None = None
+        result: str | None = None  # the handler's return value as JSON text
         held = AsyncExitStack() if self._transactions is not None else None
         tx: JobTransaction | None = None
         refused: list[str] = []  # why the handler's connection was refused, latest last
@@ -165,9 +166,11 @@ class BatchRunner:
                     # Called here rather than through a helper: a coroutine frame less for
                     # every job in flight (memory per job is a bench goal).
                     if self._handler_is_async:
-                        await self._config.handler(job.payload, ctx)
+                        # Encoded here, so a value with no JSON form fails the attempt
+                        # like any handler error (docs/usage.rst, "Results").
+                        result = encode_result(await self._config.handler(job.payload, ctx))
                     else:
-                        await self._run_in_thread(job, ctx)
+                        result = await self._run_in_thread(job, ctx)
                 except* _NoConnection:
                     pass  # not the handler's failure: `refused` says why
                 except* Exception as group:
@@ -187,7 +190,7 @@ class BatchRunner:
             outcome, stop = self._decide(handle, job, error, no_connection)
             with trio.CancelScope(shield=True):
                 try:
-                    await self._settle(handle, job, outcome, stop, tx, held)
+                    await self._settle(handle, job, outcome, stop, tx, held, result)
                 finally:
                     if held is not None:
                         await held.aclose()  # a no-op once _settle closed it
@@ -230,13 +233,15 @@ class BatchRunner:
             await trio.sleep(pause)
             pause = min(2 * pause, timing.heartbeat_interval)
 
-    async def _run_in_thread(self, job: Job, ctx: JobContext) -> None:
+    async def _run_in_thread(self, job: Job, ctx: JobContext) -> str | None:
+        """Run a sync handler in a thread; its return value as JSON text."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_tell_thread_when_stopped, ctx)
-            await trio.to_thread.run_sync(
+            result = await trio.to_thread.run_sync(
                 _call_sync_handler, self._config.handler, job.payload, ctx, limiter=self._threads
             )
             nursery.cancel_scope.cancel()
+        return result
 
     def _decide(
         self, handle: BatchHandle, job: Job, error: str | None, no_connection: str | None = None
@@ -269,17 +274,20 @@ class BatchRunner:
         stop: StopReason | None,
         tx: JobTransaction | None = None,
         held: AsyncExitStack | None = None,
+        result: str | None = None,
     ) -> None:
         try:
             committed: bool | None = None
             if held is not None:
-                outcome, committed = await self._end_transaction(handle, job, outcome, tx, held)
+                outcome, committed = await self._end_transaction(
+                    handle, job, outcome, tx, held, result
+                )
             delay = self._retry_delay(job) if outcome.kind is OutcomeKind.RETRY else 0.0
             if committed is not None:
                 applied: bool | Recorded | None = committed
             else:
                 try:
-                    applied = await self._write(handle, job, outcome, delay)
+                    applied = await self._write(handle, job, outcome, delay, result)
                 except _Unrecorded as exc:
                     outcome, applied = Outcome(OutcomeKind.UNAVAILABLE, str(exc)), None
                     stop = StopReason.LEASE_EXPIRED  # its fence passed while writing
@@ -320,6 +328,7 @@ class BatchRunner:
         outcome: Outcome,
         tx: JobTransaction | None,
         held: AsyncExitStack,
+        result: str | None,
     ) -> tuple[Outcome, bool | None]:
         """Commit a success with its ack, or roll back; then close the transaction.
 
@@ -333,7 +342,8 @@ class BatchRunner:
             progress = self._guard.lease(handle.batch_id, job.id).progress
             try:
                 with trio.fail_after(self._timing.visibility_timeout):
-                    return outcome, await tx.commit_with_ack(Ack(job.id, job.claim_seq, progress))
+                    ack = Ack(job.id, job.claim_seq, progress, result)
+                    return outcome, await tx.commit_with_ack(ack)
             except Exception as exc:
                 if tx.commit_sent:
                     message = COMMIT_IN_DOUBT.format(error=repr(exc))
@@ -379,7 +389,7 @@ class BatchRunner:
             return _DEFAULT_BACKOFF(job.attempt)
 
     async def _write(
-        self, handle: BatchHandle, job: Job, outcome: Outcome, delay: float
+        self, handle: BatchHandle, job: Job, outcome: Outcome, delay: float, result: str | None
     ) -> bool | Recorded | None:
         """Write the outcome, fenced by claim_seq; retried while the lease holds.
 
@@ -395,7 +405,7 @@ class BatchRunner:
         progress = self._guard.lease(handle.batch_id, job.id).progress
         while True:
             try:
-                return await self._write_once(job, outcome, delay, progress)
+                return await self._write_once(job, outcome, delay, progress, result)
             except Exception as exc:
                 # While the handler's outcome is unwritten its lease is still renewed
                 # (docs/protocol.rst §4), so an error that retrying cannot fix would spin
@@ -424,18 +434,18 @@ class BatchRunner:
                 await trio.sleep(retry_delay(self._timing.heartbeat_interval, remaining))
 
     async def _write_once(
-        self, job: Job, outcome: Outcome, delay: float, progress: float | None
+        self, job: Job, outcome: Outcome, delay: float, progress: float | None, result: str | None
     ) -> bool | Recorded:
         kind = outcome.kind
         if kind is OutcomeKind.SUCCEEDED:
-            item: Ack | Release | Failure = Ack(job.id, job.claim_seq, progress)
+            item: Ack | Release | Failure = Ack(job.id, job.claim_seq, progress, result)
         elif kind is OutcomeKind.RELEASE:
             item = Release(job.id, job.claim_seq, progress)
         else:
             retry = delay if kind is OutcomeKind.RETRY else None
             item = Failure(job.id, job.claim_seq, outcome.message or "", retry, progress)
-        result = await self._writer.write(item)
-        return False if result is None else result
+        written = await self._writer.write(item)
+        return False if written is None else written
 
     async def _report(
         self, job: Job, outcome: Outcome, applied: bool | Recorded | None, delay: float
@@ -502,9 +512,12 @@ class _NoConnection(Exception):
 
 def _call_sync_handler(
     handler: Callable[[Any, JobContext], object], payload: Any, ctx: JobContext
-) -> None:
-    """Call a sync handler, in its thread, and refuse a result that is work not done."""
-    _refuse_unrun_work(handler(payload, ctx))
+) -> str | None:
+    """Call a sync handler, in its thread, and refuse a result that is work not done;
+    its return value as JSON text (encoded in the thread, off the trio loop)."""
+    result = handler(payload, ctx)
+    _refuse_unrun_work(result)
+    return encode_result(result)
 
 
 def _refuse_unrun_work(result: object) -> None:

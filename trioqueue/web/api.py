@@ -64,6 +64,11 @@ def job_json(info: trioqueue.JobInfo) -> dict[str, Any]:
         "last_error": info.last_error,
         "created_at": iso(info.created_at),
         "finished_at": iso(info.finished_at),
+        # What the handler returned (None: nothing, or not succeeded); a stored result this
+        # process cannot decode is its JSON text, like a payload.
+        "result": str(info.result)
+        if isinstance(info.result, trioqueue.UndecodablePayload)
+        else info.result,
     }
     if undecodable:
         out["undecodable"] = True

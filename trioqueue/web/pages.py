@@ -234,6 +234,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             title=f"Job {job_id}",
             job=info,
             payload=_payload_text(info.payload, indent=2),
+            result=None if info.result is None else _payload_text(info.result, indent=2),
             undecodable=isinstance(info.payload, trioqueue.UndecodablePayload),
             events_url=f"/api/events?jobs={job_id}",
         )

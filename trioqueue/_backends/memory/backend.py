@@ -50,6 +50,7 @@ from trioqueue._backends.validation import (
     check_timeout,
     check_worker_id,
 )
+from trioqueue._backends.waiting import wait_finished
 from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import BackendError, UnknownJobError
 from trioqueue._types import (
@@ -76,6 +77,9 @@ T = TypeVar("T")
 
 #: Notices buffered per listener before new ones are dropped.
 NOTICE_BUFFER = 1000
+
+#: The statements that can finish (or delete) a job: wait_for reads again after each.
+_FINISHING = frozenset({"claim", "ack", "fail", "release", "cancel", "delete_job"})
 
 #: Operations counted in ``statistics().calls`` besides the fault-injectable ones.
 READ_OPERATIONS = (
@@ -214,6 +218,8 @@ class MemoryBackend:
         #: Testing hook: when True, every notice is lost, as if NOTIFY never arrived.
         self.drop_notices = False
         self._closed = False
+        # Set (and replaced) after every statement that can finish a job: wait_for wakes on it.
+        self._finishing = trio.Event()
 
     # -- producers and operators ---------------------------------------------------------
 
@@ -374,6 +380,23 @@ class MemoryBackend:
             return info
 
         return await self._execute("get_job", effect)
+
+    async def wait_for(
+        self,
+        job_id: int,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (a plain argument callers outside trio use)
+    ) -> JobInfo:
+        """Wait until the job is finished (succeeded or failed); its final JobInfo.
+
+        Wakes on the statements that can finish a job (no polling). ``timeout`` is in
+        seconds (None: no limit; 0: look once).
+
+        Raises:
+            UnknownJobError: no job has this id, or it was deleted while waited for.
+            TimeoutError: it was not finished within ``timeout`` seconds.
+        """
+        return await wait_finished(job_id, timeout, self.get_job, lambda: self._finishing.wait)
 
     async def list_jobs(
         self,
@@ -637,6 +660,8 @@ class MemoryBackend:
                 result = effect(trio.current_time(), fault)
             finally:
                 self._send_notices()
+                if op in _FINISHING:
+                    self._signal_finishing()
             await self._faults.act(op, fault, after=True)
             return result
 
@@ -651,6 +676,10 @@ class MemoryBackend:
             finally:
                 self._in_use -= 1
 
+    def _signal_finishing(self) -> None:
+        self._finishing.set()
+        self._finishing = trio.Event()
+
     def _check_open(self) -> None:
         if self._closed:
             raise BackendError("the memory backend is closed", transient=False)
@@ -658,6 +687,7 @@ class MemoryBackend:
     def _close(self) -> None:
         # End every held call so that nothing outlives the backend, and end every listener.
         self._closed = True
+        self._signal_finishing()  # waiters read again, and hear that the backend is closed
         self._faults.release_all()
         for listener in list(self._listeners):
             listener.send.close()

@@ -97,6 +97,7 @@ class Row:
     last_renewed_at: float | None = None
     finished_at: float | None = None
     worker_id: str | None = None
+    result: str | None = None  # JSON text of the last successful attempt's return value
     in_ready: bool = False  # an entry for it is in its queue's ready heap
 
     @property
@@ -578,6 +579,7 @@ class MemoryModel:
             cancel_requested_at=self._maybe_datetime(row.cancel_requested_at),
             cancel_acknowledged_at=self._maybe_datetime(row.cancel_acknowledged_at),
             worker_id=row.worker_id if running else None,
+            result=None if row.result is None else decode_payload(row.result),
         )
 
     def _maybe_datetime(self, t: float | None) -> datetime | None:
@@ -689,6 +691,7 @@ class MemoryModel:
         if row is None:
             return False
         self._store_progress(row, item.progress)
+        row.result = item.result  # a re-run that succeeds overwrites an earlier result
         self._finish(row, "succeeded", None, now)
         return True
 

@@ -44,8 +44,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -81,6 +82,7 @@ from trioqueue._backends.validation import (
     check_worker_id,
     decode_payload,
 )
+from trioqueue._backends.waiting import wait_finished
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import BackendError, UnknownJobError
@@ -106,6 +108,10 @@ from trioqueue._types import (
 )
 
 __all__ = ["PostgresBackend", "open_postgres"]
+
+#: wait_for's first pause between reads, and the longest (docs/postgres.rst, "Results").
+WAIT_POLL_FIRST = 0.05
+WAIT_POLL_MAX = 1.0
 
 log = logging.getLogger("trioqueue.postgres")
 
@@ -577,6 +583,28 @@ class PostgresBackend:
             raise UnknownJobError(job_id)
         return _job_info(row)
 
+    async def wait_for(
+        self,
+        job_id: int,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (a plain argument callers outside trio use)
+    ) -> JobInfo:
+        """Wait until the job is finished (succeeded or failed); its final JobInfo.
+
+        Finishing a job sends no NOTIFY (one per ack would serialise commits on the
+        server's notify queue), so this reads the job again after 0.05 s, doubling to
+        1 s between reads: one pooled ``get_job`` at a time, no LISTEN connection
+        (docs/postgres.rst, "Results"). ``timeout`` is in seconds (None: no limit).
+
+        Raises:
+            UnknownJobError: no job has this id, or it was deleted while waited for.
+            TimeoutError: it was not finished within ``timeout`` seconds.
+        """
+        delays = _poll_delays()
+        return await wait_finished(
+            job_id, timeout, self.get_job, lambda: partial(trio.sleep, next(delays))
+        )
+
     async def list_jobs(
         self,
         queue: str | None = None,
@@ -824,7 +852,9 @@ class PostgresBackend:
     async def ack(self, items: Sequence[Ack]) -> list[bool]:
         """Mark attempts succeeded. Fenced: True for each item that was applied."""
         items = tuple(items)
-        applied = await self._fenced_write("ack", items, *_fences(items), _progress(items))
+        applied = await self._fenced_write(
+            "ack", items, *_fences(items), _progress(items), [item.result for item in items]
+        )
         return [row is not None for row in applied]
 
     async def fail(self, items: Sequence[Failure]) -> list[Recorded | None]:
@@ -961,6 +991,7 @@ class _JobTransaction:
             _ints(i.job_id for i in items),
             _ints(i.claim_seq for i in items),
             _progress(items),
+            [i.result for i in items],
         )
 
     async def _aio_commit_with_ack(self, connection: Any, *arrays: list[Any]) -> bool:
@@ -1070,7 +1101,16 @@ def _job_info(row: Any) -> JobInfo:
         cancel_requested_at=row["cancel_requested_at"],
         cancel_acknowledged_at=row["cancel_acknowledged_at"],
         worker_id=row["worker_id"] if running else None,
+        result=None if row["result"] is None else _read_payload(row["result"]),
     )
+
+
+def _poll_delays() -> Iterator[float]:
+    """wait_for's pauses between reads: 0.05 s, doubling up to 1 s."""
+    delay = WAIT_POLL_FIRST
+    while True:
+        yield delay
+        delay = min(2 * delay, WAIT_POLL_MAX)
 
 
 def _like_pattern(search: str | None) -> str | None:

@@ -110,7 +110,7 @@ SELECT j.id, j.queue, j.payload::text AS payload,
        {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
        j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
        j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
-       j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id
+       j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result
 FROM {schema}.jobs AS j
 WHERE j.id = $1::bigint;
 
@@ -123,7 +123,8 @@ SELECT * FROM (
            {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
            j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
            j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
-           j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id
+           j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id,
+           j.result::text AS result
     FROM {schema}.jobs AS j
     WHERE ($1::text IS NULL OR j.queue = $1::text)
       AND ($5::text IS NULL
@@ -371,15 +372,18 @@ LEFT JOIN renewed AS r ON r.id = i.id;
 
 -- name: ack
 -- Answers the 1-based positions of the items that applied.
+-- $4 is each handler's result as JSON text (NULL for none); a re-run overwrites it.
 WITH items AS (
-    SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.progress, i.n
-    FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[]) WITH ORDINALITY AS i (id, claim_seq, progress, n)
+    SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.progress, i.result, i.n
+    FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[], $4::text[])
+         WITH ORDINALITY AS i (id, claim_seq, progress, result, n)
     ORDER BY i.id, i.claim_seq, i.n
 )
 UPDATE {schema}.jobs AS j
 SET status = 'succeeded',
     finished_at = now(),
-    progress = coalesce(i.progress, j.progress)
+    progress = coalesce(i.progress, j.progress),
+    result = i.result::jsonb
 FROM items AS i
 WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
 RETURNING i.n;

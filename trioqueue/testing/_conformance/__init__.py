@@ -10,6 +10,7 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
 - ``outcomes.py``: ack, fail and release, fenced by ``claim_seq``;
 - ``cancel.py``: cancelling jobs in every state;
 - ``operator.py``: ``list_jobs``, ``counts`` and ``retry``;
+- ``results.py``: results stored by the fenced ack, and ``wait_for``;
 - ``notices.py``: notices and statement statistics;
 - ``dashboard.py``: searching, sorting, counting and deleting jobs, a job's lease details,
   worker pools and their beats, finished-job history;
@@ -26,6 +27,7 @@ from trioqueue.testing._conformance.notices import NoticeConformance
 from trioqueue.testing._conformance.operator import OperatorConformance
 from trioqueue.testing._conformance.outcomes import OutcomeConformance
 from trioqueue.testing._conformance.renew import RenewConformance
+from trioqueue.testing._conformance.results import ResultConformance
 
 __all__ = ["BackendConformance"]
 
@@ -37,6 +39,7 @@ class BackendConformance(
     OutcomeConformance,
     CancelConformance,
     OperatorConformance,
+    ResultConformance,
     NoticeConformance,
     DashboardConformance,
 ):
