@@ -254,6 +254,9 @@ class EventStream:
         await self._body(send, b"retry: 2000\n\n")
         quiet_since = trio.current_time()
         while True:
+            # Taken before the tick reads: a notice that comes while it reads (too late for
+            # what it read) still ends the nap after it.
+            woken = self.waker.woken
             events = await differ.tick()
             if events:
                 await self._body(send, b"".join(events))
@@ -261,12 +264,11 @@ class EventStream:
             elif trio.current_time() - quiet_since >= KEEPALIVE:
                 await self._body(send, b": keepalive\n\n")
                 quiet_since = trio.current_time()
-            await self._nap()
+            await self._nap(woken)
 
-    async def _nap(self) -> None:
-        """Until the next tick: ``interval``, or sooner when a notice comes, but never
-        sooner than ``MIN_GAP`` after this tick (the debounce)."""
-        woken = self.waker.woken  # taken now: a notice during the gap still counts
+    async def _nap(self, woken: trio.Event) -> None:
+        """Until the next tick: ``interval``, or sooner once ``woken`` is set (a notice
+        since the last tick began), but never sooner than ``MIN_GAP`` (the debounce)."""
         gap = min(MIN_GAP, self.interval)
         await trio.sleep(gap)
         with trio.move_on_after(self.interval - gap):
