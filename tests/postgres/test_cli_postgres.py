@@ -289,6 +289,24 @@ def test_commands_on_a_schema_never_migrated_fail_cleanly(
 
 # -- worker -------------------------------------------------------------------------------
 
+
+def test_worker_on_a_schema_never_migrated_says_so_once(
+    postgres_dsn: str, postgres_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One line with the migrate hint, before any pool starts (no registration or claim
+    failures logged on the way)."""
+    argv = ["--dsn", postgres_dsn, "--schema", postgres_schema, "worker"]
+    code = main([*argv, "tests.postgres.test_cli_postgres:noop", "--queue", "q"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert out == ""
+    [line] = err.splitlines()
+    assert line.startswith("trioqueue worker: error: PostgreSQL: UndefinedTableError")
+    assert line.endswith(
+        f"has the schema been migrated? run: trioqueue migrate --schema {postgres_schema}"
+    )
+
+
 HANDLED: list[Any] = []
 
 

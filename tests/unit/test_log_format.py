@@ -17,7 +17,7 @@ import trio
 import trioqueue
 from tests._pool_harness import Recorder, config
 from trioqueue._runtime.logfields import job_fields
-from trioqueue.cli._commands import main
+from trioqueue.cli._commands import _stderr_log_handler, main
 from trioqueue.cli._terminal import JsonLogFormatter, library_logs_to
 
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/test"  # nothing listens on port 1
@@ -175,3 +175,18 @@ async def test_several_pools_records_say_which_queue(autojump_clock: object) -> 
         (e["job_id"], e["queue"], e["attempt"]) for e in entries if e.get("event") == "succeeded"
     }
     assert done == {(mail, "mail", 1), (sms, "sms", 1)}
+
+
+def test_text_logs_leave_the_stop_error_to_the_commands_last_line() -> None:
+    """The error that stops a pool is printed by the command as its last line; a text log
+    line would say it twice. JSON logs keep it as an event."""
+
+    def record(event: str) -> logging.LogRecord:
+        made = logging.LogRecord("trioqueue.pool", logging.ERROR, "", 0, "stopped", (), None)
+        made.event = event
+        return made
+
+    text, json_lines = _stderr_log_handler("text"), _stderr_log_handler("json")
+    assert not text.filter(record("stopped_claims_fail"))
+    assert text.filter(record("claim_failed"))
+    assert json_lines.filter(record("stopped_claims_fail"))

@@ -272,13 +272,24 @@ def database_hint(exc: BaseException, schema: str | None = None) -> str | None:
 LOG_FORMATS = ("text", "json")
 
 
+#: Pool log events whose message the command prints again as its own last line (the
+#: error that stopped the pool): in text, the log line would only say it twice.
+SAID_BY_THE_CLI = frozenset({"stopped_claims_fail"})
+
+
+def _not_said_again(record: logging.LogRecord) -> bool:
+    return getattr(record, "event", None) not in SAID_BY_THE_CLI
+
+
 def _stderr_log_handler(log_format: str = "text") -> logging.Handler:
-    """A handler writing to stderr: a line of text per record, or one JSON object."""
+    """A handler writing to stderr: a line of text per record, or one JSON object (every
+    record: a log pipeline wants the stop as an event too)."""
     handler = logging.StreamHandler(sys.stderr)
     if log_format == "json":
         handler.setFormatter(JsonLogFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.addFilter(_not_said_again)
     return handler
 
 
@@ -829,6 +840,9 @@ async def serve_worker(
         max_connections=worker_connections(every),
         listen_dsn=listen_dsn,
     ) as backend:
+        # A schema never migrated fails here, once, with the migrate hint: not as each
+        # pool's failed registration and claim.
+        await backend.queue_stats()
         run = functools.partial(
             trioqueue.run_workers,
             backend,
