@@ -7,7 +7,18 @@ tests/postgres/.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
+
+import trioqueue
+
+
+@pytest.fixture
+async def backend() -> AsyncIterator[trioqueue.MemoryBackend]:
+    """A memory backend for the test (modules and suites with their own override it)."""
+    async with trioqueue.open_memory() as b:
+        yield b
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import signal
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -13,12 +12,6 @@ import trio
 import trioqueue
 from trioqueue.cli import _dashboard, _demo
 from trioqueue.cli._commands import build_parser, main
-
-
-@pytest.fixture
-async def backend() -> AsyncIterator[trioqueue.MemoryBackend]:
-    async with trioqueue.open_memory() as b:
-        yield b
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.1", "::"])

@@ -6,30 +6,16 @@ runs on trio, so no thread and no second event loop are involved.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from typing import Any
 
 import httpx
 import pytest
 import trio
 
 import trioqueue
+from tests._web_harness import BASE, SAME_SITE, client
 from trioqueue._types import Ack
 from trioqueue.web import check_bind, create_app, job_json
-
-BASE = "http://127.0.0.1"
-SAME_SITE = {"Origin": BASE}
-
-
-@pytest.fixture
-async def backend() -> AsyncIterator[trioqueue.MemoryBackend]:
-    async with trioqueue.open_memory() as b:
-        yield b
-
-
-def client(app: Any, **kwargs: Any) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE, **kwargs)
 
 
 async def test_queues_lists_counts_per_queue(backend: trioqueue.MemoryBackend) -> None:

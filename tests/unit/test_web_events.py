@@ -23,12 +23,6 @@ from trioqueue.web import create_app
 from trioqueue.web.events import MAX_JOB_EVENTS, MIN_GAP
 
 
-@pytest.fixture
-async def backend() -> AsyncIterator[trioqueue.MemoryBackend]:
-    async with trioqueue.open_memory() as b:
-        yield b
-
-
 @dataclass
 class Stream:
     """One client of the event stream: what it received, and a way to hang up."""

@@ -4,33 +4,20 @@ memory backend, through httpx's ASGITransport under trio."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 import pytest
 import trio
 
 import trioqueue
+from tests._web_harness import BASE, SAME_SITE, client
 from trioqueue._core import RenewItem
 from trioqueue._types import Ack, PoolBeat, PoolRegistration
 from trioqueue.web import create_app
 from trioqueue.web.pages import CHART_HEIGHT, chart
 
-BASE = "http://127.0.0.1"
-SAME_SITE = {"Origin": BASE}
 HTMX = {"Origin": BASE, "HX-Request": "true"}
-
-
-@pytest.fixture
-async def backend() -> AsyncIterator[trioqueue.MemoryBackend]:
-    async with trioqueue.open_memory() as b:
-        yield b
-
-
-def client(app: Any, **kwargs: Any) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=BASE, **kwargs)
 
 
 def pool(worker_id: str = "w-1", heartbeat: float = 1.0) -> PoolRegistration:

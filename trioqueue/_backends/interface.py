@@ -55,6 +55,19 @@ OPERATIONS = (
     "unregister_pool",
 )
 
+#: Operators' calls both backends count in ``statistics().calls`` besides :data:`OPERATIONS`.
+READ_OPERATIONS = (
+    "get_job",
+    "list_jobs",
+    "count_jobs",
+    "delete_job",
+    "list_workers",
+    "finished_history",
+    "counts",
+    "queue_stats",
+    "retry",
+)
+
 
 class Backend(Protocol):
     """A job store the worker pool can run on."""

@@ -126,8 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_worker,
         _add_enqueue,
         _add_cancel,
-        _add_retry,
-        _add_delete,
+        _add_job_commands,
         _add_status,
         _add_jobs,
         _add_dashboard,
@@ -1042,38 +1041,25 @@ def cancel_report(job_id: int, accepted: bool, info: trioqueue.JobInfo) -> str:
     return f"job {job_id}: cancel requested, but it is {info.status} now"
 
 
-def _add_retry(commands: Subparsers) -> None:
-    retry = _subcommand(
-        commands, "retry", _run_retry, "put a failed job back on its queue for another attempt"
-    )
-    retry.add_argument("job_id", metavar="ID", type=_job_id)
-
-
-def _run_retry(args: argparse.Namespace) -> int:
-    return _on_job(
-        args, trioqueue.PostgresBackend.retry, "back on its queue",
-        refused="only a failed job can be retried",
-    )  # fmt: skip
-
-
-def _add_delete(commands: Subparsers) -> None:
-    delete = _subcommand(
-        commands, "delete", _run_delete, "delete a job that is not running (cancel it first)"
-    )
-    delete.add_argument("job_id", metavar="ID", type=_job_id)
-
-
-def _run_delete(args: argparse.Namespace) -> int:
-    return _on_job(
-        args, trioqueue.PostgresBackend.delete_job, "deleted",
-        refused="a running job cannot be deleted (cancel it first)",
-    )  # fmt: skip
+def _add_job_commands(commands: Subparsers) -> None:
+    """``retry ID`` and ``delete ID``: one operation on one job, refused by some states."""
+    for name, operation, done, refused, about in (
+        ("retry", trioqueue.PostgresBackend.retry, "back on its queue",
+         "only a failed job can be retried",
+         "put a failed job back on its queue for another attempt"),
+        ("delete", trioqueue.PostgresBackend.delete_job, "deleted",
+         "a running job cannot be deleted (cancel it first)",
+         "delete a job that is not running (cancel it first)"),
+    ):  # fmt: skip
+        run = functools.partial(_on_job, operation=operation, done=done, refused=refused)
+        command = _subcommand(commands, name, run, about)
+        command.add_argument("job_id", metavar="ID", type=_job_id)
 
 
 JobOperation = Callable[[trioqueue.PostgresBackend, int], Awaitable[bool]]
 
 
-def _on_job(args: argparse.Namespace, operation: JobOperation, done: str, *, refused: str) -> int:
+def _on_job(args: argparse.Namespace, *, operation: JobOperation, done: str, refused: str) -> int:
     """Run ``operation(backend, job_id)``; when it answers False, say whether the job is
     unknown or in which state it is, and why that state refuses (exit 1)."""
     accepted, status = run_on_database(args, job_operation, operation, args.job_id)

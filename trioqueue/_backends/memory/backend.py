@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from trioqueue._backends.interface import OPERATIONS, Backend
+from trioqueue._backends.interface import OPERATIONS, READ_OPERATIONS, Backend
 from trioqueue._backends.memory.faults import DelayFault, ErrorFault, Fault, HangFault, OmitFault
 from trioqueue._backends.memory.model import MemoryModel
 from trioqueue._backends.validation import (
@@ -80,19 +80,6 @@ NOTICE_BUFFER = 1000
 
 #: The statements that can finish (or delete) a job: wait_for reads again after each.
 _FINISHING = frozenset({"claim", "ack", "fail", "release", "cancel", "delete_job"})
-
-#: Operations counted in ``statistics().calls`` besides the fault-injectable ones.
-READ_OPERATIONS = (
-    "get_job",
-    "list_jobs",
-    "count_jobs",
-    "delete_job",
-    "list_workers",
-    "finished_history",
-    "counts",
-    "queue_stats",
-    "retry",
-)
 
 
 @asynccontextmanager
@@ -578,15 +565,8 @@ class MemoryBackend:
         check_queue(queue)
         if not isinstance(worker_id, str):
             raise TypeError(f"worker_id must be a str, not {type(worker_id).__name__}")
-        send, receive = trio.open_memory_channel[Notice](NOTICE_BUFFER)
-        listener = _Listener(queue, worker_id, send)
-        self._listeners.append(listener)
-        try:
-            async with receive:
-                yield receive
-        finally:
-            self._listeners.remove(listener)
-            send.close()
+        async with self._subscribe(queue, worker_id) as notices:
+            yield notices
 
     @asynccontextmanager
     async def watch(self) -> AsyncIterator[trio.MemoryReceiveChannel[Notice]]:
@@ -594,8 +574,16 @@ class MemoryBackend:
         requests, for an operator's live view (the dashboard). Notices that do not fit the
         buffer are dropped; a watcher polls as well."""
         self._check_open()
+        async with self._subscribe(None, "") as notices:
+            yield notices
+
+    @asynccontextmanager
+    async def _subscribe(
+        self, queue: str | None, worker_id: str
+    ) -> AsyncIterator[trio.MemoryReceiveChannel[Notice]]:
+        """A listener on ``queue`` (None: every queue and every cancel) for the block."""
         send, receive = trio.open_memory_channel[Notice](NOTICE_BUFFER)
-        listener = _Listener(None, "", send)
+        listener = _Listener(queue, worker_id, send)
         self._listeners.append(listener)
         try:
             async with receive:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -52,7 +52,12 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 import trio
 
-from trioqueue._backends.interface import OPERATIONS, Backend, ConnectionUnavailable
+from trioqueue._backends.interface import (
+    OPERATIONS,
+    READ_OPERATIONS,
+    Backend,
+    ConnectionUnavailable,
+)
 from trioqueue._backends.postgres.driver import (
     DRIVER_ERRORS,
     Driver,
@@ -121,20 +126,9 @@ DEFAULT_MAX_CONNECTIONS = 10
 #: Notices buffered per listener before new ones are dropped (a notice is only a hint).
 NOTICE_BUFFER = 1000
 
-#: Operations counted in ``statistics().calls`` besides the protocol's writes.
-READ_OPERATIONS = (
-    "get_job",
-    "list_jobs",
-    "count_jobs",
-    "delete_job",
-    "list_workers",
-    "finished_history",
-    "counts",
-    "queue_stats",
-    "migrate",
-    "prune",
-    "retry",
-)
+#: Operations counted in ``statistics().calls`` besides the protocol's writes: the
+#: operators' calls, and migrations.
+COUNTED_READS = (*READ_OPERATIONS, "migrate", "prune")
 
 #: The ORDER BY list of each ``list_jobs`` sort: the only text spliced into that query
 #: besides the schema, and only from this table. Ties go by id the same way; unfinished
@@ -254,7 +248,7 @@ class PostgresBackend:
             for sort, order in ORDER_BY.items()
         }
         self._dropped_notices = 0
-        for op in (*OPERATIONS, *READ_OPERATIONS):
+        for op in (*OPERATIONS, *COUNTED_READS):
             driver.calls[op] += 0  # every operation appears in statistics, even at zero
 
     @property
@@ -661,21 +655,7 @@ class PostgresBackend:
     async def list_workers(self) -> list[WorkerInfo]:
         """Every registered worker pool, ordered by queue then start time."""
         rows = await self._driver.run("list_workers", _fetch, self._sql["list_workers"])
-        return [
-            WorkerInfo(
-                worker_id=row["worker_id"],
-                host=row["host"],
-                pid=row["pid"],
-                queue=row["queue"],
-                concurrency=row["concurrency"],
-                in_flight=row["in_flight"],
-                abandoned_renewals=row["abandoned_renewals"],
-                last_beat_at=row["last_beat_at"],
-                started_at=row["started_at"],
-                stale=row["stale"],
-            )
-            for row in rows
-        ]
+        return [WorkerInfo(**row) for row in rows]  # the query names WorkerInfo's fields
 
     async def finished_history(
         self, *, window: float = 3600.0, buckets: int = 60, queue: str | None = None
@@ -908,8 +888,27 @@ class PostgresBackend:
         check_queue(queue)
         if not isinstance(worker_id, str):
             raise TypeError(f"worker_id must be a str, not {type(worker_id).__name__}")
+        async with self._subscribe(_NoticeParser(queue, worker_id)) as notices:
+            yield notices
+
+    @asynccontextmanager
+    async def watch(self) -> AsyncIterator[trio.MemoryReceiveChannel[Notice]]:
+        """Every notice of the schema's channel, whatever its queue or worker: new work and
+        cancel requests, for an operator's live view (the dashboard).
+
+        One dedicated LISTEN connection, as for :meth:`listen`; if it is lost the channel
+        ends. Behind a transaction pooler without ``listen_dsn`` nothing arrives (the
+        driver says so once), so a watcher polls as well.
+        """
+        async with self._subscribe(_any_notice) as notices:
+            yield notices
+
+    @asynccontextmanager
+    async def _subscribe(
+        self, parse: Callable[[str], Notice | None]
+    ) -> AsyncIterator[trio.MemoryReceiveChannel[Notice]]:
+        """LISTEN on the schema's channel for the block; ``parse`` picks the notices."""
         send, receive = trio.open_memory_channel[Notice](NOTICE_BUFFER)
-        parse = _NoticeParser(queue, worker_id)
 
         def on_payload(payload: str) -> None:
             notice = parse(payload)
@@ -921,36 +920,6 @@ class PostgresBackend:
                 self._dropped_notices += 1  # the listener fell behind; polling covers it
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass  # the listener is leaving
-
-        listener = await self._driver.listen(self._channel, on_payload, send.close)
-        try:
-            async with receive:
-                yield receive
-        finally:
-            send.close()
-            await listener.aclose()
-
-    @asynccontextmanager
-    async def watch(self) -> AsyncIterator[trio.MemoryReceiveChannel[Notice]]:
-        """Every notice of the schema's channel, whatever its queue or worker: new work and
-        cancel requests, for an operator's live view (the dashboard).
-
-        One dedicated LISTEN connection, as for :meth:`listen`; if it is lost the channel
-        ends. Behind a transaction pooler without ``listen_dsn`` nothing arrives (the
-        driver says so once), so a watcher polls as well.
-        """
-        send, receive = trio.open_memory_channel[Notice](NOTICE_BUFFER)
-
-        def on_payload(payload: str) -> None:
-            notice = _any_notice(payload)
-            if notice is None:
-                return
-            try:
-                send.send_nowait(notice)
-            except trio.WouldBlock:
-                self._dropped_notices += 1
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass
 
         listener = await self._driver.listen(self._channel, on_payload, send.close)
         try:
