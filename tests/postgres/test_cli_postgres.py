@@ -290,6 +290,26 @@ def test_commands_on_a_schema_never_migrated_fail_cleanly(
 # -- worker -------------------------------------------------------------------------------
 
 
+def _work_until_succeeded(
+    run: Cli, argv: list[str], stop: signal.Signals, env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    """Run the worker command ``argv`` as a process until every job of the schema has
+    succeeded (30 s at most), then send it ``stop``: its exit code, stdout and stderr."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    with subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as worker:
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and {j.status for j in run.jobs()} != {"succeeded"}:
+                time.sleep(0.05)  # another process's progress, read from the database
+            worker.send_signal(stop)
+            out, err = worker.communicate(timeout=30)
+        finally:
+            worker.kill()
+    return worker.returncode, out, err
+
+
 def test_worker_on_a_schema_never_migrated_says_so_once(
     postgres_dsn: str, postgres_schema: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -421,19 +441,8 @@ def test_worker_command_runs_jobs_and_stops_gracefully_on_ctrl_c(run: Cli) -> No
         "2",
     ]
     argv += ["--visibility-timeout", "10", "--heartbeat-interval", "2", "--shutdown-grace", "1"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    with subprocess.Popen(
-        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    ) as worker:
-        try:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and {j.status for j in run.jobs()} != {"succeeded"}:
-                time.sleep(0.05)
-            worker.send_signal(signal.SIGINT)
-            out, err = worker.communicate(timeout=30)
-        finally:
-            worker.kill()
-    assert worker.returncode == 0, err
+    code, out, err = _work_until_succeeded(run, argv, signal.SIGINT)
+    assert code == 0, err
     assert [info.status for info in run.jobs()] == ["succeeded", "succeeded"]
     assert "worker pool on queue 'work'" in out
     assert "SIGINT: shutting down" in out
@@ -792,19 +801,10 @@ def test_worker_command_runs_a_pool_per_queue_with_a_resources_hook(
     argv += ["worker", f"{module}:HANDLERS", "--queue", f"alerts={module}:needs_client"]
     argv += ["--resources", f"{module}:shared_client", "--concurrency", "2"]
     argv += ["--poll-interval", "0.5", "--shutdown-grace", "1"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), HOOK_FILE_ENV: str(hook_file)}
-    with subprocess.Popen(
-        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    ) as worker:
-        try:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and {j.status for j in run.jobs()} != {"succeeded"}:
-                time.sleep(0.05)
-            worker.send_signal(signal.SIGTERM)
-            out, err = worker.communicate(timeout=30)
-        finally:
-            worker.kill()
-    assert worker.returncode == 0, err
+    code, out, err = _work_until_succeeded(
+        run, argv, signal.SIGTERM, {HOOK_FILE_ENV: str(hook_file)}
+    )
+    assert code == 0, err
     assert sorted((info.queue, info.status) for info in run.jobs()) == [
         ("alerts", "succeeded"),
         ("emails", "succeeded"),
