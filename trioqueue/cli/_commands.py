@@ -51,6 +51,7 @@ from trioqueue.cli import _dashboard, _demo, _watch
 from trioqueue.cli._terminal import (
     JsonLogFormatter,
     LiveBlock,
+    check_migrated,
     clip,
     format_age,
     format_table,
@@ -839,9 +840,7 @@ async def serve_worker(
         max_connections=worker_connections(every),
         listen_dsn=listen_dsn,
     ) as backend:
-        # A schema never migrated fails here, once, with the migrate hint: not as each
-        # pool's failed registration and claim.
-        await backend.queue_stats()
+        await check_migrated(backend)
         run = functools.partial(
             trioqueue.run_workers,
             backend,

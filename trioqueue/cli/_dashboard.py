@@ -17,7 +17,7 @@ import trio
 
 import trioqueue
 from trioqueue._errors import leaves
-from trioqueue.cli._terminal import stop_on_signals
+from trioqueue.cli._terminal import check_migrated, stop_on_signals
 
 __all__ = ["DESCRIPTION", "HELP", "TOKEN_ENV", "add_arguments", "serve_dashboard", "start"]
 
@@ -130,7 +130,7 @@ async def serve_dashboard(
         trioqueue.open_postgres(dsn, schema=schema) as backend,
         trio.open_nursery() as nursery,
     ):
-        await backend.queue_stats()  # fail now, with the hint, if the schema is not there
+        await check_migrated(backend)
         address = await start(
             nursery, backend, host=host, port=port, read_only=read_only, token=token
         )

@@ -26,6 +26,8 @@ from typing import Any, TextIO
 
 import trio
 
+import trioqueue
+
 CSI = "\x1b["
 RESET = f"{CSI}0m"
 HIDE_CURSOR = f"{CSI}?25l"
@@ -196,3 +198,10 @@ async def stop_on_signals(
         async for _ in signals:
             scope.cancel()
             return
+
+
+async def check_migrated(backend: trioqueue.PostgresBackend) -> None:
+    """Fail now, once, with the migrate hint, if the schema is missing or older than this
+    package (commands that run until stopped, before they start anything). It reads the
+    small workers table of the latest migration, not the jobs table."""
+    await backend.list_workers()
