@@ -201,7 +201,7 @@ async def stop_on_signals(
 
 
 async def check_migrated(backend: trioqueue.PostgresBackend) -> None:
-    """Fail now, once, with the migrate hint, if the schema is missing or older than this
-    package (commands that run until stopped, before they start anything). It reads the
-    small workers table of the latest migration, not the jobs table."""
+    """Fail now, once, with the migrate hint, if the schema was never migrated or predates
+    migration 0002 (commands that run until stopped, before they start anything). One read
+    of the small workers table, not a count over the jobs table."""
     await backend.list_workers()
