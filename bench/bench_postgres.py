@@ -4,6 +4,7 @@
     python bench/bench_postgres.py drain --jobs 50000       # drain: pools vs the raw bound
     python bench/bench_postgres.py heartbeat --inflight 1000 10000 --beats 5
     python bench/bench_postgres.py latency --samples 200
+    python bench/bench_postgres.py beat --renewed 10 --samples 500
     python bench/bench_postgres.py --jobs 2000 --inflight 1000 --beats 3 --samples 50
                                                             # a quick run, under a minute
 
@@ -21,6 +22,9 @@ heartbeat: N sleeping jobs in flight (batches of 50): renewal statements started
            heartbeat, the time of each (the backend's ``renew`` call, timed, waited for up to
            2 minutes after the window), the jobs it named and the rows it wrote (its
            ``extended`` verdicts: one row UPDATE each).
+beat:      the worker registry's cost: one renewal of ``--renewed`` leased jobs, alone and
+           carrying the pool's beat (the same statement), and a lone beat, each timed
+           ``--samples`` times -> p50 and p95.
 latency:   with an idle pool (poll interval 30 s, so NOTIFY does the work): enqueue ->
            handler start, and cancel -> handler cancelled; p50 and p95.
 
@@ -339,6 +343,33 @@ async def cancel_latency(dsn: str, samples: int) -> list[float]:
     return latencies
 
 
+# -- beat ---------------------------------------------------------------------------------
+
+
+async def beat_cost(dsn: str, renewed: int, samples: int) -> dict[str, list[float]]:
+    """Seconds per ``renew`` call: ``renewed`` jobs without and with the beat, a lone beat."""
+    from trioqueue._core import RenewItem  # the backend's own wire types: a white-box bench
+    from trioqueue._types import PoolBeat, PoolRegistration
+
+    async with fresh_backend(dsn) as backend:
+        await fill(backend, renewed)
+        claimed = await backend.claim(
+            QUEUE, limit=renewed, worker_id="bench", visibility_timeout=3600
+        )
+        items = [RenewItem(c.job.id, c.job.claim_seq, None) for c in claimed]
+        pool = PoolRegistration("bench", "host", os.getpid(), QUEUE, 1, 1.0)
+        await backend.register_pool(pool)
+        beat = PoolBeat(pool, len(items), 0)
+        cases = {"renewal": (items, None), "renewal+beat": (items, beat), "lone beat": ([], beat)}
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(samples):
+            for name, (renew_items, with_beat) in cases.items():
+                started = time.perf_counter()
+                await backend.renew(renew_items, visibility_timeout=3600, beat=with_beat)
+                times[name].append(time.perf_counter() - started)
+        return times
+
+
 # -- main ---------------------------------------------------------------------------------
 
 
@@ -387,8 +418,16 @@ def run_latency(dsn: str, args: argparse.Namespace) -> None:
     print(f"latency: cancel -> handler cancelled (NOTIFY, {len(cancels)} jobs)  {_ms(cancels)}")
 
 
+def run_beat(dsn: str, args: argparse.Namespace) -> None:
+    times = trio.run(beat_cost, dsn, args.renewed, args.samples)
+    print(f"beat: {args.renewed} leased jobs, {args.samples} samples each")
+    for name, values in times.items():
+        print(f"  {name:<14} {_ms(values)}")
+
+
 BENCHES: dict[str, Callable[[str, argparse.Namespace], None]] = {
     "drain": run_drain,
+    "beat": run_beat,
     "heartbeat": run_heartbeat,
     "latency": run_latency,
 }
@@ -407,7 +446,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--inflight", type=int, nargs="+", default=[1000, 10_000])
     parser.add_argument("--beats", type=int, default=5)
     parser.add_argument("--heartbeat", type=float, default=1.0, help="heartbeat interval (s)")
-    parser.add_argument("--samples", type=int, default=200, help="latency: jobs measured")
+    parser.add_argument("--samples", type=int, default=200, help="latency, beat: samples")
+    parser.add_argument("--renewed", type=int, default=10, help="beat: jobs per renewal")
     return parser.parse_args(argv)
 
 
