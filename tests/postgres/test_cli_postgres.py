@@ -29,6 +29,7 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 import trioqueue
+from trioqueue._backends.postgres.sql import MIGRATIONS
 from trioqueue._types import PoolBeat, PoolRegistration
 from trioqueue.cli import _commands as cli
 from trioqueue.cli import main
@@ -70,7 +71,8 @@ def run(postgres_dsn: str, postgres_schema: str, capsys: pytest.CaptureFixture[s
     tq = Cli(postgres_dsn, postgres_schema, capsys)
     code, out, err = tq("migrate")
     assert code == 0, err
-    assert out == f"schema {postgres_schema}: applied 0001_initial, 0002_dashboard, 0003_results\n"
+    applied = ", ".join(f"{m.version:04d}_{m.name}" for m in MIGRATIONS)
+    assert out == f"schema {postgres_schema}: applied {applied}\n"
     return tq
 
 

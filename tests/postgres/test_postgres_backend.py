@@ -165,6 +165,15 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("jobs", "last_renewed_at", "timestamp with time zone", "YES", None),  # 0002
         ("jobs", "cancel_acknowledged_at", "timestamp with time zone", "YES", None),  # 0002
         ("jobs", "result", "jsonb", "YES", None),  # 0003
+        ("jobs", "group_key", "text", "YES", None),  # 0004
+        ("jobs", "awaited", "boolean", "NO", "false"),  # 0004
+        ("queues", "queue", "text", "NO", None),
+        ("queues", "paused", "boolean", "NO", "false"),
+        ("queues", "max_running", "integer", "YES", None),
+        ("queues", "max_per_second", "double precision", "YES", None),
+        ("queues", "tokens", "double precision", "NO", "0"),
+        ("queues", "tokens_at", "timestamp with time zone", "NO", "now()"),
+        ("queues", "updated_at", "timestamp with time zone", "NO", "now()"),
         ("schema_migrations", "version", "integer", "NO", None),
         ("schema_migrations", "name", "text", "NO", None),
         ("schema_migrations", "checksum", "text", "NO", None),
@@ -185,7 +194,10 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         "CREATE INDEX jobs_claim_queued_idx ON {schema}.jobs USING btree (queue, priority DESC, id) WHERE (status = 'queued'::text)",
         "CREATE UNIQUE INDEX jobs_dedup_idx ON {schema}.jobs USING btree (queue, dedup_key) WHERE ((dedup_key IS NOT NULL) AND (status = ANY (ARRAY['queued'::text, 'running'::text])))",
         "CREATE INDEX jobs_finished_idx ON {schema}.jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL)",
+        "CREATE INDEX jobs_group_queued_idx ON {schema}.jobs USING btree (queue, group_key, priority DESC, id) WHERE ((status = 'queued'::text) AND (group_key IS NOT NULL))",
+        "CREATE INDEX jobs_group_running_idx ON {schema}.jobs USING btree (queue, group_key) WHERE ((status = 'running'::text) AND (group_key IS NOT NULL))",
         "CREATE UNIQUE INDEX jobs_pkey ON {schema}.jobs USING btree (id)",
+        "CREATE UNIQUE INDEX queues_pkey ON {schema}.queues USING btree (queue)",
         "CREATE UNIQUE INDEX schema_migrations_pkey ON {schema}.schema_migrations USING btree (version)",
         "CREATE UNIQUE INDEX workers_pkey ON {schema}.workers USING btree (worker_id)",
     ],
@@ -206,6 +218,9 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
                 "CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'succeeded'::text, 'failed'::text])))",
             ),
             ("jobs", "PRIMARY KEY (id)"),
+            ("queues", "CHECK ((max_per_second > (0)::double precision))"),
+            ("queues", "CHECK ((max_running >= 1))"),
+            ("queues", "PRIMARY KEY (queue)"),
             ("schema_migrations", "PRIMARY KEY (version)"),
             ("workers", "CHECK ((abandoned_renewals >= 0))"),
             ("workers", "CHECK ((concurrency >= 1))"),
