@@ -23,6 +23,7 @@ from trioqueue._types import (
     JobSort,
     JobStatus,
     QueueStats,
+    ScheduleInfo,
     UndecodablePayload,
     WorkerInfo,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "PoolObserver",
     "PostgresBackend",
     "QueueStats",
+    "ScheduleInfo",
     "TrioqueueError",
     "UndecodablePayload",
     "UnknownJobError",

@@ -26,6 +26,7 @@ __all__ = [
     "PoolRegistration",
     "QueueStats",
     "Release",
+    "ScheduleInfo",
     "UndecodablePayload",
     "Verdict",
     "WorkerInfo",
@@ -270,6 +271,27 @@ class FinishedBucket:
     start: datetime
     succeeded: int
     failed: int
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ScheduleInfo:
+    """One schedule (periodic job), as ``Backend.list_schedules`` reports it.
+
+    At each tick of ``cron`` (five fields, read in ``timezone``) one job is enqueued on
+    ``queue`` with ``payload``, ``priority`` and ``max_attempts``, by whichever worker pool
+    gets there first (docs/scheduling.rst).
+    """
+
+    name: str
+    queue: str
+    cron: str
+    timezone: str
+    payload: Any
+    priority: int
+    max_attempts: int
+    next_run_at: datetime  # the next tick (aware, UTC)
+    last_run_at: datetime | None  # when a job was last enqueued for it; None: never
 
 
 @final

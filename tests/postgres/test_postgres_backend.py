@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import trio
 
+from trioqueue._backends.interface import Backend
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, render
 from trioqueue._core.wire import RenewItem, Verdict
@@ -33,6 +34,20 @@ class TestPostgresConformance(BackendConformance):
         async with open_postgres(postgres_dsn, schema=postgres_schema) as backend:
             await backend.migrate()  # already done: this only checks the applied migrations
             yield backend
+
+    async def _pass_next_tick(self, backend: Backend, name: str, *, missed: int = 0) -> None:
+        """Move the schedule's next run back instead of waiting for it: just past, plus
+        ``missed`` minutes of a once-a-minute schedule's ticks."""
+        assert isinstance(backend, PostgresBackend)
+        async with backend.acquire() as connection:
+            moved = await connection.fetchval(
+                f'UPDATE "{backend.schema}".schedules '
+                "SET next_run_at = now() - make_interval(secs => 0.001 + 60 * $2::integer) "
+                "WHERE name = $1 RETURNING 1",
+                name,
+                missed,
+            )
+        assert moved == 1
 
 
 # -- PostgreSQL only ------------------------------------------------------------------------
@@ -167,6 +182,8 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("jobs", "result", "jsonb", "YES", None),  # 0003
         ("jobs", "group_key", "text", "YES", None),  # 0004
         ("jobs", "awaited", "boolean", "NO", "false"),  # 0004
+        ("jobs", "schedule_name", "text", "YES", None),  # 0005
+        ("jobs", "schedule_tick", "timestamp with time zone", "YES", None),  # 0005
         ("queues", "queue", "text", "NO", None),
         ("queues", "paused", "boolean", "NO", "false"),
         ("queues", "max_running", "integer", "YES", None),
@@ -174,6 +191,17 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("queues", "tokens", "double precision", "NO", "0"),
         ("queues", "tokens_at", "timestamp with time zone", "NO", "now()"),
         ("queues", "updated_at", "timestamp with time zone", "NO", "now()"),
+        ("schedules", "name", "text", "NO", None),
+        ("schedules", "queue", "text", "NO", None),
+        ("schedules", "cron", "text", "NO", None),
+        ("schedules", "timezone", "text", "NO", None),
+        ("schedules", "payload", "jsonb", "NO", None),
+        ("schedules", "priority", "integer", "NO", "0"),
+        ("schedules", "max_attempts", "integer", "NO", None),
+        ("schedules", "next_run_at", "timestamp with time zone", "NO", None),
+        ("schedules", "last_run_at", "timestamp with time zone", "YES", None),
+        ("schedules", "created_at", "timestamp with time zone", "NO", "now()"),
+        ("schedules", "updated_at", "timestamp with time zone", "NO", "now()"),
         ("schema_migrations", "version", "integer", "NO", None),
         ("schema_migrations", "name", "text", "NO", None),
         ("schema_migrations", "checksum", "text", "NO", None),
@@ -197,7 +225,10 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         "CREATE INDEX jobs_group_queued_idx ON {schema}.jobs USING btree (queue, group_key, priority DESC, id) WHERE ((status = 'queued'::text) AND (group_key IS NOT NULL))",
         "CREATE INDEX jobs_group_running_idx ON {schema}.jobs USING btree (queue, group_key) WHERE ((status = 'running'::text) AND (group_key IS NOT NULL))",
         "CREATE UNIQUE INDEX jobs_pkey ON {schema}.jobs USING btree (id)",
+        "CREATE UNIQUE INDEX jobs_schedule_tick_idx ON {schema}.jobs USING btree (schedule_name, schedule_tick) WHERE (schedule_name IS NOT NULL)",
         "CREATE UNIQUE INDEX queues_pkey ON {schema}.queues USING btree (queue)",
+        "CREATE INDEX schedules_next_run_idx ON {schema}.schedules USING btree (next_run_at)",
+        "CREATE UNIQUE INDEX schedules_pkey ON {schema}.schedules USING btree (name)",
         "CREATE UNIQUE INDEX schema_migrations_pkey ON {schema}.schema_migrations USING btree (version)",
         "CREATE UNIQUE INDEX workers_pkey ON {schema}.workers USING btree (worker_id)",
     ],
@@ -221,6 +252,8 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
             ("queues", "CHECK ((max_per_second > (0)::double precision))"),
             ("queues", "CHECK ((max_running >= 1))"),
             ("queues", "PRIMARY KEY (queue)"),
+            ("schedules", "CHECK ((max_attempts >= 1))"),
+            ("schedules", "PRIMARY KEY (name)"),
             ("schema_migrations", "PRIMARY KEY (version)"),
             ("workers", "CHECK ((abandoned_renewals >= 0))"),
             ("workers", "CHECK ((concurrency >= 1))"),

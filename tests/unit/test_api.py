@@ -22,6 +22,7 @@ PUBLIC = {
     "PoolObserver",
     "PostgresBackend",
     "QueueStats",
+    "ScheduleInfo",
     "TrioqueueError",
     "UndecodablePayload",
     "UnknownJobError",
@@ -70,4 +71,12 @@ def test_jobinfo_has_the_documented_fields() -> None:
         "lease_expires_at", "last_renewed_at", "cancel_requested_at", "cancel_acknowledged_at",
         "worker_id",
         "result",  # what the handler returned (docs/usage.rst, "Results")
+    }  # fmt: skip
+
+
+def test_scheduleinfo_has_the_documented_fields() -> None:
+    fields = {f.name for f in dataclasses.fields(trioqueue.ScheduleInfo)}
+    assert fields == {
+        "name", "queue", "cron", "timezone", "next_run_at", "last_run_at",  # docs/api.rst
+        "payload", "priority", "max_attempts",  # what each tick's job gets
     }  # fmt: skip

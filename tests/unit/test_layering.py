@@ -4,7 +4,8 @@ The layers, bottom to top, are :data:`TIERS`; a module may import its own compon
 component of a lower tier, nothing else. So ``_core`` stands alone, the runtime reaches the
 backends only through the Backend protocol, the two concrete backends never import each
 other, and the web dashboard (``trioqueue.web``) sits on the public API, with the command
-line (which serves the dashboard) above it. ``_core`` may import only the standard library (no trio, trio-asyncio or asyncpg): its
+line (which serves the dashboard) above it. ``_core`` may import only the standard library and
+cronsim (no trio, trio-asyncio or asyncpg): its
 rules are sans-IO; so may the memory backend's reference model (:data:`STDLIB_ONLY`), which
 is synchronous. No import cycles.
 
@@ -91,8 +92,9 @@ CLI_PRIVATE_IMPORTS = {
 
 # Outside the standard library, only these third-party top-level modules may be imported,
 # per component. _core is sans-IO; the runtime and the memory backend know no database driver.
+# cronsim (pure cron arithmetic, no I/O) is how _core.schedule reads cron expressions.
 THIRD_PARTY: dict[Component, frozenset[str]] = {
-    CORE: frozenset(),
+    CORE: frozenset({"cronsim"}),
     SHARED: frozenset(),
     PROTOCOL: frozenset({"trio"}),
     RUNTIME: frozenset({"trio"}),

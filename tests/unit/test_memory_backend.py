@@ -436,6 +436,7 @@ OPERATION_CALLS: dict[str, Callable[[MemoryBackend, Claimed], Awaitable[Any]]] =
     "beat": lambda backend, _: backend.renew([], visibility_timeout=V, beat=BEAT),
     "register_pool": lambda backend, _: backend.register_pool(BEAT.pool),
     "unregister_pool": lambda backend, _: backend.unregister_pool(BEAT.worker_id),
+    "enqueue_due": lambda backend, _: backend.enqueue_due(),
 }
 
 

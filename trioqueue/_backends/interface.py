@@ -36,6 +36,7 @@ from trioqueue._types import (
     QueueStats,
     Recorded,
     Release,
+    ScheduleInfo,
     WorkerInfo,
 )
 
@@ -53,6 +54,7 @@ OPERATIONS = (
     "beat",
     "register_pool",
     "unregister_pool",
+    "enqueue_due",
 )
 
 #: Operators' calls both backends count in ``statistics().calls`` besides :data:`OPERATIONS`.
@@ -66,6 +68,9 @@ READ_OPERATIONS = (
     "counts",
     "queue_stats",
     "retry",
+    "set_schedule",
+    "delete_schedule",
+    "list_schedules",
 )
 
 
@@ -193,6 +198,46 @@ class Backend(Protocol):
         ...
 
     def statistics(self) -> BackendStatistics: ...
+
+    # -- schedules (docs/scheduling.rst) ---------------------------------------------------
+
+    async def set_schedule(
+        self,
+        name: str,
+        queue: str,
+        cron: str,
+        payload: Any = None,
+        *,
+        timezone: str = "UTC",
+        priority: int = 0,
+        max_attempts: int | None = None,
+    ) -> ScheduleInfo:
+        """Create or replace the schedule ``name``: one job on ``queue`` at each tick of
+        ``cron`` (five fields) read in ``timezone``. Its next run is the first tick after
+        now (a replaced schedule's pending tick is dropped; its ``last_run_at`` stays).
+
+        Raises:
+            TypeError, ValueError: listing every bad argument (a bad cron field, an unknown
+                time zone, ...); nothing is written.
+        """
+        ...
+
+    async def delete_schedule(self, name: str) -> bool:
+        """Delete the schedule ``name``; False when there is none. Its jobs stay."""
+        ...
+
+    async def list_schedules(self) -> list[ScheduleInfo]:
+        """Every schedule, by name."""
+        ...
+
+    async def enqueue_due(self) -> list[int]:
+        """Enqueue one job for each schedule that is due and advance it past now: a
+        scheduling pass, run by every worker pool (docs/scheduling.rst).
+
+        Each tick is enqueued exactly once however many passes run at once; a run of ticks
+        missed meanwhile enqueues one job. Returns the new jobs' ids.
+        """
+        ...
 
     # -- the worker side -----------------------------------------------------------------
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trioqueue._core.schedule import check_cron, check_timezone
 from trioqueue._core.wire import RenewItem
 from trioqueue._types import (
     JOB_SORTS,
@@ -427,3 +428,90 @@ def _payload_text_problem(value: Any) -> str | None:
             stack.extend(item.keys())
             stack.extend(item.values())
     return None
+
+
+# -- schedules (docs/scheduling.rst) ---------------------------------------------------------
+
+#: Longest schedule name, in characters.
+MAX_SCHEDULE_NAME_LENGTH = 128
+
+#: ``max_attempts`` of a scheduled job when its schedule names none: enqueue's default.
+DEFAULT_MAX_ATTEMPTS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRequest:
+    """A validated ``set_schedule``: the payload already encoded as JSON text, the cron
+    expression normalised (single spaces)."""
+
+    name: str
+    queue: str
+    cron: str
+    timezone: str
+    payload: str
+    priority: int
+    max_attempts: int
+
+
+def check_schedule(
+    name: object,
+    queue: object,
+    cron: object,
+    payload: object,
+    *,
+    timezone: object,
+    priority: object,
+    max_attempts: object,
+) -> ScheduleRequest:
+    """Validate every argument of ``set_schedule``, reporting every problem at once.
+
+    Raises:
+        TypeError: an argument has the wrong type, or the payload is not JSON-serialisable
+            (every such problem, one per line).
+        ValueError: otherwise, every argument out of range or unknown (a bad cron field,
+            an unknown time zone, ...), one per line.
+    """
+    checks: dict[str, Callable[[], Any]] = {
+        "name": lambda: check_schedule_name(name),
+        "queue": lambda: check_queue(queue),
+        "cron": lambda: check_cron(cron),
+        "timezone": lambda: check_timezone(timezone),
+        "payload": lambda: encode_payload(payload),
+        "priority": lambda: check_int("priority", priority, minimum=INT32_MIN, maximum=INT32_MAX),
+        "max_attempts": lambda: (
+            DEFAULT_MAX_ATTEMPTS
+            if max_attempts is None
+            else check_int("max_attempts", max_attempts, minimum=1, maximum=INT32_MAX)
+        ),
+    }
+    values: dict[str, Any] = {}
+    type_errors: list[str] = []
+    value_errors: list[str] = []
+    for field_name, run_check in checks.items():
+        try:
+            values[field_name] = run_check()
+        except TypeError as exc:
+            type_errors.append(str(exc))
+        except ValueError as exc:
+            value_errors.append(str(exc))
+    if type_errors:
+        raise TypeError("\n".join(type_errors))
+    if value_errors:
+        raise ValueError("\n".join(value_errors))
+    return ScheduleRequest(**values)
+
+
+def check_schedule_name(name: object) -> str:
+    """A schedule's name: a non-empty ``str`` of at most 128 characters a database can store."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, not {type(name).__name__}")
+    if not name:
+        raise ValueError("name must not be empty")
+    if len(name) > MAX_SCHEDULE_NAME_LENGTH:
+        raise ValueError(
+            f"name must be at most {MAX_SCHEDULE_NAME_LENGTH} characters, not {len(name)}"
+        )
+    problem = _text_problem(name)
+    if problem:
+        raise ValueError(f"name must not contain {problem}")
+    return name

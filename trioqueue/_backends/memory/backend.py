@@ -23,6 +23,7 @@ listener falls behind: a notice is only a hint, and workers poll as a fallback.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -46,11 +47,14 @@ from trioqueue._backends.validation import (
     check_registration,
     check_renew_items,
     check_retry_delay,
+    check_schedule,
+    check_schedule_name,
     check_sort,
     check_timeout,
     check_worker_id,
 )
 from trioqueue._backends.waiting import wait_finished
+from trioqueue._core.schedule import plan_advances
 from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import BackendError, UnknownJobError
 from trioqueue._types import (
@@ -68,12 +72,18 @@ from trioqueue._types import (
     QueueStats,
     Recorded,
     Release,
+    ScheduleInfo,
     WorkerInfo,
 )
 
 __all__ = ["MemoryBackend", "open_memory"]
 
+#: Schedules one scheduling pass enqueues at most (the rest wait for the next pass).
+SCHEDULES_PER_PASS = 1000
+
 T = TypeVar("T")
+
+log = logging.getLogger("trioqueue.schedule")
 
 #: Notices buffered per listener before new ones are dropped.
 NOTICE_BUFFER = 1000
@@ -83,21 +93,32 @@ _FINISHING = frozenset({"claim", "ack", "fail", "release", "cancel", "delete_job
 
 
 @asynccontextmanager
-async def open_memory(*, connections: int = 10) -> AsyncIterator[MemoryBackend]:
+async def open_memory(
+    *, connections: int = 10, now: datetime | None = None
+) -> AsyncIterator[MemoryBackend]:
     """Open an in-memory backend for the duration of the block.
 
     Args:
         connections: the size of the modelled connection pool; every operation holds one
             connection for its whole duration (injected stalls included).
+        now: the wall-clock time trio's clock stands for at this moment (an aware
+            datetime); default: the real time now. The backend's datetimes (job times,
+            schedules' ticks) follow trio's clock from there, so under a ``MockClock`` a
+            test can run schedules across a chosen date, such as a DST change.
 
     Raises:
-        TypeError, ValueError: ``connections`` is not an int >= 1.
+        TypeError, ValueError: ``connections`` is not an int >= 1, or ``now`` is not an
+            aware datetime.
     """
     if isinstance(connections, bool) or not isinstance(connections, int):
         raise TypeError(f"connections must be an int, not {type(connections).__name__}")
     if connections < 1:
         raise ValueError(f"connections must be at least 1, not {connections}")
-    backend = MemoryBackend(connections=connections)
+    if now is not None and not isinstance(now, datetime):
+        raise TypeError(f"now must be a datetime or None, not {type(now).__name__}")
+    if now is not None and now.utcoffset() is None:
+        raise ValueError("now must be an aware datetime (with a tzinfo)")
+    backend = MemoryBackend(connections=connections, now=now)
     try:
         yield backend
     finally:
@@ -191,9 +212,10 @@ class MemoryBackend:
 
     supports_transactions: bool = False
 
-    def __init__(self, *, connections: int = 10) -> None:
+    def __init__(self, *, connections: int = 10, now: datetime | None = None) -> None:
         # JobInfo wants datetimes: the model maps trio time onto the wall clock at one anchor.
-        self._model = MemoryModel(anchor=trio.current_time(), anchor_datetime=datetime.now(UTC))
+        anchor_datetime = datetime.now(UTC) if now is None else now.astimezone(UTC)
+        self._model = MemoryModel(anchor=trio.current_time(), anchor_datetime=anchor_datetime)
         self._listeners: list[_Listener] = []
         self._faults = _FaultTable()
         self._connections = connections
@@ -467,6 +489,63 @@ class MemoryBackend:
             },
         )
 
+    # -- schedules (docs/scheduling.rst) ---------------------------------------------------
+
+    async def set_schedule(
+        self,
+        name: str,
+        queue: str,
+        cron: str,
+        payload: Any = None,
+        *,
+        timezone: str = "UTC",
+        priority: int = 0,
+        max_attempts: int | None = None,
+    ) -> ScheduleInfo:
+        """Create or replace a schedule; its next run is the first tick after now.
+
+        Raises:
+            TypeError, ValueError: listing every bad argument; nothing is written.
+        """
+        request = check_schedule(
+            name,
+            queue,
+            cron,
+            payload,
+            timezone=timezone,
+            priority=priority,
+            max_attempts=max_attempts,
+        )
+        return await self._execute(
+            "set_schedule", lambda now, _: self._model.set_schedule(now, request)
+        )
+
+    async def delete_schedule(self, name: str) -> bool:
+        """Delete a schedule; False when there is none."""
+        name = check_schedule_name(name)
+        return await self._execute(
+            "delete_schedule", lambda now, _: self._model.delete_schedule(now, name)
+        )
+
+    async def list_schedules(self) -> list[ScheduleInfo]:
+        """Every schedule, by name."""
+        return await self._execute("list_schedules", lambda now, _: self._model.list_schedules(now))
+
+    async def enqueue_due(self) -> list[int]:
+        """Enqueue one job per due schedule and advance each past now (one statement here;
+        a read and a compare-and-set on PostgreSQL). Returns the new jobs' ids."""
+
+        def effect(now: float, _: Fault | None) -> list[int]:
+            due, at = self._model.due_schedules(now, SCHEDULES_PER_PASS)
+            if not due:
+                return []
+            advances, problems = plan_advances(due, at)
+            for problem in problems:
+                log.warning("%s", problem)
+            return self._model.advance_schedules(now, advances)
+
+        return await self._execute("enqueue_due", effect)
+
     # -- the worker side -----------------------------------------------------------------
 
     def wall_time(self) -> float:
@@ -599,7 +678,7 @@ class MemoryBackend:
 
         Args:
             op: one of ``"claim" "renew" "ack" "fail" "release" "enqueue" "cancel"
-                "beat" "register_pool" "unregister_pool"``.
+                "beat" "register_pool" "unregister_pool" "enqueue_due"``.
             fault: from :func:`trioqueue.testing.hang`, ``delay``, ``error`` or ``omit``
                 (``omit`` for ``"renew"`` only). Replaces any fault already injected there.
 

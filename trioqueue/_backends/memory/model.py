@@ -6,7 +6,9 @@ Theory of operation
 as a plain class: one method per named query (``enqueue``, ``claim``, ``renew``, ``ack``,
 ``fail``, ``release``, ``cancel``, ``retry``, ``get_job``, ``list_jobs``, ``count_jobs``,
 ``delete_job``, ``counts``, ``queue_stats``, ``finished_history``, ``prune``, ``find_dedup``,
-and the worker pools' ``register_pool``, ``beat``, ``unregister_pool`` and ``list_workers``),
+the worker pools' ``register_pool``, ``beat``, ``unregister_pool`` and ``list_workers``, and
+the schedules' ``set_schedule``, ``delete_schedule``, ``list_schedules``, ``due_schedules``
+and ``advance_schedules``),
 each taking ``now``, the model's clock in seconds, as its first argument. It imports no trio and does no I/O, so a porter can read the protocol's
 effects here without an event loop, and a property test can drive it with a float clock.
 
@@ -36,8 +38,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from trioqueue._backends.validation import EnqueueRequest, decode_payload
+from trioqueue._backends.validation import (
+    EnqueueRequest,
+    ScheduleRequest,
+    decode_payload,
+)
 from trioqueue._core.progress import valid_progress
+from trioqueue._core.schedule import Advance, Due, next_tick
 from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import UnknownJobError
 from trioqueue._types import (
@@ -56,10 +63,11 @@ from trioqueue._types import (
     QueueStats,
     Recorded,
     Release,
+    ScheduleInfo,
     WorkerInfo,
 )
 
-__all__ = ["MemoryModel", "PoolRow", "Row", "RowStatus", "Sent"]
+__all__ = ["MemoryModel", "PoolRow", "Row", "RowStatus", "ScheduleRow", "Sent"]
 
 #: A pool is stale after this many heartbeat intervals without a beat.
 STALE_BEATS = 3
@@ -98,6 +106,7 @@ class Row:
     finished_at: float | None = None
     worker_id: str | None = None
     result: str | None = None  # JSON text of the last successful attempt's return value
+    schedule_key: tuple[str, datetime] | None = None  # (schedule, tick) of a scheduled job
     in_ready: bool = False  # an entry for it is in its queue's ready heap
 
     @property
@@ -130,6 +139,19 @@ class PoolRow:
     def stale(self, now: float) -> bool:
         """No beat for more than three of the pool's heartbeat intervals."""
         return now - self.last_beat_at > STALE_BEATS * self.pool.heartbeat_interval
+
+
+@dataclass(slots=True, eq=False)
+class ScheduleRow:
+    """One schedule, with the columns of the PostgreSQL ``schedules`` table.
+
+    Its times are datetimes (UTC), not model times: ticks are wall-clock instants, and the
+    compare-and-set of ``advance_schedules`` compares them exactly.
+    """
+
+    request: ScheduleRequest
+    next_run_at: datetime
+    last_run_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +200,7 @@ class MemoryModel:
         self._outbox: list[Sent] = []
         self._anchor = anchor
         self._anchor_datetime = anchor_datetime
+        self._schedules: dict[str, ScheduleRow] = {}
 
     # -- producers and operators ---------------------------------------------------------
 
@@ -741,6 +764,95 @@ class MemoryModel:
 
     def _notify_available(self, queue: str) -> None:
         self._outbox.append(Sent(Notice(NoticeKind.AVAILABLE, queue)))
+
+    # -- schedules (docs/scheduling.rst) ---------------------------------------------------
+
+    def set_schedule(self, now: float, request: ScheduleRequest) -> ScheduleInfo:
+        """Create or replace a schedule; mirrors ``-- name: set_schedule``.
+
+        Its next run is the first tick after ``now`` (the PostgreSQL backend computes it
+        from the database's now() just before the statement); a replaced schedule keeps
+        its ``last_run_at``.
+        """
+        next_run_at = next_tick(request.cron, request.timezone, self.to_datetime(now))
+        old = self._schedules.get(request.name)
+        row = ScheduleRow(request, next_run_at, None if old is None else old.last_run_at)
+        self._schedules[request.name] = row
+        return self._schedule_info(row)
+
+    def delete_schedule(self, now: float, name: str) -> bool:
+        """Delete a schedule, False when unknown; mirrors ``-- name: delete_schedule``."""
+        return self._schedules.pop(name, None) is not None
+
+    def list_schedules(self, now: float) -> list[ScheduleInfo]:
+        """Every schedule, by name; mirrors ``-- name: list_schedules``."""
+        return [self._schedule_info(self._schedules[name]) for name in sorted(self._schedules)]
+
+    def due_schedules(self, now: float, limit: int) -> tuple[list[Due], datetime]:
+        """The schedules due at ``now`` (at most ``limit``, earliest first) and ``now`` as a
+        datetime; mirrors ``-- name: due_schedules``."""
+        at = self.to_datetime(now)
+        due = sorted(
+            (row.next_run_at, name)
+            for name, row in self._schedules.items()
+            if row.next_run_at <= at
+        )[:limit]
+        rows = [(name, self._schedules[name]) for _, name in due]
+        return [
+            Due(name, r.request.cron, r.request.timezone, r.next_run_at) for name, r in rows
+        ], at
+
+    def advance_schedules(self, now: float, advances: Sequence[Advance]) -> list[int]:
+        """For each advance whose schedule is still due at exactly ``expected``: move its
+        next run to ``next`` and enqueue one job for the tick; mirrors
+        ``-- name: advance_schedules``. A tick a job already holds (the unique index on
+        ``(schedule_name, schedule_tick)``) is not enqueued again. Returns the new ids.
+        """
+        at = self.to_datetime(now)
+        taken = {row.schedule_key for row in self._rows.values() if row.schedule_key}
+        ids: list[int] = []
+        for advance in sorted(advances, key=lambda a: (a.expected, a.name)):
+            row = self._schedules.get(advance.name)
+            if row is None or row.next_run_at != advance.expected or row.next_run_at > at:
+                continue  # deleted, or another pass advanced it: the compare-and-set fails
+            row.next_run_at, row.last_run_at = advance.next, at
+            key = (advance.name, advance.expected)
+            if key in taken:
+                continue  # ON CONFLICT DO NOTHING
+            taken.add(key)
+            ids.append(self._insert_scheduled(row.request, key, now))
+        for queue in sorted({self._rows[job_id].queue for job_id in ids}):
+            self._notify_available(queue)
+        return sorted(ids)
+
+    def _insert_scheduled(
+        self, schedule: ScheduleRequest, key: tuple[str, datetime], now: float
+    ) -> int:
+        request = EnqueueRequest(
+            queue=schedule.queue,
+            payloads=(schedule.payload,),
+            priority=schedule.priority,
+            delay=0.0,
+            max_attempts=schedule.max_attempts,
+            dedup_key=None,
+        )
+        job_id = self._insert(request, schedule.payload, now)
+        self._rows[job_id].schedule_key = key
+        return job_id
+
+    def _schedule_info(self, row: ScheduleRow) -> ScheduleInfo:
+        r = row.request
+        return ScheduleInfo(
+            name=r.name,
+            queue=r.queue,
+            cron=r.cron,
+            timezone=r.timezone,
+            payload=decode_payload(r.payload),
+            priority=r.priority,
+            max_attempts=r.max_attempts,
+            next_run_at=row.next_run_at,
+            last_run_at=row.last_run_at,
+        )
 
 
 def _contains(row: Row, needle: str) -> bool:

@@ -69,6 +69,7 @@ from trioqueue._backends.postgres.driver import (
 from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, channel_name, check_schema, render
 from trioqueue._backends.postgres.sqlstate import connection_refused
 from trioqueue._backends.validation import (
+    ScheduleRequest,
     check_age,
     check_beat,
     check_claim,
@@ -82,6 +83,8 @@ from trioqueue._backends.validation import (
     check_registration,
     check_renew_items,
     check_retry_delay,
+    check_schedule,
+    check_schedule_name,
     check_sort,
     check_timeout,
     check_worker_id,
@@ -89,6 +92,7 @@ from trioqueue._backends.validation import (
 )
 from trioqueue._backends.waiting import wait_finished
 from trioqueue._core.progress import valid_progress
+from trioqueue._core.schedule import Due, next_tick, plan_advances
 from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import BackendError, UnknownJobError
 from trioqueue._types import (
@@ -108,6 +112,7 @@ from trioqueue._types import (
     QueueStats,
     Recorded,
     Release,
+    ScheduleInfo,
     UndecodablePayload,
     WorkerInfo,
 )
@@ -119,6 +124,9 @@ WAIT_POLL_FIRST = 0.05
 WAIT_POLL_MAX = 1.0
 
 log = logging.getLogger("trioqueue.postgres")
+
+#: Schedules one scheduling pass enqueues at most (the rest wait for the next pass).
+SCHEDULES_PER_PASS = 1000
 
 #: Pooled connections when ``max_connections`` is not given.
 DEFAULT_MAX_CONNECTIONS = 10
@@ -727,6 +735,92 @@ class PostgresBackend:
             },
         )
 
+    # -- schedules (docs/scheduling.rst) ---------------------------------------------------
+
+    async def set_schedule(
+        self,
+        name: str,
+        queue: str,
+        cron: str,
+        payload: Any = None,
+        *,
+        timezone: str = "UTC",
+        priority: int = 0,
+        max_attempts: int | None = None,
+    ) -> ScheduleInfo:
+        """Create or replace a schedule; its next run is the first tick after the
+        database's now() (read on the same connection, in the same crossing).
+
+        Raises:
+            TypeError, ValueError: listing every bad argument; nothing is written.
+        """
+        request = check_schedule(
+            name,
+            queue,
+            cron,
+            payload,
+            timezone=timezone,
+            priority=priority,
+            max_attempts=max_attempts,
+        )
+        return await self._driver.run("set_schedule", self._aio_set_schedule, request)
+
+    async def _aio_set_schedule(self, connection: Any, request: ScheduleRequest) -> ScheduleInfo:
+        now = await connection.fetchval(self._sql["database_now"])
+        next_run_at = next_tick(request.cron, request.timezone, now)
+        await connection.execute(
+            self._sql["set_schedule"],
+            request.name,
+            request.queue,
+            request.cron,
+            request.timezone,
+            request.payload,
+            request.priority,
+            request.max_attempts,
+            next_run_at.isoformat(),
+        )
+        row = await connection.fetchrow(self._sql["get_schedule"], request.name)
+        return _schedule_info(row)
+
+    async def delete_schedule(self, name: str) -> bool:
+        """Delete a schedule; False when there is none. Its jobs stay."""
+        name = check_schedule_name(name)
+        deleted = await self._driver.run(
+            "delete_schedule", _fetchval, self._sql["delete_schedule"], name
+        )
+        return deleted is not None
+
+    async def list_schedules(self) -> list[ScheduleInfo]:
+        """Every schedule, by name."""
+        rows = await self._driver.run("list_schedules", _fetch, self._sql["list_schedules"])
+        return [_schedule_info(row) for row in rows]
+
+    async def enqueue_due(self) -> list[int]:
+        """A scheduling pass, in one crossing: read the due schedules (one round trip, all
+        of it when none is due), compute each one's next tick after the database's now(),
+        then enqueue and advance them in one compare-and-set statement. Returns the new
+        jobs' ids."""
+        ids: list[int] = await self._driver.run("enqueue_due", self._aio_enqueue_due)
+        return ids
+
+    async def _aio_enqueue_due(self, connection: Any) -> list[int]:
+        rows = await connection.fetch(self._sql["due_schedules"], SCHEDULES_PER_PASS)
+        if not rows:
+            return []
+        due = [Due(r["name"], r["cron"], r["timezone"], r["next_run_at"]) for r in rows]
+        advances, problems = plan_advances(due, rows[0]["now"])
+        for problem in problems:
+            log.warning("%s", problem)
+        if not advances:
+            return []
+        inserted = await connection.fetch(
+            self._sql["advance_schedules"],
+            [a.name for a in advances],
+            [a.expected.isoformat() for a in advances],
+            [a.next.isoformat() for a in advances],
+        )
+        return [row["id"] for row in inserted]
+
     # -- the worker side -----------------------------------------------------------------
 
     def wall_time(self) -> float:
@@ -1071,6 +1165,20 @@ def _job_info(row: Any) -> JobInfo:
         cancel_acknowledged_at=row["cancel_acknowledged_at"],
         worker_id=row["worker_id"] if running else None,
         result=None if row["result"] is None else _read_payload(row["result"]),
+    )
+
+
+def _schedule_info(row: Any) -> ScheduleInfo:
+    return ScheduleInfo(
+        name=row["name"],
+        queue=row["queue"],
+        cron=row["cron"],
+        timezone=row["timezone"],
+        payload=_read_payload(row["payload"]),
+        priority=row["priority"],
+        max_attempts=row["max_attempts"],
+        next_run_at=row["next_run_at"],
+        last_run_at=row["last_run_at"],
     )
 
 

@@ -476,3 +476,87 @@ deleted AS (
     DELETE FROM {schema}.jobs AS j USING doomed AS d WHERE j.id = d.id RETURNING 1
 )
 SELECT count(*) FROM deleted;
+
+-- ---------------------------------------------------------------------------------------
+-- Schedules (docs/scheduling.rst). Ticks are computed in Python (trioqueue/_core/schedule.py):
+-- timestamps travel as ISO 8601 text and are cast here.
+
+-- name: database_now
+-- The database's clock, from which set_schedule computes a schedule's first tick.
+SELECT now();
+
+-- name: set_schedule
+-- Create or replace a schedule; a replaced one keeps its last_run_at. $8 is the next tick
+-- after the now() read just before, on the same connection (see backend.py).
+INSERT INTO {schema}.schedules AS s
+    (name, queue, cron, timezone, payload, priority, max_attempts, next_run_at)
+VALUES ($1::text, $2::text, $3::text, $4::text, $5::text::jsonb, $6::integer, $7::integer,
+        $8::text::timestamptz)
+ON CONFLICT (name) DO UPDATE
+SET queue = excluded.queue, cron = excluded.cron, timezone = excluded.timezone,
+    payload = excluded.payload, priority = excluded.priority,
+    max_attempts = excluded.max_attempts, next_run_at = excluded.next_run_at,
+    updated_at = now();
+
+-- name: delete_schedule
+DELETE FROM {schema}.schedules AS s WHERE s.name = $1::text RETURNING 1;
+
+-- name: list_schedules
+SELECT s.name, s.queue, s.cron, s.timezone, s.payload::text AS payload, s.priority,
+       s.max_attempts, s.next_run_at, s.last_run_at
+FROM {schema}.schedules AS s
+ORDER BY s.name;
+
+-- name: get_schedule
+SELECT s.name, s.queue, s.cron, s.timezone, s.payload::text AS payload, s.priority,
+       s.max_attempts, s.next_run_at, s.last_run_at
+FROM {schema}.schedules AS s
+WHERE s.name = $1::text;
+
+-- name: due_schedules
+-- The schedules due now (at most $1, earliest first), and the statement's now(): the
+-- instant after which each one's next tick is computed.
+SELECT s.name, s.cron, s.timezone, s.next_run_at, now() AS now
+FROM {schema}.schedules AS s
+WHERE s.next_run_at <= now()
+ORDER BY s.next_run_at, s.name
+LIMIT $1::bigint;
+
+-- name: advance_schedules
+-- For each (name, expected, next): when the schedule is still due at exactly `expected`
+-- (the next_run_at due_schedules read), move next_run_at to `next` and enqueue one job for
+-- the tick `expected`, in one statement. A row another pass holds is skipped (SKIP
+-- LOCKED), and one it advanced meanwhile no longer matches `expected` (the lock re-reads
+-- the newest row version): only one pass enqueues a tick. The unique index on
+-- (schedule_name, schedule_tick) backs this up. One notice per queue that got a job.
+WITH items AS (
+    SELECT i.name, i.expected::timestamptz AS expected, i.next::timestamptz AS next
+    FROM unnest($1::text[], $2::text[], $3::text[]) AS i (name, expected, next)
+),
+locked AS (
+    SELECT s.name FROM {schema}.schedules AS s
+    JOIN items AS i ON i.name = s.name
+    WHERE s.next_run_at = i.expected AND s.next_run_at <= now()
+    FOR UPDATE OF s SKIP LOCKED
+),
+advanced AS (
+    UPDATE {schema}.schedules AS s
+    SET next_run_at = i.next, last_run_at = now()
+    FROM items AS i, locked AS l
+    WHERE s.name = i.name AND l.name = i.name
+    RETURNING s.name, s.queue, s.payload, s.priority, s.max_attempts, i.expected AS tick
+),
+inserted AS (
+    INSERT INTO {schema}.jobs
+        (queue, payload, priority, max_attempts, not_visible_until, schedule_name, schedule_tick)
+    SELECT a.queue, a.payload, a.priority, a.max_attempts, now(), a.name, a.tick
+    FROM advanced AS a
+    ORDER BY a.tick, a.name
+    ON CONFLICT (schedule_name, schedule_tick) WHERE schedule_name IS NOT NULL DO NOTHING
+    RETURNING id, queue
+),
+notified AS (
+    SELECT pg_notify({channel}, 'a:' || q.queue) FROM (SELECT DISTINCT queue FROM inserted) AS q
+)
+SELECT i.id FROM inserted AS i, (SELECT count(*) FROM notified) AS n
+ORDER BY i.id;

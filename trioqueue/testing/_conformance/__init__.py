@@ -11,6 +11,7 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
 - ``cancel.py``: cancelling jobs in every state;
 - ``operator.py``: ``list_jobs``, ``counts`` and ``retry``;
 - ``results.py``: results stored by the fenced ack, and ``wait_for``;
+- ``schedules.py``: schedules, their validation, and the scheduling pass (``enqueue_due``);
 - ``notices.py``: notices and statement statistics;
 - ``dashboard.py``: searching, sorting, counting and deleting jobs, a job's lease details,
   worker pools and their beats, finished-job history;
@@ -28,6 +29,7 @@ from trioqueue.testing._conformance.operator import OperatorConformance
 from trioqueue.testing._conformance.outcomes import OutcomeConformance
 from trioqueue.testing._conformance.renew import RenewConformance
 from trioqueue.testing._conformance.results import ResultConformance
+from trioqueue.testing._conformance.schedules import ScheduleConformance
 
 __all__ = ["BackendConformance"]
 
@@ -40,6 +42,7 @@ class BackendConformance(
     CancelConformance,
     OperatorConformance,
     ResultConformance,
+    ScheduleConformance,
     NoticeConformance,
     DashboardConformance,
 ):
@@ -58,5 +61,7 @@ class BackendConformance(
     The ``backend`` fixture must yield an open, migrated, empty backend. Override ``clock``
     to run the tests on a fake clock (only for a backend whose times come from trio). The
     class attributes ``short_timeout``, ``slack``, ``long_timeout`` and ``notice_timeout``
-    tune the timings to a backend's clock resolution.
+    tune the timings to a backend's clock resolution. A backend on a real clock overrides
+    ``_pass_next_tick`` (see :class:`ScheduleConformance`) so that schedule tests need not
+    wait for a minute to pass.
     """
