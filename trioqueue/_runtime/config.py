@@ -76,6 +76,9 @@ class WorkerConfig:
         transactional: give handlers ``ctx.connection`` inside the ack's transaction.
         blocking_threshold: an async handler step longer than this is logged as
             blocking the event loop.
+        schedule_interval: how often the pool makes a scheduling pass, enqueueing the
+            jobs of schedules that came due (docs/scheduling.rst); None: this pool takes
+            no part in scheduling.
     """
 
     handler: Handler
@@ -96,6 +99,7 @@ class WorkerConfig:
     on_job_retry: RetryHook | None = None
     transactional: bool = False
     blocking_threshold: float = 0.5
+    schedule_interval: float | None = 5
 
     def __post_init__(self) -> None:
         if self.max_attempts != DEFAULT_MAX_ATTEMPTS:
@@ -250,6 +254,8 @@ def _timings(config: WorkerConfig) -> list[str]:
     found += _seconds("blocking_threshold", config.blocking_threshold, minimum=MIN_INTERVAL)
     if config.max_job_duration is not None:
         found += _seconds("max_job_duration", config.max_job_duration)
+    if config.schedule_interval is not None:
+        found += _seconds("schedule_interval", config.schedule_interval, minimum=MIN_INTERVAL)
     return found
 
 

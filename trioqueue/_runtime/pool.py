@@ -9,6 +9,7 @@ The nursery tree of a pool::
             ├── guard                   └── guard nursery: current + abandoned renewal
             ├── outcome writer          batches the fenced acks, failures and releases
             ├── listener                notices: new work, cancel requests
+            ├── scheduler               scheduling passes (scheduler.py), until stopping
             └── batches nursery         one task per batch (see batch.py)
 
 Shutdown: when the caller cancels, the claim loop stops, every batch's scope deadline
@@ -45,6 +46,7 @@ from trioqueue._runtime.guard import Guard
 from trioqueue._runtime.logfields import pool_fields
 from trioqueue._runtime.monitor import shared_monitor
 from trioqueue._runtime.observer import PoolObserver, ShieldedObserver
+from trioqueue._runtime.scheduler import run_scheduler
 from trioqueue._runtime.writer import OutcomeWriter
 from trioqueue._types import Claimed, NoticeKind, PoolRegistration
 
@@ -233,6 +235,15 @@ class _Pool:
                 await services.start(self.guard.run)
                 await services.start(self.writer.run)
                 await services.start(self.listen)
+                if self.config.schedule_interval is not None:
+                    services.start_soon(
+                        run_scheduler,
+                        self.backend,
+                        self.config.schedule_interval,
+                        self.config.queue,
+                        self.stopping,
+                        name="trioqueue.scheduler",
+                    )
                 if self.stop_now is not None:
                     services.start_soon(self._end_grace, self.stop_now)
                 async with trio.open_nursery() as batches:

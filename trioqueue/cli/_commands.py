@@ -371,6 +371,13 @@ def _add_worker(commands: Subparsers) -> None:
         help="log an async handler step longer than this as blocking the event loop",
     )
     pool.add_argument(
+        "--schedule-interval",
+        type=_schedule_interval,
+        metavar="S",
+        help="make a scheduling pass this often (default 5), or off: this process takes no "
+        "part in scheduling (docs/scheduling.rst)",
+    )
+    pool.add_argument(
         "--transactional",
         action="store_const",
         const=True,
@@ -427,6 +434,7 @@ WORKER_OPTIONS = (
     "poll_interval",
     "shutdown_grace",
     "blocking_threshold",
+    "schedule_interval",
     "transactional",
 )
 #: ``--backoff-NAME``: the fields of ``ExponentialBackoff`` (docs/configuration.rst).
@@ -579,6 +587,8 @@ def worker_options(args: argparse.Namespace) -> dict[str, Any]:
     """The WorkerConfig fields the options give (every pool built from a handler)."""
     given = {name: getattr(args, name) for name in WORKER_OPTIONS}
     options = {name: value for name, value in given.items() if value is not None}
+    if options.get("schedule_interval") == SCHEDULING_OFF:
+        options["schedule_interval"] = None  # given as "off", not left out
     exponential = {
         name: value
         for name in BACKOFF_OPTIONS
@@ -891,6 +901,20 @@ def _heartbeat(text: str) -> float | str:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number or 'auto': {text!r}") from None
+
+
+#: ``--schedule-interval off``: the pools take no part in scheduling.
+SCHEDULING_OFF = "off"
+
+
+def _schedule_interval(text: str) -> float | str:
+    """An argparse type: seconds, or ``off``."""
+    if text == SCHEDULING_OFF:
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number or 'off': {text!r}") from None
 
 
 # -- enqueue ------------------------------------------------------------------------------
