@@ -3,7 +3,8 @@
 Each hypothesis example opens a fresh memory backend and a PostgreSQL backend on a fresh
 schema, draws a sequence of operations (enqueue, enqueue_many, claim, renew, ack, fail,
 release, cancel, retry, expire, delete_job, a searched and sorted list_jobs with its
-count_jobs, and bad input), runs each one against both backends, and
+count_jobs, set/delete/list_schedules, a schedule made due and the scheduling pass
+``enqueue_due``, and bad input), runs each one against both backends, and
 compares every answer and, after every step, a normalised view of every job. The memory
 backend is the reference model (``trioqueue/_backends/memory/model.py``) in a thin async
 shell, so this compares the model's statements with ``queries.sql``'s; it goes through the
@@ -24,6 +25,10 @@ What is not compared, on purpose:
   ``cancel_acknowledged_at``) beyond whether each is set: the backends' clocks differ (trio
   time vs. the database's). Sorting by ``created_at`` or ``finished_at`` is compared only
   when those orders follow from the operations (see :meth:`Differential.list_jobs`).
+* A schedule's ``next_run_at`` beyond whether it is set, for schedules that tick every
+  minute or every five (a minute may turn between the two backends' calls), and its
+  ``last_run_at`` beyond whether it is set. A schedule made due is moved to the same past
+  instant in both (``move_schedule`` and SQL), so its tick, and the job, are the same.
 * Searches are ASCII: case-insensitive matching of other letters follows the database's
   locale in PostgreSQL and Python's ``str.lower`` in memory (docs/api.rst).
 * Payloads are JSON without floats: ``jsonb`` normalises numbers (``1e300`` comes back as
@@ -36,6 +41,7 @@ from __future__ import annotations
 import json
 import math
 import secrets
+from datetime import UTC, datetime, timedelta
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
@@ -48,7 +54,7 @@ from hypothesis import strategies as st
 from trioqueue._backends.memory import MemoryBackend, open_memory
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._core.wire import RenewItem
-from trioqueue._types import Ack, Claimed, Failure, JobInfo, Release
+from trioqueue._types import Ack, Claimed, Failure, JobInfo, Release, ScheduleInfo
 
 from ..conftest import Janitor
 
@@ -89,6 +95,14 @@ retry_delays = st.sampled_from([None, 0, 0.0])
 searches = st.sampled_from([None, "a", "A", "1", '"', "[", "{", ": ", "%", "_", "\\", "BOOM"])
 #: Orders both backends must agree on exactly (the clocks of the time orders differ).
 sorts = st.sampled_from(["id", "-id", "priority", "-priority"])
+SCHEDULES = ("s1", "s2")
+#: Cron expressions: two whose next tick is the same in both backends unless a year turns
+#: between their calls, and two whose next tick may differ by a minute turning meanwhile.
+SPARSE_CRONS = ("0 0 1 1 *", "30 2 1 7 *")
+crons = st.sampled_from([*SPARSE_CRONS, "* * * * *", "*/5 * * * *"])
+zones = st.sampled_from(["UTC", "Europe/Berlin", "America/New_York"])
+#: Where a schedule made due is moved, in both backends: in the past, a second per step.
+DUE_FROM = datetime(2020, 1, 1, tzinfo=UTC)
 
 
 def normalised(job: JobInfo, id_of: Callable[[int], int]) -> tuple[Any, ...]:
@@ -113,8 +127,28 @@ def normalised(job: JobInfo, id_of: Callable[[int], int]) -> tuple[Any, ...]:
     )
 
 
+def schedule_view(info: ScheduleInfo) -> tuple[Any, ...]:
+    """A schedule as compared across backends (see the module docstring)."""
+    return (
+        info.name,
+        info.queue,
+        info.cron,
+        info.timezone,
+        info.payload,
+        info.priority,
+        info.max_attempts,
+        info.next_run_at if info.cron in SPARSE_CRONS else info.next_run_at is None,
+        info.last_run_at is None,
+    )
+
+
 def view(result: Any, id_of: Callable[[int], int]) -> Any:
-    """An answer with its job ids in memory ids; claims without their ``lease_until``."""
+    """An answer with its job ids in memory ids; claims without their ``lease_until``;
+    schedules as :func:`schedule_view` shows them."""
+    if isinstance(result, ScheduleInfo):
+        return schedule_view(result)
+    if isinstance(result, list) and result and isinstance(result[0], ScheduleInfo):
+        return [schedule_view(info) for info in result]
     if isinstance(result, list) and result and isinstance(result[0], Claimed):
         return [
             (
@@ -168,6 +202,8 @@ class Differential:
         self.log: list[str] = []
         self.postgres_ids: dict[int, int] = {}  # memory id -> PostgreSQL id
         self.memory_ids: dict[int, int] = {}  # PostgreSQL id -> memory id
+        self.schedules: set[str] = set()  # names of the schedules that exist
+        self.due_steps = 0
 
     def draw(self, strategy: st.SearchStrategy[T], label: str) -> T:
         return self.data.draw(strategy, label=label)
@@ -371,6 +407,48 @@ class Differential:
         self.memory.expire(job_id)
         await expire_postgres(self.postgres, self.to_postgres(job_id))
 
+    async def set_schedule(self) -> None:
+        name = self.draw(st.sampled_from(SCHEDULES), "name")
+        queue = self.draw(st.sampled_from(QUEUES), "queue")
+        cron = self.draw(crons, "cron")
+        payload = self.draw(json_values, "payload")
+        options = {
+            "timezone": self.draw(zones, "timezone"),
+            "priority": self.draw(priorities, "priority"),
+            "max_attempts": self.draw(st.none() | max_attempts, "max_attempts"),
+        }
+        await self.both(
+            f"set_schedule({name!r}, {queue!r}, {cron!r}, {payload!r}, {options})",
+            lambda b, _: b.set_schedule(name, queue, cron, payload, **options),
+        )
+        self.schedules.add(name)
+
+    async def delete_schedule(self) -> None:
+        name = self.draw(st.sampled_from(SCHEDULES), "name")
+        await self.both(f"delete_schedule({name!r})", lambda b, _: b.delete_schedule(name))
+        self.schedules.discard(name)
+
+    async def list_schedules(self) -> None:
+        await self.both("list_schedules()", lambda b, _: b.list_schedules())
+
+    async def enqueue_due(self) -> None:
+        """Make a schedule due (moved to the same past instant in both), or none, then pass."""
+        if self.schedules and self.draw(st.booleans(), "make one due"):
+            name = self.draw(st.sampled_from(sorted(self.schedules)), "due")
+            self.due_steps += 1
+            at = DUE_FROM + timedelta(seconds=self.due_steps)
+            self.log.append(f"move_schedule({name!r}, {at})")
+            self.memory.move_schedule(name, at)
+            async with self.postgres.acquire() as connection:
+                await connection.execute(
+                    f'UPDATE "{self.postgres.schema}".schedules SET next_run_at = $2 '
+                    "WHERE name = $1",
+                    name,
+                    at,
+                )
+        enqueued = await self.both("enqueue_due()", lambda b, _: b.enqueue_due())
+        event(f"enqueue_due enqueued {len(enqueued)}")
+
     async def bad_input(self) -> None:
         calls: dict[str, Callable[[Any, Callable[[int], int]], Awaitable[Any]]] = {
             "enqueue(max_attempts=0)": lambda b, _: b.enqueue("a", 1, max_attempts=0),
@@ -397,6 +475,14 @@ class Differential:
             "renew(visibility_timeout=-1)": lambda b, _: b.renew(
                 [RenewItem(1, 1, None)], visibility_timeout=-1
             ),
+            "set_schedule(cron='61 * * * *')": lambda b, _: b.set_schedule(
+                "s1", "a", "61 * * * *"
+            ),
+            "set_schedule(timezone='Nowhere')": lambda b, _: b.set_schedule(
+                "s1", "a", "* * * * *", timezone="Nowhere"
+            ),
+            "set_schedule(name='')": lambda b, _: b.set_schedule("", "a", "* * * * *"),
+            "delete_schedule(1)": lambda b, _: b.delete_schedule(1),
         }
         name = self.draw(st.sampled_from(sorted(calls)), "bad input")
         await self.both(name, calls[name])
@@ -415,6 +501,10 @@ class Differential:
             (self.expire, 2),
             (self.delete_job, 1),
             (self.list_jobs, 2),
+            (self.set_schedule, 2),
+            (self.delete_schedule, 1),
+            (self.list_schedules, 1),
+            (self.enqueue_due, 2),
             (self.bad_input, 1),
         ]
         weighted = [op for op, weight in operations for _ in range(weight)]

@@ -711,6 +711,18 @@ class MemoryBackend:
         """
         self._model.expire(trio.current_time(), job_id)
 
+    def move_schedule(self, name: str, next_run_at: datetime) -> None:
+        """Set a schedule's next run to ``next_run_at`` (an aware datetime), as if its ticks
+        had come that far: in the past, the next scheduling pass enqueues it.
+
+        The PostgreSQL equivalent is ``UPDATE schedules SET next_run_at = ... WHERE name =
+        ...``.
+
+        Raises:
+            LookupError: no schedule has this name.
+        """
+        self._model.move_schedule(name, next_run_at)
+
     # -- connections and faults ----------------------------------------------------------
 
     async def _execute(self, op: str, effect: Callable[[float, Fault | None], T]) -> T:

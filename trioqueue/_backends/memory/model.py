@@ -825,6 +825,13 @@ class MemoryModel:
             self._notify_available(queue)
         return sorted(ids)
 
+    def move_schedule(self, name: str, next_run_at: datetime) -> None:
+        """Testing hook: set a schedule's next run (see ``MemoryBackend.move_schedule``)."""
+        row = self._schedules.get(name)
+        if row is None:
+            raise LookupError(f"no schedule named {name!r}")
+        row.next_run_at = next_run_at.astimezone(UTC)
+
     def _insert_scheduled(
         self, schedule: ScheduleRequest, key: tuple[str, datetime], now: float
     ) -> int:
