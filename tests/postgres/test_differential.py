@@ -41,9 +41,9 @@ from __future__ import annotations
 import json
 import math
 import secrets
-from datetime import UTC, datetime, timedelta
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import pytest
@@ -433,7 +433,8 @@ class Differential:
 
     async def enqueue_due(self) -> None:
         """Make a schedule due (moved to the same past instant in both), or none, then pass."""
-        if self.schedules and self.draw(st.booleans(), "make one due"):
+        make_due = bool(self.schedules) and self.draw(st.booleans(), "make one due")
+        if make_due:
             name = self.draw(st.sampled_from(sorted(self.schedules)), "due")
             self.due_steps += 1
             at = DUE_FROM + timedelta(seconds=self.due_steps)
@@ -475,9 +476,7 @@ class Differential:
             "renew(visibility_timeout=-1)": lambda b, _: b.renew(
                 [RenewItem(1, 1, None)], visibility_timeout=-1
             ),
-            "set_schedule(cron='61 * * * *')": lambda b, _: b.set_schedule(
-                "s1", "a", "61 * * * *"
-            ),
+            "set_schedule(cron='61 * * * *')": lambda b, _: b.set_schedule("s1", "a", "61 * * * *"),
             "set_schedule(timezone='Nowhere')": lambda b, _: b.set_schedule(
                 "s1", "a", "* * * * *", timezone="Nowhere"
             ),
