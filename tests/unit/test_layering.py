@@ -88,6 +88,9 @@ CLI_PRIVATE_IMPORTS = {
     # Walking trio's exception groups and ``raise ... from`` chains, shared with the
     # PostgreSQL driver: one way to find the error a user should read.
     "trioqueue._errors": "the exception-group and cause walkers",
+    # `trioqueue schedule set` checks its arguments (cron, time zone, ...) before it
+    # connects, as the worker checks its configuration: bad input exits 2 with no database.
+    "trioqueue._backends.validation": "schedule set's checks before connecting",
 }
 
 # Outside the standard library, only these third-party top-level modules may be imported,

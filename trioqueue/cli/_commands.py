@@ -47,7 +47,7 @@ import trioqueue
 from trioqueue._backends.postgres import embedded as _embedded
 from trioqueue._errors import causes, leaves
 from trioqueue._runtime.config import problems_of
-from trioqueue.cli import _dashboard, _demo, _watch
+from trioqueue.cli import _dashboard, _demo, _schedule, _watch
 from trioqueue.cli._terminal import (
     JsonLogFormatter,
     LiveBlock,
@@ -130,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_job_commands,
         _add_status,
         _add_jobs,
+        _add_schedule,
         _add_dashboard,
         _add_demo,
     ):
@@ -1106,6 +1107,52 @@ async def job_operation(
             return False, (await backend.get_job(job_id)).status
         except trioqueue.UnknownJobError:
             return False, None
+
+
+# -- schedules ----------------------------------------------------------------------------
+
+
+def _add_schedule(commands: Subparsers) -> None:
+    schedule = commands.add_parser(
+        "schedule", help=_schedule.HELP, description=_schedule.DESCRIPTION
+    )
+    for action in _schedule.add_arguments(schedule, _common_options()).values():
+        action.set_defaults(run=_run_schedule)
+
+
+def _run_schedule(args: argparse.Namespace) -> int:
+    if args.action == "set":
+        options = {
+            "payload": _schedule_payload(args.payload),
+            "timezone": args.timezone,
+            "priority": args.priority,
+            "max_attempts": args.max_attempts,
+        }
+        with _errors_as_cli_errors():  # bad input exits 2 before anything connects
+            _schedule.check_arguments(args.name, args.queue, args.cron, options)
+        info = run_on_database(
+            args, _schedule.set_schedule, args.name, args.queue, args.cron, options
+        )
+        print(_schedule.schedule_report(info))
+    elif args.action == "delete":
+        if not run_on_database(args, _schedule.delete_schedule, args.name):
+            raise CliError(f"no schedule named {args.name!r}", EXIT_FAILED)
+        print(f"schedule {args.name!r} deleted")
+    else:
+        schedules = run_on_database(args, _schedule.list_schedules)
+        if not schedules:
+            print(f"no schedules in schema {schema_of(args)}")
+        else:
+            now = datetime.datetime.now(datetime.UTC)
+            print("\n".join(_schedule.schedules_table(schedules, now)))
+    return 0
+
+
+def _schedule_payload(text: str) -> Any:
+    try:
+        return _schedule.parse_payload(text)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 # -- status and jobs ----------------------------------------------------------------------
