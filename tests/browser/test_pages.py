@@ -271,7 +271,12 @@ def test_each_page_loads_without_errors(
     job_id = server.start_job(steps=1)
     server.release(job_id)
     server.wait_finished(job_id)
-    for path, heading in (("/", "Overview"), ("/jobs", "Jobs"), ("/workers", "Workers")):
+    for path, heading in (
+        ("/", "Overview"),
+        ("/jobs", "Jobs"),
+        ("/workers", "Workers"),
+        ("/schedules", "Schedules"),
+    ):
         response = page.goto(server.url + path)
         assert response is not None and response.status == 200
         expect(page.get_by_role("heading", level=1)).to_have_text(heading)
@@ -317,3 +322,29 @@ def test_lease_countdown_follows_renewals(serve_dashboard: Serve, page: Page) ->
     expect(countdown).to_have_text(re.compile(r"^\d+s$"))
     expect(page.get_by_test_id("heartbeat-age")).to_have_text(re.compile(r"^[0-2]s ago$"))
     server.release(job_id)
+
+
+def test_schedules_page_lists_each_schedule_with_its_next_run(
+    serve_dashboard: Serve, page: Page, screenshot: Shot
+) -> None:
+    server = serve_dashboard(**FAST_EVENTS)
+    server.call(
+        server.backend.set_schedule, "nightly", "reports", "30 2 * * *", timezone="Europe/Berlin"
+    )
+    server.call(server.backend.set_schedule, "minutely", "pings", "* * * * *", {"ping": 1})
+    page.goto(server.url)
+    page.locator("#nav-schedules").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Schedules")
+    expect(page.locator("#nav-schedules")).to_have_attribute("aria-current", "page")
+    rows = page.get_by_test_id("schedule-row")
+    expect(rows).to_have_count(2)
+    nightly = page.locator('[data-testid=schedule-row][data-schedule="nightly"]')
+    # 02:30 in Berlin (03:00 on a spring-forward night), with the zone's offset.
+    expect(nightly.get_by_test_id("schedule-next")).to_have_text(
+        re.compile(r"^\d{4}-\d\d-\d\d 0(2:30|3:00) \+0[12]00$")
+    )
+    expect(nightly.get_by_test_id("schedule-last")).to_have_text("never")
+    minutely = page.locator('[data-testid=schedule-row][data-schedule="minutely"]')
+    expect(minutely).to_contain_text('{"ping": 1}')
+    expect(minutely.get_by_test_id("schedule-in")).to_have_text(re.compile(r"^\d+s$"))
+    screenshot("schedules")

@@ -102,6 +102,20 @@ def worker_json(info: trioqueue.WorkerInfo) -> dict[str, Any]:
     }
 
 
+def schedule_json(info: trioqueue.ScheduleInfo) -> dict[str, Any]:
+    return {
+        "name": info.name,
+        "queue": info.queue,
+        "cron": info.cron,
+        "timezone": info.timezone,
+        "payload": info.payload,
+        "priority": info.priority,
+        "max_attempts": info.max_attempts,
+        "next_run_at": iso(info.next_run_at),
+        "last_run_at": iso(info.last_run_at),
+    }
+
+
 def queues_json(stats: dict[str, trioqueue.QueueStats]) -> list[dict[str, Any]]:
     return [
         {
@@ -300,6 +314,9 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
     async def workers(request: Request) -> Response:
         return JSONResponse([worker_json(w) for w in await backend.list_workers()])
 
+    async def schedules(request: Request) -> Response:
+        return JSONResponse([schedule_json(s) for s in await backend.list_schedules()])
+
     return [
         Route("/api/queues", guard.api(queues), methods=["GET"]),
         Route("/api/jobs", guard.api(jobs), methods=["GET"]),
@@ -309,4 +326,5 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         one("cancel"),
         one("retry"),
         Route("/api/workers", guard.api(workers), methods=["GET"]),
+        Route("/api/schedules", guard.api(schedules), methods=["GET"]),
     ]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import html
 import json
+import zoneinfo
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
@@ -61,6 +62,16 @@ def _age(seconds: float | None) -> str:
     if s < 86400:
         return f"{s // 3600}h {s % 3600 // 60}m"
     return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def _local_time(t: datetime, timezone: str) -> str:
+    """``t`` in the schedule's own time zone, with its offset (UTC for a zone this host does
+    not know)."""
+    try:
+        zone: tzinfo = zoneinfo.ZoneInfo(timezone)
+    except (KeyError, ValueError, OSError):
+        zone = UTC
+    return t.astimezone(zone).strftime("%Y-%m-%d %H:%M %z")
 
 
 def _now() -> datetime:
@@ -248,6 +259,20 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             workers=await backend.list_workers(),
         )
 
+    async def schedules(request: Request) -> Response:
+        rows = [
+            {
+                "info": info,
+                "next_local": _local_time(info.next_run_at, info.timezone),
+                "last_local": None
+                if info.last_run_at is None
+                else _local_time(info.last_run_at, info.timezone),
+                "payload": _payload_text(info.payload, indent=None),
+            }
+            for info in await backend.list_schedules()
+        ]
+        return render(request, "schedules.html", page="schedules", title="Schedules", rows=rows)
+
     async def actions(request: Request) -> Response:
         """Cancel, retry or delete the selected jobs (a form post, by htmx or not)."""
         next_url = safe_next(request.query_params.get("next"))
@@ -320,6 +345,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         Route("/jobs/actions", guard.page(actions), methods=["POST"]),
         Route("/jobs/{job_id}", guard.page(job), methods=["GET"]),
         Route("/workers", guard.page(workers), methods=["GET"]),
+        Route("/schedules", guard.page(schedules), methods=["GET"]),
         Route("/login", _same_site_posts(guard, login), methods=["GET", "POST"]),
         Route("/logout", _same_site_posts(guard, logout), methods=["POST"]),
     ]
