@@ -5,6 +5,7 @@
     python bench/bench_postgres.py heartbeat --inflight 1000 10000 --beats 5
     python bench/bench_postgres.py latency --samples 200
     python bench/bench_postgres.py beat --renewed 10 --samples 500
+    python bench/bench_postgres.py schedule --schedules 10 1000 --samples 200
     python bench/bench_postgres.py --jobs 2000 --inflight 1000 --beats 3 --samples 50
                                                             # a quick run, under a minute
 
@@ -25,6 +26,10 @@ heartbeat: N sleeping jobs in flight (batches of 50): renewal statements started
 beat:      the worker registry's cost: one renewal of ``--renewed`` leased jobs, alone and
            carrying the pool's beat (the same statement), and a lone beat, each timed
            ``--samples`` times -> p50 and p95.
+schedule:  the scheduling pass (``enqueue_due``) with N schedules stored: a pass with
+           nothing due (what every pool does every ``schedule_interval``), timed
+           ``--samples`` times -> p50 and p95; and one pass with all N due (N jobs
+           enqueued, N schedules advanced; each schedule's next tick computed in Python).
 latency:   with an idle pool (poll interval 30 s, so NOTIFY does the work): enqueue ->
            handler start, and cancel -> handler cancelled; p50 and p95.
 
@@ -370,6 +375,32 @@ async def beat_cost(dsn: str, renewed: int, samples: int) -> dict[str, list[floa
         return times
 
 
+# -- schedule -----------------------------------------------------------------------------
+
+
+async def schedule_cost(dsn: str, schedules: int, samples: int) -> dict[str, list[float]]:
+    """Seconds per ``enqueue_due``: idle passes, then passes with every schedule due."""
+    async with fresh_backend(dsn) as backend:
+        for n in range(schedules):
+            await backend.set_schedule(f"s{n}", QUEUE, "0 0 1 1 *", {"n": n})
+        times: dict[str, list[float]] = {"idle pass": [], "all due": []}
+        for _ in range(samples):
+            started = time.perf_counter()
+            assert await backend.enqueue_due() == []
+            times["idle pass"].append(time.perf_counter() - started)
+        for round_ in range(max(1, samples // 50)):
+            async with backend.acquire() as connection:
+                await connection.execute(
+                    f'UPDATE "{backend.schema}".schedules '
+                    "SET next_run_at = now() - make_interval(secs => $1::integer + 1)",
+                    round_,
+                )
+            started = time.perf_counter()
+            assert len(await backend.enqueue_due()) == schedules
+            times["all due"].append(time.perf_counter() - started)
+        return times
+
+
 # -- main ---------------------------------------------------------------------------------
 
 
@@ -425,11 +456,20 @@ def run_beat(dsn: str, args: argparse.Namespace) -> None:
         print(f"  {name:<14} {_ms(values)}")
 
 
+def run_schedule(dsn: str, args: argparse.Namespace) -> None:
+    for schedules in args.schedules:
+        times = trio.run(schedule_cost, dsn, schedules, args.samples)
+        print(f"schedule: {schedules:,} schedules stored")
+        for name, values in times.items():
+            print(f"  {name:<10} {_ms(values)}   ({len(values)} passes)")
+
+
 BENCHES: dict[str, Callable[[str, argparse.Namespace], None]] = {
     "drain": run_drain,
     "beat": run_beat,
     "heartbeat": run_heartbeat,
     "latency": run_latency,
+    "schedule": run_schedule,
 }
 
 
@@ -448,6 +488,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--heartbeat", type=float, default=1.0, help="heartbeat interval (s)")
     parser.add_argument("--samples", type=int, default=200, help="latency, beat: samples")
     parser.add_argument("--renewed", type=int, default=10, help="beat: jobs per renewal")
+    parser.add_argument("--schedules", type=int, nargs="+", default=[10, 1000])
     return parser.parse_args(argv)
 
 

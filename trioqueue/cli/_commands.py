@@ -886,8 +886,9 @@ def _url_host(host: str) -> str:
 
 def worker_connections(configs: Configs) -> int:
     """The backend's pool size for these worker pools, which share it: per pool, the claim,
-    the renewal plus one abandoned one, acks, and slack; and in transactional mode a
-    connection per handler running at once (``concurrency × batch_size``)."""
+    the renewal plus one abandoned one, acks, a scheduling pass, and slack; and in
+    transactional mode a connection per handler running at once (``concurrency ×
+    batch_size``)."""
     return sum(
         6 + (config.concurrency * config.batch_size if config.transactional else 0)
         for config in _config_list(configs)

@@ -31,7 +31,7 @@ are written outside the transaction, fenced as usual.
 Connection budget: every running transactional handler holds one pooled connection, from
 just before its handler starts until its transaction ends. ``RUNTIME_RESERVE`` connections
 are kept out of the handlers' reach for the pool's own work (a claim, the current renewal,
-one abandoned renewal, the outcome writer), so handlers can never starve the renewals that
+one abandoned renewal, the outcome writer, a scheduling pass), so handlers can never starve the renewals that
 keep their leases: at most ``max_connections - RUNTIME_RESERVE`` (at least 1) handlers hold
 a transaction at once, and the others wait for one inside their cancel scope (the lease
 fence and ``max_job_duration`` bound the wait). Size ``max_connections`` as
@@ -164,8 +164,8 @@ _GENERIC_PLAN_ITEMS = 100
 _MAX_CLAIM = 2**31 - 1
 
 #: Pooled connections transactional handlers never get: one claim, the current renewal, one
-#: abandoned renewal, the outcome writer (see the module docstring).
-RUNTIME_RESERVE = 4
+#: abandoned renewal, the outcome writer, a scheduling pass (see the module docstring).
+RUNTIME_RESERVE = 5
 
 
 @asynccontextmanager
