@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import trio
 
-from trioqueue._backends.interface import Backend
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, render
 from trioqueue._core.wire import RenewItem, Verdict
@@ -34,20 +33,6 @@ class TestPostgresConformance(BackendConformance):
         async with open_postgres(postgres_dsn, schema=postgres_schema) as backend:
             await backend.migrate()  # already done: this only checks the applied migrations
             yield backend
-
-    async def _pass_next_tick(self, backend: Backend, name: str, *, missed: int = 0) -> None:
-        """Move the schedule's next run back instead of waiting for it: just past, plus
-        ``missed`` minutes of a once-a-minute schedule's ticks."""
-        assert isinstance(backend, PostgresBackend)
-        async with backend.acquire() as connection:
-            moved = await connection.fetchval(
-                f'UPDATE "{backend.schema}".schedules '
-                "SET next_run_at = now() - make_interval(secs => 0.001 + 60 * $2::integer) "
-                "WHERE name = $1 RETURNING 1",
-                name,
-                missed,
-            )
-        assert moved == 1
 
 
 # -- PostgreSQL only ------------------------------------------------------------------------

@@ -61,7 +61,8 @@ class BackendConformance(
     The ``backend`` fixture must yield an open, migrated, empty backend. Override ``clock``
     to run the tests on a fake clock (only for a backend whose times come from trio). The
     class attributes ``short_timeout``, ``slack``, ``long_timeout`` and ``notice_timeout``
-    tune the timings to a backend's clock resolution. A backend on a real clock overrides
-    ``_pass_next_tick`` (see :class:`ScheduleConformance`) so that schedule tests need not
-    wait for a minute to pass.
+    tune the timings to a backend's clock resolution. The schedule tests let ticks pass by
+    moving a schedule's next run back on PostgreSQL and by sleeping otherwise; a new
+    backend on a real clock overrides ``_pass_next_tick`` (see ``schedules.py``) so that
+    they need not wait for minutes.
     """

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import trio
 
+from trioqueue import PostgresBackend
 from trioqueue._backends.interface import Backend
 from trioqueue._types import NoticeKind
 from trioqueue.testing._conformance._base import ConformanceBase, Q
@@ -48,11 +49,15 @@ class ScheduleConformance(ConformanceBase):
         """Let the next tick of the once-a-minute schedule ``name`` pass, then ``missed``
         more of its ticks (none enqueued meanwhile).
 
-        By default this waits on trio's clock (instant under a ``MockClock``). A backend
-        on a real clock overrides it: the PostgreSQL tests move the schedule's
-        ``next_run_at`` back instead of waiting for minutes.
+        On PostgreSQL (a real clock) the schedule's ``next_run_at`` is moved back instead of
+        waiting for minutes: just past, plus ``missed`` minutes. Any other backend waits on
+        trio's clock (instant under a ``MockClock``); one on a real clock should override
+        this as the PostgreSQL case does.
         """
-        await trio.sleep(60.0 * (1 + missed))
+        if isinstance(backend, PostgresBackend):
+            await _move_back(backend, name, missed)
+        else:
+            await trio.sleep(60.0 * (1 + missed))
 
     # -- storing them --------------------------------------------------------------------
 
@@ -227,3 +232,16 @@ class ScheduleConformance(ConformanceBase):
         calls = backend.statistics()["calls"]
         for op in ("set_schedule", "list_schedules", "enqueue_due", "delete_schedule"):
             assert calls[op] == 1, op
+
+
+async def _move_back(backend: PostgresBackend, name: str, missed: int) -> None:
+    """Move a schedule's next run just into the past, ``missed`` minutes further back."""
+    async with backend.acquire() as connection:
+        moved = await connection.fetchval(
+            f'UPDATE "{backend.schema}".schedules '
+            "SET next_run_at = now() - make_interval(secs => 0.001 + 60 * $2::integer) "
+            "WHERE name = $1 RETURNING 1",
+            name,
+            missed,
+        )
+    assert moved == 1, f"no schedule named {name!r}"
