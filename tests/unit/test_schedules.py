@@ -166,7 +166,15 @@ def test_check_cron_says_what_is_wrong(cron: str, problem: str) -> None:
 
 def test_check_timezone() -> None:
     assert check_timezone("Europe/Berlin") == "Europe/Berlin"
-    for bad in ("Europe/Atlantis", "/etc/localtime", "", "x" * 65, "a\x00b"):
+    for bad in (
+        "Europe/Atlantis",
+        "/etc/localtime",
+        "",
+        "x" * 65,
+        "a\x00b",
+        "localtime",
+        "right/UTC",
+    ):
         with pytest.raises(ValueError, match="timezone"):
             check_timezone(bad)
     with pytest.raises(TypeError):

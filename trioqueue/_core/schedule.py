@@ -51,6 +51,9 @@ CRON_FIELDS = 5
 MAX_CRON_LENGTH = 200
 MAX_TIMEZONE_LENGTH = 64
 
+#: Files of the time-zone database that are not zones every host reads alike.
+HOST_DEPENDENT = frozenset({"localtime", "posixrules"})
+
 
 def check_cron(cron: object) -> str:
     """A valid five-field cron expression, its fields separated by single spaces.
@@ -92,6 +95,11 @@ def check_timezone(timezone: object) -> str:
         raise TypeError(f"timezone must be a str, not {type(timezone).__name__}")
     if not timezone or len(timezone) > MAX_TIMEZONE_LENGTH or "\x00" in timezone:
         raise ValueError(f"timezone must be an IANA time-zone name, not {timezone!r}")
+    if timezone in HOST_DEPENDENT or timezone.startswith("right/"):
+        # localtime is whatever the host is set to; right/ zones count leap seconds.
+        raise ValueError(
+            f"timezone {timezone!r} is not a portable IANA name: use one such as 'Europe/Berlin'"
+        )
     try:
         zone(timezone)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError, UnicodeError):
