@@ -121,7 +121,14 @@ def test_gap_end_is_the_first_instant_after_the_gap() -> None:
     )
 
 
-ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata"]
+ZONES = [
+    "UTC",
+    "Europe/Berlin",
+    "America/New_York",
+    "Australia/Lord_Howe",  # 30-minute changes
+    "Europe/Dublin",  # negative DST in tzdata
+    "Asia/Kolkata",
+]
 CRONS = ["* * * * *", "*/7 * * * *", "30 2 * * *", "0 */3 * * 1-5", "15 1,2,3 * * *", "0 0 1 * *"]
 
 
