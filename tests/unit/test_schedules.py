@@ -5,7 +5,8 @@ zones with DST changes; a property test checks that ``next_tick`` is the first t
 any instant. Then pools on the memory backend, its clock anchored just before a DST change
 (``open_memory(now=...)``), run through the change: every tick gives one job however many
 pools take part, a tick missed while no pool ran gives one job at startup, and a failing
-pass is logged and tried again.
+pass is logged and tried again. Last, a state machine over the reference model's schedule
+statements, with passes racing from the same read.
 """
 
 from __future__ import annotations
@@ -19,10 +20,19 @@ import pytest
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 import trioqueue
 from trioqueue._backends.memory import MemoryBackend
-from trioqueue._core.schedule import check_cron, check_timezone, next_tick, to_instant
+from trioqueue._backends.memory.model import MemoryModel
+from trioqueue._backends.validation import check_schedule
+from trioqueue._core.schedule import (
+    check_cron,
+    check_timezone,
+    next_tick,
+    plan_advances,
+    to_instant,
+)
 from trioqueue._runtime import scheduler
 from trioqueue.testing import error
 
@@ -343,3 +353,80 @@ async def test_schedule_interval_is_checked() -> None:
             config = trioqueue.WorkerConfig(handler=_noop, schedule_interval=bad)  # type: ignore[arg-type]
             with pytest.raises(trioqueue.ConfigError, match="schedule_interval"):
                 await trioqueue.run_worker_pool(backend, config)
+
+
+# -- the model's schedule statements, as a state machine -----------------------------------
+
+
+class ScheduleModelMachine(RuleBasedStateMachine):
+    """The reference model's schedule queries on a float clock: set, delete, let time pass,
+    and scheduling passes, also two racing from the same read (both planned before either
+    writes, as two pools' passes can). Each tick gives at most one job, a due schedule one
+    job per pass that won it, and every next run is a tick after the last pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+        self.model = MemoryModel(anchor=0.0, anchor_datetime=datetime(2026, 3, 28, 23, tzinfo=UTC))
+        self.expected_jobs: dict[str, int] = {}  # jobs each schedule's passes enqueued
+
+    def at(self) -> datetime:
+        return self.model.to_datetime(self.now)
+
+    @rule(
+        name=st.sampled_from(["a", "b", "c"]),
+        cron=st.sampled_from(["* * * * *", "*/15 2 * * *", "30 2 * * *", "0 * * * *"]),
+        zone=st.sampled_from(["UTC", "Europe/Berlin", "America/New_York"]),
+    )
+    def set_schedule(self, name: str, cron: str, zone: str) -> None:
+        request = check_schedule(
+            name, "q", cron, name, timezone=zone, priority=0, max_attempts=None
+        )
+        info = self.model.set_schedule(self.now, request)
+        assert info.next_run_at > self.at()
+        self.expected_jobs.setdefault(name, 0)
+
+    @rule(name=st.sampled_from(["a", "b", "c"]))
+    def delete_schedule(self, name: str) -> None:
+        self.model.delete_schedule(self.now, name)
+
+    @rule(seconds=st.sampled_from([1.0, 30.0, 60.0, 900.0, 3600.0, 5 * 3600.0]))
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    @rule(racing=st.integers(min_value=1, max_value=3))
+    def passes(self, racing: int) -> None:
+        """``racing`` passes read the due schedules, then each advances what it read."""
+        plans = []
+        for _ in range(racing):
+            due, at = self.model.due_schedules(self.now, 1000)
+            advances, problems = plan_advances(due, at)
+            assert problems == []
+            plans.append(advances)
+        winners = {a.name for a in plans[0]}
+        enqueued = [self.model.advance_schedules(self.now, advances) for advances in plans]
+        assert len(enqueued[0]) == len(winners)  # the first to write wins every one
+        assert all(ids == [] for ids in enqueued[1:])  # the others lose every race
+        for name in winners:
+            self.expected_jobs[name] += 1
+        for info in self.model.list_schedules(self.now):
+            assert info.next_run_at > self.at()
+
+    @invariant()
+    def one_job_per_tick(self) -> None:
+        keys = [row.schedule_key for row in self.model.rows() if row.schedule_key]
+        assert len(keys) == len(set(keys))
+        per_schedule: dict[str, int] = {}
+        for name, _ in keys:
+            per_schedule[name] = per_schedule.get(name, 0) + 1
+        assert per_schedule == {n: c for n, c in self.expected_jobs.items() if c}
+
+    @invariant()
+    def every_next_run_is_a_tick(self) -> None:
+        for info in self.model.list_schedules(self.now):
+            just_before = info.next_run_at - timedelta(microseconds=1)
+            assert next_tick(info.cron, info.timezone, just_before) == info.next_run_at
+
+
+TestScheduleModel = ScheduleModelMachine.TestCase
+TestScheduleModel.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
