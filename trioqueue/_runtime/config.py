@@ -57,7 +57,8 @@ MAX_ATTEMPTS_UNUSED = (
 @dataclass(frozen=True)
 class WorkerConfig:
     """How one worker pool runs. Times are seconds, at most about a century; V, H, the
-    poll interval and the blocking threshold at least ``MIN_INTERVAL`` (0.01 s).
+    poll interval, the blocking threshold and the schedule interval at least
+    ``MIN_INTERVAL`` (0.01 s).
 
     Args:
         handler: ``async def handler(payload, ctx)``, or a plain ``def`` run in a thread.
