@@ -103,16 +103,22 @@ def check_enqueue(
 
 def check_queue(queue: object) -> str:
     """A queue name: a non-empty ``str`` of at most 128 characters a database can store."""
-    if not isinstance(queue, str):
-        raise TypeError(f"queue must be a str, not {type(queue).__name__}")
-    if not queue:
-        raise ValueError("queue must not be empty")
-    if len(queue) > MAX_QUEUE_LENGTH:
-        raise ValueError(f"queue must be at most {MAX_QUEUE_LENGTH} characters, not {len(queue)}")
-    problem = _text_problem(queue)
+    return _check_name("queue", queue, MAX_QUEUE_LENGTH)
+
+
+def _check_name(what: str, value: object, maximum: int) -> str:
+    """A name (a queue's, a schedule's): a non-empty ``str`` of at most ``maximum``
+    characters that a database can store."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{what} must not be empty")
+    if len(value) > maximum:
+        raise ValueError(f"{what} must be at most {maximum} characters, not {len(value)}")
+    problem = _text_problem(value)
     if problem:
-        raise ValueError(f"queue must not contain {problem}")
-    return queue
+        raise ValueError(f"{what} must not contain {problem}")
+    return value
 
 
 def encode_payload(payload: object) -> str:
@@ -503,15 +509,4 @@ def check_schedule(
 
 def check_schedule_name(name: object) -> str:
     """A schedule's name: a non-empty ``str`` of at most 128 characters a database can store."""
-    if not isinstance(name, str):
-        raise TypeError(f"name must be a str, not {type(name).__name__}")
-    if not name:
-        raise ValueError("name must not be empty")
-    if len(name) > MAX_SCHEDULE_NAME_LENGTH:
-        raise ValueError(
-            f"name must be at most {MAX_SCHEDULE_NAME_LENGTH} characters, not {len(name)}"
-        )
-    problem = _text_problem(name)
-    if problem:
-        raise ValueError(f"name must not contain {problem}")
-    return name
+    return _check_name("name", name, MAX_SCHEDULE_NAME_LENGTH)
