@@ -11,8 +11,9 @@ Fed by LISTEN/NOTIFY, with polling behind it: one :class:`Waker` per app watches
 notice of the backend (``backend.watch()``: enqueues, retries and cancels, on one dedicated
 connection however many clients are open) and wakes every stream at once, so a new job or
 a cancel shows within :data:`MIN_GAP`; a stream ticks at most once per ``MIN_GAP`` however
-many notices arrive (10k jobs/s make one tick, not 10k). Progress and finishes send no
-notice (a NOTIFY per ack would serialise the workers' commits), so the poll every
+many notices arrive (10k jobs/s make one tick, not 10k). Progress sends no notice, and a
+finish only when a ``wait_for`` waits for it (a NOTIFY per ack would serialise the
+workers' commits), so the poll every
 ``interval`` stays: it is also what runs when the watch cannot (a transaction pooler
 without ``listen_dsn``, a lost connection, an app mounted without its lifespan).
 

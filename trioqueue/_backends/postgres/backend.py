@@ -66,6 +66,7 @@ from trioqueue._backends.postgres.driver import (
     check_options,
     open_driver,
 )
+from trioqueue._backends.postgres.finishes import FinishWatch, parse_finished
 from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, channel_name, check_schema, render
 from trioqueue._backends.postgres.sqlstate import connection_refused
 from trioqueue._backends.validation import (
@@ -114,7 +115,8 @@ from trioqueue._types import (
 
 __all__ = ["PostgresBackend", "open_postgres"]
 
-#: wait_for's first pause between reads, and the longest (docs/postgres.rst, "Results").
+#: wait_for's first pause between reads, and the longest, when it cannot LISTEN (behind a
+#: transaction pooler without listen_dsn; docs/postgres.rst, "Results").
 WAIT_POLL_FIRST = 0.05
 WAIT_POLL_MAX = 1.0
 
@@ -214,7 +216,11 @@ async def open_postgres(
         listen_dsn=listen_dsn,
         connect_timeout=connect_timeout,
     ) as driver:
-        yield PostgresBackend(driver, schema)
+        backend = PostgresBackend(driver, schema)
+        try:
+            yield backend
+        finally:
+            await backend._finishes.aclose()  # wait_for's shared LISTEN, if one was opened
 
 
 def _check_max_connections(value: object) -> int:
@@ -248,6 +254,7 @@ class PostgresBackend:
             for sort, order in ORDER_BY.items()
         }
         self._dropped_notices = 0
+        self._finishes = FinishWatch(driver, self._channel)
         for op in (*OPERATIONS, *COUNTED_READS):
             driver.calls[op] += 0  # every operation appears in statistics, even at zero
 
@@ -585,19 +592,58 @@ class PostgresBackend:
     ) -> JobInfo:
         """Wait until the job is finished (succeeded or failed); its final JobInfo.
 
-        Finishing a job sends no NOTIFY (one per ack would serialise commits on the
-        server's notify queue), so this reads the job again after 0.05 s, doubling to
-        1 s between reads: one pooled ``get_job`` at a time, no LISTEN connection
-        (docs/postgres.rst, "Results"). ``timeout`` is in seconds (None: no limit).
+        Driven by NOTIFY: the first call LISTENs on one connection that every ``wait_for``
+        of this backend shares (kept until the backend closes), then marks the job
+        awaited and reads it in one statement; the statements that finish or delete a
+        marked job send it a notice. A waiter also reads again every 2 s in case a notice
+        was lost. Without a LISTEN connection (a transaction pooler, no ``listen_dsn``)
+        it polls instead: 0.05 s doubling to 1 s between reads (docs/postgres.rst,
+        "Results"; ``finishes.py``). ``timeout`` is in seconds (None: no limit).
 
         Raises:
             UnknownJobError: no job has this id, or it was deleted while waited for.
             TimeoutError: it was not finished within ``timeout`` seconds.
+            TypeError, ValueError: a bad ``job_id`` or ``timeout``; nothing is read.
         """
-        delays = _poll_delays()
-        return await wait_finished(
-            job_id, timeout, self.get_job, lambda: partial(trio.sleep, next(delays))
-        )
+        checked_id = check_job_id(job_id)
+        if timeout is not None:
+            check_age("timeout", timeout)
+        if not await self._can_hear_finishes():
+            delays = _poll_delays()
+            return await wait_finished(
+                checked_id, timeout, self.get_job, lambda: partial(trio.sleep, next(delays))
+            )
+        with self._finishes.register(checked_id) as waiter:
+            return await wait_finished(checked_id, timeout, self._await_job, waiter.arm)
+
+    async def _can_hear_finishes(self) -> bool:
+        """LISTEN for finishes unless already listening; False when notices cannot arrive."""
+        try:
+            return await self._finishes.ensure()
+        except BackendError as exc:
+            if self._finishes.closed:
+                raise
+            log.warning("wait_for cannot LISTEN, polling instead: %s", exc)
+            return False
+
+    async def _await_job(self, job_id: int) -> JobInfo:
+        """wait_for's read: the job after marking it awaited (counted as a ``get_job``)."""
+        if not _is_bigint(job_id):
+            await trio.lowlevel.checkpoint()
+            raise UnknownJobError(job_id)
+        row = await self._driver.run("get_job", self._aio_await_job, job_id)
+        if row is None:
+            raise UnknownJobError(job_id)
+        return _job_info(row)
+
+    async def _aio_await_job(self, connection: Any, job_id: int) -> Any:
+        row = await connection.fetchrow(self._sql["await_job"], job_id)
+        if row is not None:
+            return row
+        # Finished, unknown or marked already. A new statement, so a new snapshot: a finish
+        # the UPDATE waited for (its row lock) is visible now, not to the UPDATE's snapshot.
+        self._driver.calls["get_job"] += 1
+        return await connection.fetchrow(self._sql["get_job"], job_id)
 
     async def list_jobs(
         self,
@@ -724,6 +770,7 @@ class PostgresBackend:
                 "connections": driver.max_connections,
                 "listeners": driver.listeners,
                 "notices_dropped": self._dropped_notices,
+                "finish_waiters": self._finishes.waiters,
             },
         )
 
@@ -893,8 +940,9 @@ class PostgresBackend:
 
     @asynccontextmanager
     async def watch(self) -> AsyncIterator[trio.MemoryReceiveChannel[Notice]]:
-        """Every notice of the schema's channel, whatever its queue or worker: new work and
-        cancel requests, for an operator's live view (the dashboard).
+        """Every notice of the schema's channel, whatever its queue or worker: new work,
+        cancel requests, and finishes of awaited jobs, for an operator's live view (the
+        dashboard).
 
         One dedicated LISTEN connection, as for :meth:`listen`; if it is lost the channel
         ends. Behind a transaction pooler without ``listen_dsn`` nothing arrives (the
@@ -977,9 +1025,13 @@ class _JobTransaction:
 
 def _any_notice(payload: str) -> Notice | None:
     """A NOTIFY payload of the schema's channel as a Notice, whoever it was meant for:
-    ``a:QUEUE`` (new work) or ``c:ID:WORKER_HASH:QUEUE`` (a cancel request)."""
+    ``a:QUEUE`` (new work), ``c:ID:WORKER_HASH:QUEUE`` (a cancel request) or ``f:ID:QUEUE``
+    (a job someone waits for finished or was deleted)."""
     if payload.startswith("a:"):
         return Notice(NoticeKind.AVAILABLE, payload[2:])
+    finished = parse_finished(payload)
+    if finished is not None:
+        return Notice(NoticeKind.FINISHED, finished[1], finished[0])
     if payload.startswith("c:"):
         job_id, _, rest = payload[2:].partition(":")
         _, _, queue = rest.partition(":")
