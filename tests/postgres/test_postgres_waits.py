@@ -16,6 +16,7 @@ import trio
 
 from trioqueue import UnknownJobError
 from trioqueue._backends.postgres import PostgresBackend, finishes, open_postgres
+from trioqueue._backends.postgres.sql import QUERIES
 from trioqueue._types import Ack, Failure, JobInfo, NoticeKind, Release
 
 pytestmark = [pytest.mark.trio, pytest.mark.postgres]
@@ -266,3 +267,24 @@ async def test_closing_the_backend_closes_the_shared_listener(
             await backend.wait_for(job_id, timeout=0)
         assert backend.statistics()["listeners"] == 1
     assert backend.statistics()["listeners"] == 0
+
+
+@pytest.mark.skipif(
+    "'f:'" not in QUERIES["claim"], reason="the claim statement does not send f: yet"
+)
+@pytest.mark.usefixtures("notices_only")
+async def test_a_claim_that_dead_letters_a_job_wakes_its_waiter(backend: PostgresBackend) -> None:
+    job_id = await backend.enqueue(Q, "x", max_attempts=1)
+    await claim(backend)
+    async with backend.acquire() as connection:  # its worker died: the lease ran out
+        await connection.execute(
+            f"UPDATE \"{backend.schema}\".jobs SET not_visible_until = now() - interval '1 second' "
+            "WHERE id = $1",
+            job_id,
+        )
+    [info] = await wait_while(backend, [job_id], lambda: claim(backend))
+    assert isinstance(info, JobInfo)
+    assert (info.status, info.last_error) == (
+        "failed",
+        "lease expired on the final attempt (1 of 1)",
+    )
