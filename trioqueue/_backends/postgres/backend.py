@@ -295,13 +295,7 @@ class PostgresBackend:
                 row["version"]: row
                 for row in await connection.fetch(self._sql["applied_migrations"])
             }
-            newest = len(MIGRATIONS)
-            unknown = sorted(version for version in applied if version > newest)
-            if unknown:
-                raise BackendError(
-                    f"schema {self._schema!r} has migrations this trioqueue does not know "
-                    f"({unknown}): it was migrated by a newer version"
-                )
+            self._refuse_newer(applied)
             for migration in MIGRATIONS:
                 row = applied.get(migration.version)
                 if row is None:
@@ -319,6 +313,36 @@ class PostgresBackend:
                         f"it was applied to schema {self._schema!r}"
                     )
         return done
+
+    async def pending_migrations(self) -> list[str]:
+        """The migrations this trioqueue knows that the schema lacks, in order
+        (``["0004_flow_control"]``, say); empty when it is up to date. One read of the
+        small ``schema_migrations`` table, nothing written: commands that run until
+        stopped check it before they start (a schema missing a migration fails later,
+        at the first statement that needs it).
+
+        Raises:
+            BackendError: the schema was never migrated (no ``schema_migrations`` table;
+                its ``hint`` says to migrate), or it has migrations this trioqueue does
+                not know: it was migrated by a newer trioqueue (``transient`` False).
+        """
+        rows = await self._driver.run(None, _fetch, self._sql["applied_migrations"])
+        applied = {row["version"]: row for row in rows}
+        self._refuse_newer(applied)
+        return [
+            f"{migration.version:04d}_{migration.name}"
+            for migration in MIGRATIONS
+            if migration.version not in applied
+        ]
+
+    def _refuse_newer(self, applied: Mapping[int, object]) -> None:
+        unknown = sorted(version for version in applied if version > len(MIGRATIONS))
+        if unknown:
+            raise BackendError(
+                f"schema {self._schema!r} has migrations this trioqueue does not know "
+                f"({unknown}): it was migrated by a newer version; upgrade trioqueue",
+                transient=False,
+            )
 
     async def prune(self, older_than: float, *, limit: int = 10_000) -> int:
         """Delete up to ``limit`` jobs that finished more than ``older_than`` seconds ago.
