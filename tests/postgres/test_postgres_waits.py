@@ -288,3 +288,41 @@ async def test_a_claim_that_dead_letters_a_job_wakes_its_waiter(backend: Postgre
         "failed",
         "lease expired on the final attempt (1 of 1)",
     )
+
+
+@pytest.mark.usefixtures("notices_only")
+async def test_a_locked_row_is_marked_once_its_lock_is_released(backend: PostgresBackend) -> None:
+    """Marking never queues behind a row lock: while another transaction holds it the
+    waiter reads again every WAIT_MARK_RETRY seconds, marks it once free, then hears the
+    finish (the slow poll never fires here)."""
+    job_id = await backend.enqueue(Q, "x")
+    [job] = await claim(backend)
+    got: list[JobInfo] = []
+
+    async def waiter() -> None:
+        got.append(await backend.wait_for(job_id, timeout=30))
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            async with backend.acquire() as connection, connection.transaction():
+                await connection.execute(
+                    f'SELECT 1 FROM "{backend.schema}".jobs WHERE id = $1 FOR UPDATE', job_id
+                )
+                nursery.start_soon(waiter)
+                reads = backend.statistics()["calls"]["get_job"]
+                while backend.statistics()["calls"]["get_job"] < reads + 4:  # read, skipped
+                    await trio.sleep(0.01)
+                assert not await awaited(backend, job_id)
+            await until_awaited(backend, job_id)
+            await backend.ack([Ack(job_id, job.claim_seq)])
+    assert [info.status for info in got] == ["succeeded"]
+
+
+async def test_a_wait_on_a_locked_row_still_times_out(backend: PostgresBackend) -> None:
+    job_id = await backend.enqueue(Q, "x")
+    async with backend.acquire() as connection, connection.transaction():
+        await connection.execute(
+            f'SELECT 1 FROM "{backend.schema}".jobs WHERE id = $1 FOR UPDATE', job_id
+        )
+        with trio.fail_after(10), pytest.raises(TimeoutError):
+            await backend.wait_for(job_id, timeout=0.3)

@@ -66,7 +66,7 @@ from trioqueue._backends.postgres.driver import (
     check_options,
     open_driver,
 )
-from trioqueue._backends.postgres.finishes import FinishWatch, parse_finished
+from trioqueue._backends.postgres.finishes import FinishWatch, Waiter, parse_finished
 from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, channel_name, check_schema, render
 from trioqueue._backends.postgres.sqlstate import connection_refused
 from trioqueue._backends.validation import (
@@ -88,7 +88,7 @@ from trioqueue._backends.validation import (
     check_worker_id,
     decode_payload,
 )
-from trioqueue._backends.waiting import wait_finished
+from trioqueue._backends.waiting import FINISHED, wait_finished
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import BackendError, UnknownJobError
@@ -638,7 +638,8 @@ class PostgresBackend:
                 checked_id, timeout, self.get_job, lambda: partial(trio.sleep, next(delays))
             )
         with self._finishes.register(checked_id) as waiter:
-            return await wait_finished(checked_id, timeout, self._await_job, waiter.arm)
+            read = partial(self._await_job, waiter=waiter)
+            return await wait_finished(checked_id, timeout, read, waiter.arm)
 
     async def _can_hear_finishes(self) -> bool:
         """LISTEN for finishes unless already listening; False when notices cannot arrive."""
@@ -650,24 +651,29 @@ class PostgresBackend:
             log.warning("wait_for cannot LISTEN, polling instead: %s", exc)
             return False
 
-    async def _await_job(self, job_id: int) -> JobInfo:
-        """wait_for's read: the job after marking it awaited (counted as a ``get_job``)."""
+    async def _await_job(self, job_id: int, *, waiter: Waiter) -> JobInfo:
+        """wait_for's read: the job after marking it awaited (counted as a ``get_job``).
+        When its row was locked and could not be marked, ``waiter`` reads again soon."""
         if not _is_bigint(job_id):
             await trio.lowlevel.checkpoint()
             raise UnknownJobError(job_id)
-        row = await self._driver.run("get_job", self._aio_await_job, job_id)
+        row, marked = await self._driver.run("get_job", self._aio_await_job, job_id)
         if row is None:
             raise UnknownJobError(job_id)
+        if not marked:
+            waiter.read_again_soon()
         return _job_info(row)
 
-    async def _aio_await_job(self, connection: Any, job_id: int) -> Any:
+    async def _aio_await_job(self, connection: Any, job_id: int) -> tuple[Any, bool]:
+        """The job's row (None: unknown), and False when it is unfinished and unmarked."""
         row = await connection.fetchrow(self._sql["await_job"], job_id)
         if row is not None:
-            return row
-        # Finished, unknown or marked already. A new statement, so a new snapshot: a finish
-        # the UPDATE waited for (its row lock) is visible now, not to the UPDATE's snapshot.
+            return row, True
+        # Finished, unknown, marked already, or locked: read it (a new snapshot, which also
+        # sees a finish committed while the first statement ran).
         self._driver.calls["get_job"] += 1
-        return await connection.fetchrow(self._sql["get_job"], job_id)
+        row = await connection.fetchrow(self._sql["get_job"], job_id)
+        return row, row is None or row["awaited"] or row["state"] in FINISHED
 
     async def list_jobs(
         self,

@@ -9,7 +9,11 @@ no notify lock at commit, so the workers' commits are not serialised on it.
 
 Order matters. A waiter is registered, and its backend LISTENs, *before* the statement
 that marks the row and reads it: a finish committed after that statement saw the mark
-and is heard, and one committed before it is seen by the read itself.
+and is heard, and one committed before it is seen by the read itself. Marking never waits
+for the row's lock (``SKIP LOCKED``): when another statement holds it (an ack about to
+commit, a stuck renewal), the row stays unmarked, and the waiter reads again after
+:data:`WAIT_MARK_RETRY` seconds, so ``wait_for``'s timeout holds however long the lock is
+kept.
 
 Every ``wait_for`` of a backend shares one LISTEN connection (:class:`FinishWatch`): the
 first opens it, and it stays open until the backend closes, so a thousand waiters cost one
@@ -36,10 +40,12 @@ import trio
 from trioqueue._backends.postgres.driver import Driver, Listener
 from trioqueue._errors import BackendError
 
-__all__ = ["WAIT_POLL_SLOW", "FinishWatch", "Waiter", "parse_finished"]
+__all__ = ["WAIT_MARK_RETRY", "WAIT_POLL_SLOW", "FinishWatch", "Waiter", "parse_finished"]
 
 #: Seconds between a listening waiter's reads when no notice comes (lost notices).
 WAIT_POLL_SLOW = 2.0
+#: Seconds before a waiter reads again when its job's row was locked and left unmarked.
+WAIT_MARK_RETRY = 0.05
 
 log = logging.getLogger("trioqueue.postgres")
 
@@ -60,6 +66,12 @@ class Waiter:
     def __init__(self, watch: FinishWatch) -> None:
         self._watch = watch
         self._event = trio.Event()
+        self._soon = False
+
+    def read_again_soon(self) -> None:
+        """The last read could not mark the row (another statement held its lock): no
+        notice would come for it, so the next read comes after :data:`WAIT_MARK_RETRY`."""
+        self._soon = True
 
     def wake(self) -> None:
         self._event.set()
@@ -71,7 +83,8 @@ class Waiter:
         return partial(self._woken, event)
 
     async def _woken(self, event: trio.Event) -> None:
-        with trio.move_on_after(WAIT_POLL_SLOW):
+        pause, self._soon = WAIT_MARK_RETRY if self._soon else WAIT_POLL_SLOW, False
+        with trio.move_on_after(pause):
             await event.wait()
         if not self._watch.listening:
             # The connection was lost: LISTEN again before the next read marks and reads,

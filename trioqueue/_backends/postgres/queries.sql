@@ -117,19 +117,28 @@ SELECT j.id, j.queue, j.payload::text AS payload,
        {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
        j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
        j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
-       j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result
+       j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result,
+       j.awaited
 FROM {schema}.jobs AS j
 WHERE j.id = $1::bigint;
 
 -- name: await_job
 -- wait_for's read: get_job's row, after marking an unfinished job awaited (once: a marked
 -- row is not written again), so that the statements finishing it send f:. The waiter
--- LISTENs before this runs, so a finish after it is heard. No row when the job is
--- finished, unknown or already marked: the caller then reads it with get_job, in a new
--- snapshot (a finish this UPDATE waited for is not visible to its own snapshot).
+-- LISTENs before this runs, so a finish after it is heard. The row is marked only if its
+-- lock can be had at once (SKIP LOCKED): a waiter never queues behind a row lock (an
+-- ack's, or a stuck statement's). No row when the job is finished, unknown, marked
+-- already or locked: the caller then reads it with get_job, and when that finds it
+-- unfinished and unmarked (it was locked), tries again soon.
+WITH locked AS (
+    SELECT l.id FROM {schema}.jobs AS l
+    WHERE l.id = $1::bigint AND l.status IN ('queued', 'running') AND NOT l.awaited
+    FOR UPDATE SKIP LOCKED
+)
 UPDATE {schema}.jobs AS j
 SET awaited = true
-WHERE j.id = $1::bigint AND j.status IN ('queued', 'running') AND NOT j.awaited
+FROM locked AS l
+WHERE j.id = l.id
 RETURNING j.id, j.queue, j.payload::text AS payload,
           {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
           j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
