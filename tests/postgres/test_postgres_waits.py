@@ -239,7 +239,7 @@ async def test_only_finishes_someone_waits_for_send_a_notice(backend: PostgresBa
         assert (marker.kind, marker.queue) == (NoticeKind.AVAILABLE, "marker")
 
         with pytest.raises(TimeoutError):  # marks the row, then times out
-            await backend.wait_for(second, timeout=0)
+            await backend.wait_for(second, timeout=0.01)
         assert await awaited(backend, second) is True
         assert await backend.ack([Ack(second, jobs[second].claim_seq)]) == [True]
         with trio.fail_after(10):
@@ -251,10 +251,18 @@ async def test_retry_clears_the_mark(backend: PostgresBackend) -> None:
     job_id = await backend.enqueue(Q, "x", max_attempts=1)
     [job] = await claim(backend)
     with pytest.raises(TimeoutError):
-        await backend.wait_for(job_id, timeout=0)
+        await backend.wait_for(job_id, timeout=0.01)
     await backend.fail([Failure(job_id, job.claim_seq, "boom", None)])
     assert await backend.retry(job_id) is True
     assert await awaited(backend, job_id) is False  # its next finish sends nothing unasked
+
+
+async def test_a_look_neither_listens_nor_marks(backend: PostgresBackend) -> None:
+    job_id = await backend.enqueue(Q, "x")
+    with pytest.raises(TimeoutError):
+        await backend.wait_for(job_id, timeout=0)
+    assert await awaited(backend, job_id) is False
+    assert backend.statistics()["listeners"] == 0
 
 
 async def test_closing_the_backend_closes_the_shared_listener(
@@ -264,7 +272,7 @@ async def test_closing_the_backend_closes_the_shared_listener(
         await backend.migrate()
         job_id = await backend.enqueue(Q, "x", delay=3600)
         with pytest.raises(TimeoutError):
-            await backend.wait_for(job_id, timeout=0)
+            await backend.wait_for(job_id, timeout=0.01)
         assert backend.statistics()["listeners"] == 1
     assert backend.statistics()["listeners"] == 0
 

@@ -379,13 +379,15 @@ class MemoryBackend:
 
         Wakes on the statements that can finish a job (no polling). Each read marks an
         unfinished job awaited, as PostgreSQL's does, so its finish sends a ``FINISHED``
-        notice to watchers. ``timeout`` is in seconds (None: no limit; 0: look once).
+        notice to watchers. ``timeout`` is in seconds (None: no limit; 0: look once, and
+        mark nothing).
 
         Raises:
             UnknownJobError: no job has this id, or it was deleted while waited for.
             TimeoutError: it was not finished within ``timeout`` seconds.
         """
-        return await wait_finished(job_id, timeout, self._await_job, lambda: self._finishing.wait)
+        read = self.get_job if timeout == 0 else self._await_job  # a look marks nothing
+        return await wait_finished(job_id, timeout, read, lambda: self._finishing.wait)
 
     async def _await_job(self, job_id: int) -> JobInfo:
         """wait_for's read: :meth:`get_job` that marks the job awaited (counted as one)."""

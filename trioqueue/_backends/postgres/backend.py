@@ -620,7 +620,7 @@ class PostgresBackend:
         of this backend shares (kept until the backend closes), then marks the job
         awaited and reads it in one statement; the statements that finish or delete a
         marked job send it a notice. A waiter also reads again every 2 s in case a notice
-        was lost. Without a LISTEN connection (a transaction pooler, no ``listen_dsn``)
+        was lost. ``timeout=0`` only looks: it neither listens nor marks. Without a LISTEN connection (a transaction pooler, no ``listen_dsn``)
         it polls instead: 0.05 s doubling to 1 s between reads (docs/postgres.rst,
         "Results"; ``finishes.py``). ``timeout`` is in seconds (None: no limit).
 
@@ -632,7 +632,8 @@ class PostgresBackend:
         checked_id = check_job_id(job_id)
         if timeout is not None:
             check_age("timeout", timeout)
-        if not await self._can_hear_finishes():
+        # timeout=0 looks once: nothing to listen for, no row to mark.
+        if timeout == 0 or not await self._can_hear_finishes():
             delays = _poll_delays()
             return await wait_finished(
                 checked_id, timeout, self.get_job, lambda: partial(trio.sleep, next(delays))

@@ -47,8 +47,8 @@ class NoticeConformance(ConformanceBase):
         quiet, waited, doomed = await backend.enqueue_many(Q, ["quiet", "waited", "doomed"])
         claimed = {c.job.id: c.job for c in await self._claim(backend, limit=2)}
         for job_id in (waited, doomed):
-            with pytest.raises(TimeoutError):
-                await backend.wait_for(job_id, timeout=0)  # marks it, then gives up
+            with pytest.raises(TimeoutError):  # marks it, then gives up
+                await backend.wait_for(job_id, timeout=self.short_timeout)
         async with backend.watch() as watched, backend.listen(Q, WORKER) as listened:
             await backend.ack([Ack(quiet, claimed[quiet].claim_seq)])
             await backend.ack([Ack(waited, claimed[waited].claim_seq)])
