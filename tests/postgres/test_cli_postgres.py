@@ -174,10 +174,58 @@ def test_status_counts_per_queue_and_state(run: Cli) -> None:
     assert code == 0
     header, a, b, blank, pools = out.splitlines()
     assert (blank, pools) == ("", f"no worker pools in schema {run.schema}")
-    assert header == "QUEUE  SCHEDULED  READY  RUNNING  SUCCEEDED  FAILED  TOTAL  OLDEST READY"
+    assert header == (
+        "QUEUE  SCHEDULED  READY  RUNNING  SUCCEEDED  FAILED  TOTAL  OLDEST READY  FLOW"
+    )
     # The ready job's age is real time since it was enqueued: a number of seconds.
-    assert re.fullmatch(r"a      1          1      0        0          0       2      \d+s", a)
-    assert b == "b      0          0      0        0          1       1      -"
+    assert re.fullmatch(r"a      1          1      0        0          0       2      \d+s +-", a)
+    assert b == "b      0          0      0        0          1       1      -             -"
+
+
+flow_control = pytest.mark.skipif(
+    not hasattr(trioqueue.PostgresBackend, "pause_queue"),
+    reason="flow control (pause_queue, set_queue_limits) is not in the backends yet",
+)
+
+
+@flow_control
+def test_queue_pause_and_resume(run: Cli) -> None:
+    run("enqueue", "mail", "1")
+    code, out, err = run("queue", "pause", "mail")
+    assert (code, err) == (0, "")
+    assert out == "queue mail: paused (running jobs go on; `trioqueue queue resume` resumes)\n"
+    header, mail, *_ = run("status")[1].splitlines()
+    assert header.endswith("FLOW")
+    assert mail.endswith("  paused")
+    assert run("queue", "resume", "mail")[1:] == ("queue mail: resumed\n", "")
+    assert run("status")[1].splitlines()[1].endswith("  -")
+
+
+@flow_control
+def test_queue_limits_change_only_what_is_given(run: Cli) -> None:
+    assert run("queue", "limits", "mail")[1] == (
+        "queue mail: max_running none, max_per_second none (no jobs, not configured)\n"
+    )
+    code, out, _ = run("queue", "limits", "mail", "--max-running", "5", "--max-per-second", "2.5")
+    assert (code, out) == (0, "queue mail: max_running 5, max_per_second 2.5\n")
+    out = run("queue", "limits", "mail", "--max-per-second", "none")[1]
+    assert out == "queue mail: max_running 5, max_per_second none\n"
+    assert run("queue", "limits", "mail")[1] == out  # shown, not changed
+    # A configured queue without jobs is listed by status, with its limits.
+    code, out, _ = run("status")
+    assert out.splitlines()[1].split() == [
+        "mail", "0", "0", "0", "0", "0", "0", "-", "max", "5", "running"
+    ]  # fmt: skip
+
+
+@flow_control
+def test_queue_limits_out_of_range_write_nothing(run: Cli) -> None:
+    code, _, err = run("queue", "limits", "mail", "--max-running", "0")
+    assert code == 2
+    assert "max_running" in err
+    assert run("queue", "limits", "mail")[1].startswith(
+        "queue mail: max_running none, max_per_second none"
+    )
 
 
 def test_status_lists_the_worker_pools_live_and_stale(run: Cli) -> None:
