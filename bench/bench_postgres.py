@@ -6,6 +6,7 @@
     python bench/bench_postgres.py latency --samples 200
     python bench/bench_postgres.py beat --renewed 10 --samples 500
     python bench/bench_postgres.py schedule --schedules 10 1000 --samples 200
+    python bench/bench_postgres.py waits --samples 500 --acked 1 10
     python bench/bench_postgres.py --jobs 2000 --inflight 1000 --beats 3 --samples 50
                                                             # a quick run, under a minute
 
@@ -30,6 +31,12 @@ schedule:  the scheduling pass (``enqueue_due``) with N schedules stored: a pass
            nothing due (what every pool does every ``schedule_interval``), timed
            ``--samples`` times -> p50 and p95; and one pass with all N due (N jobs
            enqueued, N schedules advanced; each schedule's next tick computed in Python).
+waits:     wait_for's costs. The ack statement of ``--acked`` leased jobs, nobody waiting vs
+           every job awaited (its row marked: the ack sends one NOTIFY per job), each timed
+           ``--samples`` times -> p50 and p95; ``--ackers`` tasks acking one job per
+           statement as fast as they can, nobody waiting vs all awaited -> acks/s (the
+           notify lock at commit is what could serialise them); and the wake latency of a
+           wait_for, ack call -> wait_for returning (it includes the ack itself) -> p50, p95.
 latency:   with an idle pool (poll interval 30 s, so NOTIFY does the work): enqueue ->
            handler start, and cancel -> handler cancelled; p50 and p95.
 
@@ -401,6 +408,97 @@ async def schedule_cost(dsn: str, schedules: int, samples: int) -> dict[str, lis
         return times
 
 
+# -- waits --------------------------------------------------------------------------------
+
+
+async def mark_awaited(backend: trioqueue.PostgresBackend, ids: Sequence[int]) -> None:
+    """Mark rows as wait_for's ``await_job`` does, without a waiter (an ack then notifies)."""
+    async with backend.acquire() as connection:
+        await connection.execute(
+            f'UPDATE "{backend.schema}".jobs SET awaited = true WHERE id = ANY($1::bigint[])',
+            list(ids),
+        )
+
+
+async def ack_cost(dsn: str, acked: int, samples: int) -> dict[str, list[float]]:
+    """Seconds per ``ack`` call of ``acked`` jobs: nobody waiting, and every job awaited."""
+    from trioqueue._types import Ack
+
+    cases = ("nobody waits", "all awaited")
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    async with fresh_backend(dsn) as backend:
+        for _ in range(samples):
+            for name in cases:
+                await fill(backend, acked)
+                claimed = await backend.claim(
+                    QUEUE, limit=acked, worker_id="bench", visibility_timeout=3600
+                )
+                acks = [Ack(c.job.id, c.job.claim_seq) for c in claimed]
+                if name == "all awaited":
+                    await mark_awaited(backend, [a.job_id for a in acks])
+                started = time.perf_counter()
+                await backend.ack(acks)
+                times[name].append(time.perf_counter() - started)
+    return times
+
+
+async def ack_throughput(dsn: str, ackers: int, jobs: int, awaited: bool) -> float:
+    """Acks per second of ``ackers`` tasks acking one job per statement."""
+    from trioqueue._types import Ack
+
+    async with fresh_backend(dsn, max_connections=ackers + 2) as backend:
+        await fill(backend, jobs)
+        claimed = await backend.claim(QUEUE, limit=jobs, worker_id="bench", visibility_timeout=3600)
+        if awaited:
+            await mark_awaited(backend, [c.job.id for c in claimed])
+        acks = [Ack(c.job.id, c.job.claim_seq) for c in claimed]
+
+        async def acker(mine: list[Ack]) -> None:
+            for ack in mine:
+                await backend.ack([ack])
+
+        started = time.perf_counter()
+        async with trio.open_nursery() as nursery:
+            for n in range(ackers):
+                nursery.start_soon(acker, acks[n::ackers])
+        return jobs / (time.perf_counter() - started)
+
+
+async def wake_latency(dsn: str, samples: int) -> list[float]:
+    """Seconds from calling ``ack`` on an awaited job to its ``wait_for`` returning."""
+    from trioqueue._types import Ack
+
+    latencies = []
+    async with fresh_backend(dsn) as backend:
+        for _ in range(samples):
+            job_id = await backend.enqueue(QUEUE, "x")
+            [claimed] = await backend.claim(
+                QUEUE, limit=1, worker_id="bench", visibility_timeout=3600
+            )
+            returned: list[float] = []
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_timed_wait, backend, job_id, returned)
+                await _until_marked(backend, job_id)  # from now on its ack notifies
+                began = time.perf_counter()
+                await backend.ack([Ack(job_id, claimed.job.claim_seq)])
+            latencies.append(returned[0] - began)
+    return latencies
+
+
+async def _timed_wait(backend: trioqueue.PostgresBackend, job_id: int, into: list[float]) -> None:
+    await backend.wait_for(job_id, timeout=30)
+    into.append(time.perf_counter())
+
+
+async def _until_marked(backend: trioqueue.PostgresBackend, job_id: int) -> None:
+    sql = f'SELECT awaited FROM "{backend.schema}".jobs WHERE id = $1'
+    async with backend.acquire() as connection:
+        while True:
+            if await connection.fetchval(sql, job_id):
+                return
+            await trio.sleep(0.001)
+
+
 # -- main ---------------------------------------------------------------------------------
 
 
@@ -464,9 +562,28 @@ def run_schedule(dsn: str, args: argparse.Namespace) -> None:
             print(f"  {name:<10} {_ms(values)}   ({len(values)} passes)")
 
 
+def run_waits(dsn: str, args: argparse.Namespace) -> None:
+    for acked in args.acked:
+        times = trio.run(ack_cost, dsn, acked, args.samples)
+        print(f"waits: the ack statement of {acked} leased job(s), {args.samples} samples each")
+        for name, values in times.items():
+            print(f"  {name:<14} {_ms(values)}")
+    jobs = max(1000, args.samples * 10)
+    for awaited in (False, True):
+        rate = trio.run(ack_throughput, dsn, args.ackers, jobs, awaited)
+        what = "all awaited" if awaited else "nobody waits"
+        print(
+            f"waits: {args.ackers} ackers, one job per ack, {jobs:,} jobs, {what:<12} "
+            f"{rate:>9,.0f} acks/s"
+        )
+    wakes = trio.run(wake_latency, dsn, args.samples)
+    print(f"waits: ack -> wait_for returns (NOTIFY, {len(wakes)} jobs)   {_ms(wakes)}")
+
+
 BENCHES: dict[str, Callable[[str, argparse.Namespace], None]] = {
     "drain": run_drain,
     "beat": run_beat,
+    "waits": run_waits,
     "heartbeat": run_heartbeat,
     "latency": run_latency,
     "schedule": run_schedule,
@@ -489,6 +606,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=200, help="latency, beat: samples")
     parser.add_argument("--renewed", type=int, default=10, help="beat: jobs per renewal")
     parser.add_argument("--schedules", type=int, nargs="+", default=[10, 1000])
+    parser.add_argument("--acked", type=int, nargs="+", default=[1, 10], help="waits: jobs per ack")
+    parser.add_argument("--ackers", type=int, default=8, help="waits: concurrent ackers")
     return parser.parse_args(argv)
 
 

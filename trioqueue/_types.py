@@ -182,6 +182,7 @@ class Release:
 class NoticeKind(enum.Enum):
     AVAILABLE = "available"  # new work on a queue
     CANCEL = "cancel"  # a running job was asked to cancel
+    FINISHED = "finished"  # a job someone waits for (wait_for) finished or was deleted
 
 
 @final

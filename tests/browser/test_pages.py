@@ -11,12 +11,15 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 if not os.environ.get("CI"):  # under CI a missing playwright is an error, not a skip
     pytest.importorskip("playwright")
 from playwright.sync_api import Dialog, Page, expect
+
+import trioqueue
 
 from ._server import WORK_QUEUE, DashboardServer
 
@@ -348,3 +351,44 @@ def test_schedules_page_lists_each_schedule_with_its_next_run(
     expect(minutely).to_contain_text('{"ping": 1}')
     expect(minutely.get_by_test_id("schedule-in")).to_have_text(re.compile(r"^\d+s$"))
     screenshot("schedules")
+
+
+@pytest.mark.skipif(
+    not hasattr(trioqueue.PostgresBackend, "pause_queue"),
+    reason="flow control (pause_queue, set_queue_limits) is not in the backends yet",
+)
+def test_pause_and_resume_a_queue_from_the_overview(
+    serve_dashboard: Serve, page: Page, screenshot: Shot
+) -> None:
+    """The Pause button (after a confirmation) posts to the JSON API and the row says so;
+    limits and a resume set elsewhere show up by themselves (a queue event reloads it)."""
+    server = serve_dashboard(**FAST_EVENTS)
+    backend: Any = server.backend  # typed loosely until the backends have flow control
+    server.enqueue("mail", {"n": 0})
+    page.goto(server.url)
+    mail = page.locator('[data-testid=queue-row][data-queue="mail"]')
+    dialogs: list[str] = []
+
+    def accept(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", accept)
+    mail.get_by_test_id("pause-button").click()
+    expect(mail.get_by_test_id("queue-paused")).to_have_text("paused")
+    expect(mail.get_by_test_id("resume-button")).to_be_visible()
+    assert dialogs == [
+        "Pause queue mail? No pool claims from it until it is resumed; running jobs go on."
+    ]
+    assert server.call(backend.queue_stats)["mail"].paused is True
+    screenshot("overview-paused")
+
+    server.call(backend.set_queue_limits, "mail", max_running=5, max_per_second=10.0)
+    expect(mail.get_by_test_id("queue-limits")).to_have_text("max 5 running, max 10/s")
+    server.call(backend.resume_queue, "mail")
+    expect(mail.get_by_test_id("queue-paused")).to_have_text("no")
+    mark_page(page)
+    expect(mail.get_by_test_id("pause-button")).to_be_visible()
+    server.enqueue("mail", {"n": 1})  # settled: a count moves without another reload
+    expect(mail.locator("[data-testid=queue-count][data-status=ready]")).to_have_text("2")
+    assert same_page(page)

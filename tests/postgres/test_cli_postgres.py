@@ -29,7 +29,7 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 import trioqueue
-from trioqueue._backends.postgres.sql import MIGRATIONS
+from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, render
 from trioqueue._types import PoolBeat, PoolRegistration
 from trioqueue.cli import _commands as cli
 from trioqueue.cli import main
@@ -174,10 +174,58 @@ def test_status_counts_per_queue_and_state(run: Cli) -> None:
     assert code == 0
     header, a, b, blank, pools = out.splitlines()
     assert (blank, pools) == ("", f"no worker pools in schema {run.schema}")
-    assert header == "QUEUE  SCHEDULED  READY  RUNNING  SUCCEEDED  FAILED  TOTAL  OLDEST READY"
+    assert header == (
+        "QUEUE  SCHEDULED  READY  RUNNING  SUCCEEDED  FAILED  TOTAL  OLDEST READY  FLOW"
+    )
     # The ready job's age is real time since it was enqueued: a number of seconds.
-    assert re.fullmatch(r"a      1          1      0        0          0       2      \d+s", a)
-    assert b == "b      0          0      0        0          1       1      -"
+    assert re.fullmatch(r"a      1          1      0        0          0       2      \d+s +-", a)
+    assert b == "b      0          0      0        0          1       1      -             -"
+
+
+flow_control = pytest.mark.skipif(
+    not hasattr(trioqueue.PostgresBackend, "pause_queue"),
+    reason="flow control (pause_queue, set_queue_limits) is not in the backends yet",
+)
+
+
+@flow_control
+def test_queue_pause_and_resume(run: Cli) -> None:
+    run("enqueue", "mail", "1")
+    code, out, err = run("queue", "pause", "mail")
+    assert (code, err) == (0, "")
+    assert out == "queue mail: paused (running jobs go on; `trioqueue queue resume` resumes)\n"
+    header, mail, *_ = run("status")[1].splitlines()
+    assert header.endswith("FLOW")
+    assert mail.endswith("  paused")
+    assert run("queue", "resume", "mail")[1:] == ("queue mail: resumed\n", "")
+    assert run("status")[1].splitlines()[1].endswith("  -")
+
+
+@flow_control
+def test_queue_limits_change_only_what_is_given(run: Cli) -> None:
+    assert run("queue", "limits", "mail")[1] == (
+        "queue mail: max_running none, max_per_second none (no jobs, not configured)\n"
+    )
+    code, out, _ = run("queue", "limits", "mail", "--max-running", "5", "--max-per-second", "2.5")
+    assert (code, out) == (0, "queue mail: max_running 5, max_per_second 2.5\n")
+    out = run("queue", "limits", "mail", "--max-per-second", "none")[1]
+    assert out == "queue mail: max_running 5, max_per_second none\n"
+    assert run("queue", "limits", "mail")[1] == out  # shown, not changed
+    # A configured queue without jobs is listed by status, with its limits.
+    code, out, _ = run("status")
+    assert out.splitlines()[1].split() == [
+        "mail", "0", "0", "0", "0", "0", "0", "-", "max", "5", "running"
+    ]  # fmt: skip
+
+
+@flow_control
+def test_queue_limits_out_of_range_write_nothing(run: Cli) -> None:
+    code, _, err = run("queue", "limits", "mail", "--max-running", "0")
+    assert code == 2
+    assert "max_running" in err
+    assert run("queue", "limits", "mail")[1].startswith(
+        "queue mail: max_running none, max_per_second none"
+    )
 
 
 def test_status_lists_the_worker_pools_live_and_stale(run: Cli) -> None:
@@ -327,6 +375,75 @@ def test_worker_on_a_schema_never_migrated_says_so_once(
     assert line.endswith(
         f"has the schema been migrated? run: trioqueue migrate --schema {postgres_schema}"
     )
+
+
+async def _migrate_to(dsn: str, schema: str, last: int, *, extra: int | None = None) -> None:
+    """The schema with migrations 1..``last`` applied, as an older trioqueue left it; with
+    ``extra``, also a record of that migration number, as a newer trioqueue would leave."""
+    async with (
+        trioqueue.open_postgres(dsn, schema=schema) as backend,
+        backend.acquire() as connection,
+        connection.transaction(),
+    ):
+        await connection.execute(render(QUERIES["migrate_prepare"], schema))
+        record = render(QUERIES["record_migration"], schema)
+        for migration in MIGRATIONS[:last]:
+            await connection.execute(render(migration.sql, schema))
+            await connection.execute(record, migration.version, migration.name, migration.checksum)
+        if extra is not None:
+            await connection.execute(record, extra, "from_the_future", "?")
+
+
+@pytest.mark.parametrize("command", ["worker", "dashboard"])
+def test_a_schema_missing_the_newest_migrations_is_refused_before_starting(
+    postgres_dsn: str, postgres_schema: str, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """A schema at 0002 passed the old check (its workers table exists) and then failed at
+    the first statement needing a newer column: now it is named, with the fix."""
+    trio.run(_migrate_to, postgres_dsn, postgres_schema, 2)
+    argv = ["--dsn", postgres_dsn, "--schema", postgres_schema, command]
+    if command == "worker":
+        argv += ["tests.postgres.test_cli_postgres:noop", "--queue", "q"]
+    else:
+        argv += ["--port", "0"]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    missing = ", ".join(f"{m.version:04d}_{m.name}" for m in MIGRATIONS[2:])
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [
+        f"trioqueue {command}: error: schema {postgres_schema!r} lacks migration(s) {missing} "
+        f"of this trioqueue; run: trioqueue migrate --schema {postgres_schema}"
+    ]
+
+
+def test_a_schema_migrated_by_a_newer_trioqueue_is_refused(
+    postgres_dsn: str, postgres_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    newer = len(MIGRATIONS) + 1
+    trio.run(
+        functools.partial(_migrate_to, extra=newer),
+        postgres_dsn,
+        postgres_schema,
+        len(MIGRATIONS),
+    )
+    argv = ["--dsn", postgres_dsn, "--schema", postgres_schema, "worker"]
+    code = main([*argv, "tests.postgres.test_cli_postgres:noop", "--queue", "q"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (1, "")
+    [line] = err.splitlines()
+    assert line == (
+        f"trioqueue worker: error: schema {postgres_schema!r} has migrations this trioqueue "
+        f"does not know ([{newer}]): it was migrated by a newer version; upgrade trioqueue"
+    )
+
+
+async def test_pending_migrations_of_a_schema(postgres_dsn: str, postgres_schema: str) -> None:
+    names = [f"{m.version:04d}_{m.name}" for m in MIGRATIONS]
+    await _migrate_to(postgres_dsn, postgres_schema, 2)
+    async with trioqueue.open_postgres(postgres_dsn, schema=postgres_schema) as backend:
+        assert await backend.pending_migrations() == names[2:]
+        assert await backend.migrate() == names[2:]
+        assert await backend.pending_migrations() == []
 
 
 HANDLED: list[Any] = []

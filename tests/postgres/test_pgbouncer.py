@@ -30,6 +30,7 @@ import trio
 import trioqueue
 from trioqueue import BackendError, JobContext
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
+from trioqueue._types import Ack
 from trioqueue.cli import _commands
 from trioqueue.testing import BackendConformance
 
@@ -297,3 +298,32 @@ async def test_a_server_setting_pgbouncer_refuses_is_explained(
     with pytest.raises(BackendError, match="ignore_startup_parameters"):
         async with open_postgres(bouncer.dsn + "?search_path=elsewhere", schema=postgres_schema):
             pass  # pragma: no cover
+
+
+@pytest.mark.parametrize("bouncer", ["transaction"], indirect=True)
+async def test_wait_for_without_a_listen_dsn_polls(bouncer: Bouncer, postgres_schema: str) -> None:
+    """Nothing can be heard through a transaction pooler: wait_for opens no LISTEN, marks
+    nothing (a finish sends no NOTIFY nobody hears), and its quick poll sees the finish."""
+    async with open_postgres(bouncer.dsn, schema=postgres_schema) as backend:
+        await backend.migrate()
+        job_id = await backend.enqueue(Q, "x")
+        [claimed] = await backend.claim(Q, limit=1, worker_id="w", visibility_timeout=30)
+        got: list[trioqueue.JobInfo] = []
+
+        async def waiter() -> None:
+            got.append(await backend.wait_for(job_id, timeout=30))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter)
+            with trio.fail_after(10):
+                while not backend.statistics()["calls"]["get_job"]:  # it has read once
+                    await trio.sleep(0.01)
+            assert got == []
+            await backend.ack([Ack(job_id, claimed.job.claim_seq)])
+        assert [info.status for info in got] == ["succeeded"]
+        assert backend.statistics()["listeners"] == 0
+        async with backend.acquire() as connection:
+            marked = await connection.fetchval(
+                f'SELECT awaited FROM "{postgres_schema}".jobs WHERE id = $1', job_id
+            )
+        assert marked is False

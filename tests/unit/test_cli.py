@@ -30,6 +30,8 @@ from trioqueue.cli._commands import (
     LISTEN_DSN_ENV,
     build_parser,
     database_hint,
+    flow_text,
+    limits_text,
     main,
     status_table,
     supervise_worker,
@@ -118,6 +120,11 @@ def test_demo_verdict_reports_a_timeout() -> None:
         (["demo", "--speed", "nan"], "must be above 0"),
         (["demo", "--jobs", "2"], "must be between 3 and 100"),
         (["demo", "--jobs", "many"], "not a whole number"),
+        (["queue", "pause"], "the following arguments are required: QUEUE"),
+        (["queue", "drain", "q"], "invalid choice: 'drain'"),
+        (["queue", "limits", "q", "--max-running", "lots"], "not a number or 'none': 'lots'"),
+        (["queue", "limits", "q", "--max-running", "2.5"], "not a number or 'none': '2.5'"),
+        (["queue", "limits", "q", "--max-per-second", "inf"], "must be finite or 'none'"),
     ],
 )
 def test_usage_errors_exit_2_with_a_message(
@@ -157,6 +164,9 @@ def test_python_dash_m_runs_the_same_command_line() -> None:
         ["retry", "1"],
         ["delete", "1"],
         ["enqueue", "q", "{}"],
+        ["queue", "pause", "q"],
+        ["queue", "resume", "q"],
+        ["queue", "limits", "q", "--max-running", "none"],
     ],
 )
 def test_database_commands_need_a_dsn(
@@ -312,10 +322,42 @@ def test_embedded_server_without_pgserver(monkeypatch: pytest.MonkeyPatch) -> No
 def test_status_table_counts_every_state() -> None:
     counts = {"b": Counter({"ready": 2, "failed": 1}), "a": Counter({"running": 1})}
     assert status_table(counts, {"a": None, "b": 12.7}) == [
-        "QUEUE  SCHEDULED  READY  RUNNING  SUCCEEDED  FAILED  TOTAL  OLDEST READY",
-        "a      0          0      1        0          0       1      -",
-        "b      0          2      0        0          1       3      12s",
+        "QUEUE  SCHEDULED  READY  RUNNING  SUCCEEDED  FAILED  TOTAL  OLDEST READY  FLOW",
+        "a      0          0      1        0          0       1      -             -",
+        "b      0          2      0        0          1       3      12s           -",
     ]
+
+
+def test_queue_without_an_action_says_which_exist(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--dsn", "postgresql://nobody@127.0.0.1:1/none", "queue"]) == 2
+    assert "choose an action: pause, resume or limits" in capsys.readouterr().err
+
+
+def test_status_table_shows_each_queues_flow_control() -> None:
+    counts = {"a": Counter({"ready": 1}), "b": Counter()}
+    flow = {"a": "paused, max 5 running", "b": "max 2.5/s"}
+    assert status_table(counts, {}, flow) == [
+        "QUEUE  SCHEDULED  READY  RUNNING  SUCCEEDED  FAILED  TOTAL  OLDEST READY  FLOW",
+        "a      0          1      0        0          0       1      -             paused, max 5 running",
+        "b      0          0      0        0          0       0      -             max 2.5/s",
+    ]
+
+
+@pytest.mark.skipif(
+    "paused" not in trioqueue.QueueStats.__dataclass_fields__,
+    reason="QueueStats has no flow control fields yet",
+)
+def test_flow_and_limits_texts() -> None:
+    def stats(**flow: Any) -> trioqueue.QueueStats:
+        return trioqueue.QueueStats({}, None, **flow)
+
+    assert [flow_text(s) for s in (None, stats(), stats(paused=True))] == ["-", "-", "paused"]
+    limited = stats(paused=True, max_running=5, max_per_second=2.5)
+    assert flow_text(limited) == "paused, max 5 running, max 2.5/s"
+    assert flow_text(stats(max_per_second=10.0)) == "max 10/s"
+    assert limits_text(limited) == "max_running 5, max_per_second 2.5, paused"
+    assert limits_text(stats()) == "max_running none, max_per_second none"
+    assert limits_text(None).startswith("max_running none, max_per_second none (")
 
 
 def test_workers_table_shows_each_pool_its_last_beat_and_state() -> None:

@@ -30,8 +30,10 @@ async def test_queues_lists_counts_per_queue(backend: trioqueue.MemoryBackend) -
     assert body[0]["counts"] == {"ready": 2}
     assert body[1]["counts"] == {"ready": 1}
     for q in body:
-        assert set(q) == {"queue", "counts", "oldest_ready_age", "paused"}
-        assert q["paused"] is False
+        assert set(q) == {
+            "queue", "counts", "oldest_ready_age", "paused", "max_running", "max_per_second"
+        }  # fmt: skip
+        assert (q["paused"], q["max_running"], q["max_per_second"]) == (False, None, None)
         assert isinstance(q["oldest_ready_age"], float)
 
 
@@ -54,6 +56,7 @@ JOB_KEYS = {
     "created_at",
     "finished_at",
     "result",
+    "group",
 }
 
 
@@ -130,6 +133,7 @@ async def test_job_detail(backend: trioqueue.MemoryBackend) -> None:
         "last_error": None,
         "finished_at": None,
         "result": None,
+        "group": None,
         "lease_expires_at": None,
         "last_renewed_at": None,
         "cancel_requested": False,

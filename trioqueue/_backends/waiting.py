@@ -1,8 +1,9 @@
 """Waiting for a job to finish: the loop behind both backends' ``wait_for``.
 
 A backend supplies how to read the job and how to wait for a change: the memory backend
-wakes on its own finishing statements; PostgreSQL polls with a backoff, since finishing a
-job sends no NOTIFY (docs/postgres.rst, "Results").
+wakes on its own finishing statements; PostgreSQL on the NOTIFY a finish sends when the
+job is awaited, with a slow poll behind it (``postgres/finishes.py``; docs/postgres.rst,
+"Results").
 """
 
 from __future__ import annotations

@@ -370,7 +370,7 @@ class _Pool:
                     async for notice in notices:
                         if notice.kind is NoticeKind.AVAILABLE:
                             self.work_available.set()
-                        elif notice.job_id is not None:
+                        elif notice.kind is NoticeKind.CANCEL and notice.job_id is not None:
                             self.guard.cancel_notice(notice.job_id)
             except Exception as exc:
                 failures += 1

@@ -128,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_enqueue,
         _add_cancel,
         _add_job_commands,
+        _add_queue,
         _add_status,
         _add_jobs,
         _add_schedule,
@@ -1156,6 +1157,127 @@ def _schedule_payload(text: str) -> Any:
         raise CliError(str(exc)) from None
 
 
+# -- queue: flow control -----------------------------------------------------------------
+
+
+def _add_queue(commands: Subparsers) -> None:
+    """``queue pause Q``, ``queue resume Q``, ``queue limits Q [...]`` (docs/flow.rst)."""
+    queue = _subcommand(
+        commands, "queue", _run_queue_help, "pause, resume or limit a queue across every pool"
+    )
+    actions = queue.add_subparsers(title="actions", dest="action", metavar="ACTION")
+    for name, paused, about in (
+        ("pause", True, "stop every pool claiming from the queue (running jobs go on)"),
+        ("resume", False, "let the queue be claimed again (idle pools hear of it at once)"),
+    ):
+        command = _subcommand(actions, name, functools.partial(_run_pause, paused=paused), about)
+        command.add_argument("queue", metavar="QUEUE")
+    limits = _subcommand(
+        actions,
+        "limits",
+        _run_limits,
+        "show the queue's limits, or change them (the ones not given stay)",
+    )
+    limits.add_argument("queue", metavar="QUEUE")
+    limits.add_argument(
+        "--max-running",
+        type=_limit(int),
+        default=argparse.SUPPRESS,
+        metavar="N|none",
+        help="at most N jobs of the queue running at once across every pool; none lifts it",
+    )
+    limits.add_argument(
+        "--max-per-second",
+        type=_limit(float),
+        default=argparse.SUPPRESS,
+        metavar="R|none",
+        help="at most R claims of the queue per second across every pool; none lifts it",
+    )
+
+
+def _run_queue_help(args: argparse.Namespace) -> int:
+    raise CliError("queue: choose an action: pause, resume or limits (trioqueue queue --help)")
+
+
+def _run_pause(args: argparse.Namespace, *, paused: bool) -> int:
+    run_on_database(args, pause_queue, args.queue, paused)
+    if paused:
+        print(f"queue {args.queue}: paused (running jobs go on; `trioqueue queue resume` resumes)")
+    else:
+        print(f"queue {args.queue}: resumed")
+    return 0
+
+
+async def pause_queue(dsn: str, schema: str, queue: str, paused: bool) -> None:
+    """Pause (``paused``) or resume ``queue``."""
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        flow: Any = backend  # typed loosely: flow control came to the backends later
+        if paused:
+            await flow.pause_queue(queue)
+        else:
+            await flow.resume_queue(queue)
+
+
+#: ``queue limits``'s options, as ``set_queue_limits``'s arguments.
+LIMITS = ("max_running", "max_per_second")
+
+
+def _run_limits(args: argparse.Namespace) -> int:
+    changes = {name: getattr(args, name) for name in LIMITS if hasattr(args, name)}
+    stats = run_on_database(args, queue_limits, args.queue, changes)
+    print(f"queue {args.queue}: {limits_text(stats)}")
+    return 0
+
+
+async def queue_limits(
+    dsn: str, schema: str, queue: str, changes: Mapping[str, float | None]
+) -> trioqueue.QueueStats | None:
+    """Apply ``changes`` to ``queue``'s limits, keeping the limits not named (the backend
+    sets both at once: read, merge, set); the queue's stats after (None: unknown queue)."""
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        if changes:
+            current = _flow((await backend.queue_stats()).get(queue))
+            limits = {"max_running": current[1], "max_per_second": current[2]}
+            flow: Any = backend  # typed loosely: flow control came to the backends later
+            await flow.set_queue_limits(queue, **{**limits, **changes})
+        return (await backend.queue_stats()).get(queue)
+
+
+def limits_text(stats: trioqueue.QueueStats | None) -> str:
+    """``max_running 5, max_per_second 2.5`` (``none`` for no limit), and ``paused``."""
+    if stats is None:
+        return "max_running none, max_per_second none (no jobs, not configured)"
+    paused, running, rate = _flow(stats)
+    text = f"max_running {_limit_value(running)}, max_per_second {_limit_value(rate)}"
+    return text + (", paused" if paused else "")
+
+
+def _flow(stats: trioqueue.QueueStats | None) -> tuple[bool, int | None, float | None]:
+    """A queue's pause and limits; read with defaults, so that the command also works with
+    backends from before flow control (never paused nor limited there)."""
+    return (
+        getattr(stats, "paused", False),
+        getattr(stats, "max_running", None),
+        getattr(stats, "max_per_second", None),
+    )
+
+
+def _limit_value(value: float | None) -> str:
+    return "none" if value is None else f"{value:g}"
+
+
+def flow_text(stats: trioqueue.QueueStats | None) -> str:
+    """The ``FLOW`` column of ``status``: ``paused``, ``max 5 running``, ``max 2.5/s``,
+    joined by commas; ``-`` for a queue running unpaused and unlimited."""
+    paused, running, rate = _flow(stats)
+    parts = ["paused"] if paused else []
+    if running is not None:
+        parts.append(f"max {running} running")
+    if rate is not None:
+        parts.append(f"max {rate:g}/s")
+    return ", ".join(parts) or "-"
+
+
 # -- status and jobs ----------------------------------------------------------------------
 
 
@@ -1169,9 +1291,9 @@ def _add_status(commands: Subparsers) -> None:
 
 
 def _run_status(args: argparse.Namespace) -> int:
-    counts, oldest, pools = run_on_database(args, count_jobs)
+    counts, oldest, pools, flow = run_on_database(args, count_jobs)
     if counts:
-        print("\n".join(status_table(counts, oldest)))
+        print("\n".join(status_table(counts, oldest, flow)))
     else:
         print(f"no jobs in schema {schema_of(args)}")
     print()
@@ -1185,17 +1307,22 @@ def _run_status(args: argparse.Namespace) -> int:
 async def count_jobs(
     dsn: str, schema: str
 ) -> tuple[
-    dict[str, collections.Counter[str]], dict[str, float | None], list[trioqueue.WorkerInfo]
+    dict[str, collections.Counter[str]],
+    dict[str, float | None],
+    list[trioqueue.WorkerInfo],
+    dict[str, str],
 ]:
-    """Jobs per queue and state, each queue's oldest ready age (one statement), and the
-    registered worker pools (another)."""
+    """Jobs per queue and state, each queue's oldest ready age and flow control (one
+    call: configured queues without jobs are listed too), and the registered worker
+    pools (another)."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
         stats = await backend.queue_stats()
         pools = await backend.list_workers()
     counts: dict[str, collections.Counter[str]] = {
         queue: collections.Counter(s.counts) for queue, s in stats.items()
     }
-    return counts, {queue: s.oldest_ready_age for queue, s in stats.items()}, pools
+    oldest = {queue: s.oldest_ready_age for queue, s in stats.items()}
+    return counts, oldest, pools, {queue: flow_text(s) for queue, s in stats.items()}
 
 
 def workers_table(pools: list[trioqueue.WorkerInfo], now: datetime.datetime) -> list[str]:
@@ -1219,16 +1346,23 @@ def workers_table(pools: list[trioqueue.WorkerInfo], now: datetime.datetime) -> 
 
 
 def status_table(
-    counts: dict[str, collections.Counter[str]], oldest: dict[str, float | None]
+    counts: dict[str, collections.Counter[str]],
+    oldest: dict[str, float | None],
+    flow: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """A row per queue, a column per state, totals, and the oldest ready job's age."""
-    headers = ("QUEUE", *(status.upper() for status in JOB_STATUSES), "TOTAL", "OLDEST READY")
+    """A row per queue, a column per state, totals, the oldest ready job's age, and the
+    queue's flow control (:func:`flow_text`)."""
+    headers = (
+        "QUEUE", *(status.upper() for status in JOB_STATUSES), "TOTAL", "OLDEST READY", "FLOW"
+    )  # fmt: skip
+    flow = flow or {}
     rows = [
         [
             queue,
             *(str(counter[status]) for status in JOB_STATUSES),
             str(counter.total()),
             format_age(oldest.get(queue)),
+            flow.get(queue, "-"),
         ]
         for queue, counter in sorted(counts.items())
     ]
@@ -1518,6 +1652,24 @@ def _job_id(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a job id: {text!r}") from None
+
+
+def _limit(kind: Callable[[str], float]) -> Callable[[str], float | None]:
+    """An argparse type: a number of ``kind``, or ``none`` (no limit). Its range is the
+    backend's to check (a clear error, nothing written)."""
+
+    def parse(text: str) -> float | None:
+        if text.lower() == "none":
+            return None
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number or 'none': {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be finite or 'none', got {text}")
+        return value
+
+    return parse
 
 
 def _bounded_int(low: int, high: int) -> Callable[[str], int]:

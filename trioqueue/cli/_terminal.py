@@ -201,7 +201,18 @@ async def stop_on_signals(
 
 
 async def check_migrated(backend: trioqueue.PostgresBackend) -> None:
-    """Fail now, once, with the migrate hint, if the schema was never migrated or predates
-    migration 0002 (commands that run until stopped, before they start anything). One read
-    of the small workers table, not a count over the jobs table."""
-    await backend.list_workers()
+    """Fail now, once, with the migrate hint, unless the schema has every migration this
+    trioqueue knows (commands that run until stopped, before they start anything): never
+    migrated, missing the newest migrations, or migrated by a newer trioqueue. One read of
+    the small ``schema_migrations`` table.
+
+    Raises:
+        BackendError: saying which, and what to run.
+    """
+    pending = await backend.pending_migrations()
+    if pending:
+        raise trioqueue.BackendError(
+            f"schema {backend.schema!r} lacks migration(s) {', '.join(pending)} of this "
+            f"trioqueue; run: trioqueue migrate --schema {backend.schema}",
+            transient=False,
+        )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, cast
 
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
@@ -21,9 +21,11 @@ from trioqueue.web.auth import Guard, error
 
 __all__ = [
     "ACTIONS",
+    "QUEUE_ACTIONS",
     "ActionResult",
     "JobQuery",
     "apply_action",
+    "apply_queue_action",
     "job_detail_json",
     "job_json",
     "routes",
@@ -64,6 +66,7 @@ def job_json(info: trioqueue.JobInfo) -> dict[str, Any]:
         "last_error": info.last_error,
         "created_at": iso(info.created_at),
         "finished_at": iso(info.finished_at),
+        "group": getattr(info, "group", None),  # enqueue(..., group=): run one at a time
         # What the handler returned (None: nothing, or not succeeded); a stored result this
         # process cannot decode is its JSON text, like a payload.
         "result": str(info.result)
@@ -117,15 +120,83 @@ def schedule_json(info: trioqueue.ScheduleInfo) -> dict[str, Any]:
 
 
 def queues_json(stats: dict[str, trioqueue.QueueStats]) -> list[dict[str, Any]]:
-    return [
-        {
-            "queue": name,
-            "counts": dict(s.counts),
-            "oldest_ready_age": s.oldest_ready_age,
-            "paused": False,  # no pausing until scheduling lands
-        }
-        for name, s in sorted(stats.items())
-    ]
+    """Every queue with jobs or flow control (``GET /api/queues``), by name."""
+    return [queue_json(name, s) for name, s in sorted(stats.items())]
+
+
+def queue_json(name: str, stats: trioqueue.QueueStats | None) -> dict[str, Any]:
+    """One queue: its counts, oldest ready age and flow control (None: a queue with no
+    jobs and no settings, which runs unpaused and unlimited)."""
+    if stats is None:
+        stats = trioqueue.QueueStats({}, None)
+    return {
+        "queue": name,
+        "counts": dict(stats.counts),
+        "oldest_ready_age": stats.oldest_ready_age,
+    } | flow_json(stats)
+
+
+def flow_json(stats: trioqueue.QueueStats) -> dict[str, Any]:
+    """A queue's ``paused``, ``max_running`` and ``max_per_second`` (None: no limit).
+
+    Read with defaults, so that the dashboard also runs against backends from before flow
+    control (a queue there is never paused nor limited).
+    """
+    return {
+        "paused": getattr(stats, "paused", False),
+        "max_running": getattr(stats, "max_running", None),
+        "max_per_second": getattr(stats, "max_per_second", None),
+    }
+
+
+class FlowControl(Protocol):
+    """The backends' flow control operations (docs/dashboard.rst, "JSON API")."""
+
+    async def pause_queue(self, queue: str) -> None: ...
+
+    async def resume_queue(self, queue: str) -> None: ...
+
+    async def set_queue_limits(
+        self, queue: str, *, max_running: int | None = None, max_per_second: float | None = None
+    ) -> None: ...
+
+
+QueueAction = Literal["pause", "resume"]
+QUEUE_ACTIONS: tuple[QueueAction, ...] = ("pause", "resume")
+
+
+async def apply_queue_action(backend: Backend, action: QueueAction, queue: str) -> dict[str, Any]:
+    """Pause or resume ``queue``: its JSON after (ValueError: not a queue name)."""
+    flow = cast(FlowControl, backend)
+    if action == "pause":
+        await flow.pause_queue(queue)
+    else:
+        await flow.resume_queue(queue)
+    return queue_json(queue, (await backend.queue_stats()).get(queue))
+
+
+def parse_limits(body: Any) -> dict[str, Any]:
+    """``{"max_running": n or null, "max_per_second": r or null}``, each key optional (an
+    absent one stays as it is); ValueError with a one-line reason. Ranges are the backend's
+    to check."""
+    if not isinstance(body, dict) or not body or not set(body) <= {"max_running", "max_per_second"}:
+        raise ValueError('the body must be {"max_running": n or null, "max_per_second": r or null}')
+    running = body.get("max_running")
+    if running is not None and type(running) is not int:
+        raise ValueError(f"max_running must be an integer or null, not {running!r}")
+    rate = body.get("max_per_second")
+    if rate is not None and type(rate) not in (int, float):
+        raise ValueError(f"max_per_second must be a number or null, not {rate!r}")
+    return dict(body)
+
+
+async def set_limits(backend: Backend, queue: str, changes: dict[str, Any]) -> dict[str, Any]:
+    """Apply ``changes`` to ``queue``'s limits, keeping those not named (the backend sets
+    both at once: read, merge, set); the queue's JSON after."""
+    current = queue_json(queue, (await backend.queue_stats()).get(queue))
+    limits = {name: current[name] for name in ("max_running", "max_per_second")}
+    await cast(FlowControl, backend).set_queue_limits(queue, **(limits | changes))
+    return queue_json(queue, (await backend.queue_stats()).get(queue))
 
 
 def parse_job_id(raw: str) -> int:
@@ -317,8 +388,35 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
     async def schedules(request: Request) -> Response:
         return JSONResponse([schedule_json(s) for s in await backend.list_schedules()])
 
+    def on_queue(action: QueueAction) -> Route:
+        async def endpoint(request: Request) -> Response:
+            try:
+                done = await apply_queue_action(backend, action, request.path_params["queue"])
+            except ValueError as exc:
+                return error(400, str(exc))
+            return JSONResponse({"ok": True} | done)
+
+        # {queue:path}: a queue name may hold a slash (its suffix still picks the route).
+        path = f"/api/queues/{{queue:path}}/{action}"
+        return Route(path, guard.api(endpoint), methods=["POST"])
+
+    async def limits(request: Request) -> Response:
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return error(400, "the body must be JSON")
+        try:
+            changes = parse_limits(body)
+            done = await set_limits(backend, request.path_params["queue"], changes)
+        except (TypeError, ValueError) as exc:
+            return error(400, str(exc))
+        return JSONResponse({"ok": True} | done)
+
     return [
         Route("/api/queues", guard.api(queues), methods=["GET"]),
+        on_queue("pause"),
+        on_queue("resume"),
+        Route("/api/queues/{queue:path}/limits", guard.api(limits), methods=["POST"]),
         Route("/api/jobs", guard.api(jobs), methods=["GET"]),
         Route("/api/jobs/actions", guard.api(bulk), methods=["POST"]),
         Route("/api/jobs/{job_id}", guard.api(job), methods=["GET"]),

@@ -11,8 +11,9 @@ Fed by LISTEN/NOTIFY, with polling behind it: one :class:`Waker` per app watches
 notice of the backend (``backend.watch()``: enqueues, retries and cancels, on one dedicated
 connection however many clients are open) and wakes every stream at once, so a new job or
 a cancel shows within :data:`MIN_GAP`; a stream ticks at most once per ``MIN_GAP`` however
-many notices arrive (10k jobs/s make one tick, not 10k). Progress and finishes send no
-notice (a NOTIFY per ack would serialise the workers' commits), so the poll every
+many notices arrive (10k jobs/s make one tick, not 10k). Progress sends no notice, and a
+finish only when a ``wait_for`` waits for it (a NOTIFY per ack would serialise the
+workers' commits), so the poll every
 ``interval`` stays: it is also what runs when the watch cannot (a transaction pooler
 without ``listen_dsn``, a lost connection, an app mounted without its lifespan).
 
@@ -33,7 +34,7 @@ import trio
 from starlette.requests import Request
 
 import trioqueue
-from trioqueue.web.api import MAX_JOB_ID, iso, queues_json
+from trioqueue.web.api import MAX_JOB_ID, iso, queue_json, queues_json
 from trioqueue.web.auth import Guard, error
 
 __all__ = ["MAX_JOB_EVENTS", "MAX_WATCHED", "MIN_GAP", "EventStream", "Waker"]
@@ -129,12 +130,8 @@ class Differ:
 
     async def _queue_changes(self) -> list[dict[str, Any]]:
         now = {q["queue"]: q for q in queues_json(await self.backend.queue_stats())}
-        changed = [q for name, q in now.items() if _counts(self.queues.get(name)) != q["counts"]]
-        changed += [
-            {"queue": name, "counts": {}, "oldest_ready_age": None, "paused": False}
-            for name in self.queues
-            if name not in now
-        ]
+        changed = [q for name, q in now.items() if _key(self.queues.get(name)) != _key(q)]
+        changed += [queue_json(name, None) for name in self.queues if name not in now]
         self.queues = now
         return changed
 
@@ -170,8 +167,12 @@ class Differ:
             return DELETED
 
 
-def _counts(queue: dict[str, Any] | None) -> dict[str, int] | None:
-    return None if queue is None else queue["counts"]
+def _key(queue: dict[str, Any] | None) -> tuple[Any, ...] | None:
+    """What counts as a change of a queue: its counts, its pause and its limits (not the
+    age of its oldest ready job, which moves at every tick)."""
+    if queue is None:
+        return None
+    return (queue["counts"], queue["paused"], queue["max_running"], queue["max_per_second"])
 
 
 class Waker:

@@ -24,9 +24,12 @@ import trioqueue
 from trioqueue.web.api import (
     ACTIONS,
     MAX_BULK,
+    QUEUE_ACTIONS,
     STATUSES,
     JobQuery,
     apply_action,
+    apply_queue_action,
+    job_json,
     parse_job_id,
     queues_json,
 )
@@ -74,6 +77,16 @@ def _local_time(t: datetime, timezone: str) -> str:
     return t.astimezone(zone).strftime("%Y-%m-%d %H:%M %z")
 
 
+def _limits_text(queue: dict[str, Any]) -> str:
+    """A queue's limits for people: ``max 5 running, max 2.5/s``; ``–`` for none."""
+    parts = []
+    if queue["max_running"] is not None:
+        parts.append(f"max {queue['max_running']} running")
+    if queue["max_per_second"] is not None:
+        parts.append(f"max {queue['max_per_second']:g}/s")
+    return ", ".join(parts) or "–"
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -95,6 +108,7 @@ def environment() -> jinja2.Environment:
         "payload_line": _payload_line,
         "statuses": STATUSES,
         "sorts": SORT_LABELS,
+        "limits_text": _limits_text,
     }
     return env
 
@@ -244,6 +258,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             page="job",
             title=f"Job {job_id}",
             job=info,
+            group=job_json(info)["group"],
             payload=_payload_text(info.payload, indent=2),
             result=None if info.result is None else _payload_text(info.result, indent=2),
             undecodable=isinstance(info.payload, trioqueue.UndecodablePayload),
@@ -309,6 +324,19 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
                 response.headers["HX-Refresh"] = "true"
         return response
 
+    async def queue_actions(request: Request) -> Response:
+        """Pause or resume a queue: the overview's buttons without JavaScript (with it,
+        they post to the JSON API, ``/api/queues/{queue}/pause``)."""
+        try:
+            form = await Form.read(request)
+            action = form.get("action")
+            if action not in QUEUE_ACTIONS:
+                raise ValueError(f"action must be one of {', '.join(QUEUE_ACTIONS)}")
+            await apply_queue_action(backend, action, form.get("queue") or "")
+        except ValueError as exc:
+            return problem(request, 400, "Bad action", str(exc))
+        return RedirectResponse("/", status_code=303)
+
     async def login(request: Request) -> Response:
         if guard.token is None:
             return RedirectResponse("/", status_code=303)
@@ -343,6 +371,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         Route("/", guard.page(overview), methods=["GET"]),
         Route("/jobs", guard.page(jobs), methods=["GET"]),
         Route("/jobs/actions", guard.page(actions), methods=["POST"]),
+        Route("/queues/actions", guard.page(queue_actions), methods=["POST"]),
         Route("/jobs/{job_id}", guard.page(job), methods=["GET"]),
         Route("/workers", guard.page(workers), methods=["GET"]),
         Route("/schedules", guard.page(schedules), methods=["GET"]),

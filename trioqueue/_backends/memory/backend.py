@@ -67,6 +67,7 @@ from trioqueue._types import (
     JobSort,
     JobStatus,
     Notice,
+    NoticeKind,
     PoolBeat,
     PoolRegistration,
     QueueStats,
@@ -398,14 +399,28 @@ class MemoryBackend:
     ) -> JobInfo:
         """Wait until the job is finished (succeeded or failed); its final JobInfo.
 
-        Wakes on the statements that can finish a job (no polling). ``timeout`` is in
-        seconds (None: no limit; 0: look once).
+        Wakes on the statements that can finish a job (no polling). Each read marks an
+        unfinished job awaited, as PostgreSQL's does, so its finish sends a ``FINISHED``
+        notice to watchers. ``timeout`` is in seconds (None: no limit; 0: look once, and
+        mark nothing).
 
         Raises:
             UnknownJobError: no job has this id, or it was deleted while waited for.
             TimeoutError: it was not finished within ``timeout`` seconds.
         """
-        return await wait_finished(job_id, timeout, self.get_job, lambda: self._finishing.wait)
+        read = self.get_job if timeout == 0 else self._await_job  # a look marks nothing
+        return await wait_finished(job_id, timeout, read, lambda: self._finishing.wait)
+
+    async def _await_job(self, job_id: int) -> JobInfo:
+        """wait_for's read: :meth:`get_job` that marks the job awaited (counted as one)."""
+
+        def effect(now: float, _: Fault | None) -> JobInfo:
+            info = self._model.await_job(now, job_id)
+            if info is None:
+                raise UnknownJobError(job_id)
+            return info
+
+        return await self._execute("get_job", effect)
 
     async def list_jobs(
         self,
@@ -649,8 +664,8 @@ class MemoryBackend:
 
     @asynccontextmanager
     async def watch(self) -> AsyncIterator[trio.MemoryReceiveChannel[Notice]]:
-        """Every notice of the backend, whatever its queue or worker: new work and cancel
-        requests, for an operator's live view (the dashboard). Notices that do not fit the
+        """Every notice of the backend, whatever its queue or worker: new work, cancel
+        requests, and finishes of awaited jobs, for an operator's live view (the dashboard). Notices that do not fit the
         buffer are dropped; a watcher polls as well."""
         self._check_open()
         async with self._subscribe(None, "") as notices:
@@ -777,7 +792,9 @@ class MemoryBackend:
         for sent in self._model.take_notices():
             for listener in list(self._listeners):
                 if listener.queue is None or (
-                    listener.queue == sent.notice.queue
+                    # A finish is news for watchers only (PostgreSQL's listen ignores f:).
+                    sent.notice.kind is not NoticeKind.FINISHED
+                    and listener.queue == sent.notice.queue
                     and sent.worker_id in (None, listener.worker_id)
                 ):
                     self._deliver(listener, sent.notice)

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 :class:`MemoryModel` is what the PostgreSQL backend's ``queries.sql`` does to the jobs table,
 as a plain class: one method per named query (``enqueue``, ``claim``, ``renew``, ``ack``,
-``fail``, ``release``, ``cancel``, ``retry``, ``get_job``, ``list_jobs``, ``count_jobs``,
+``fail``, ``release``, ``cancel``, ``retry``, ``get_job``, ``await_job``, ``list_jobs``, ``count_jobs``,
 ``delete_job``, ``counts``, ``queue_stats``, ``finished_history``, ``prune``, ``find_dedup``,
 the worker pools' ``register_pool``, ``beat``, ``unregister_pool`` and ``list_workers``, and
 the schedules' ``set_schedule``, ``delete_schedule``, ``list_schedules``, ``due_schedules``
@@ -107,6 +107,7 @@ class Row:
     worker_id: str | None = None
     result: str | None = None  # JSON text of the last successful attempt's return value
     schedule_key: tuple[str, datetime] | None = None  # (schedule, tick) of a scheduled job
+    awaited: bool = False  # someone waits for it (await_job): finishing it sends FINISHED
     in_ready: bool = False  # an entry for it is in its queue's ready heap
 
     @property
@@ -262,6 +263,7 @@ class MemoryModel:
         row.status = "queued"
         row.finished_at = row.cancel_requested_at = row.cancel_acknowledged_at = None
         row.worker_id = None
+        row.awaited = False
         row.max_attempts = max(row.max_attempts, row.attempts + 1)
         self._show_at(row, now)
         self._notify_available(row.queue)
@@ -271,6 +273,17 @@ class MemoryModel:
         """A snapshot of one job, None when no job has this id; mirrors ``get_job``."""
         row = self._rows.get(job_id)
         return None if row is None else self._info(row, now)
+
+    def await_job(self, now: float, job_id: int) -> JobInfo | None:
+        """``get_job``, after marking an unfinished job awaited, so that the statements
+        finishing (or deleting) it send a ``FINISHED`` notice; mirrors ``await_job`` and
+        the ``get_job`` the PostgreSQL backend runs after it when it marks nothing."""
+        row = self._rows.get(job_id)
+        if row is None:
+            return None
+        if not row.finished:
+            row.awaited = True
+        return self._info(row, now)
 
     def list_jobs(
         self,
@@ -315,6 +328,7 @@ class MemoryModel:
         if row is None or row.leased(now):
             return False
         del self._rows[job_id]  # its heap entries go stale: claims skip missing rows
+        self._notify_finished(row)  # its waiters read again and find it gone
         if row.dedup_key is not None and self._dedup.get((row.queue, row.dedup_key)) == row.id:
             del self._dedup[(row.queue, row.dedup_key)]
         return True
@@ -566,6 +580,7 @@ class MemoryModel:
         row.finished_at = now
         if error is not None:
             row.last_error = error
+        self._notify_finished(row)
         if row.dedup_key is not None and self._dedup.get((row.queue, row.dedup_key)) == row.id:
             del self._dedup[(row.queue, row.dedup_key)]
 
@@ -860,6 +875,11 @@ class MemoryModel:
             next_run_at=row.next_run_at,
             last_run_at=row.last_run_at,
         )
+
+    def _notify_finished(self, row: Row) -> None:
+        """``f:<id>:<queue>``: only for a row someone waits for (``await_job`` marked it)."""
+        if row.awaited:
+            self._outbox.append(Sent(Notice(NoticeKind.FINISHED, row.queue, row.id)))
 
 
 def _contains(row: Row, needle: str) -> bool:

@@ -66,6 +66,7 @@ from trioqueue._backends.postgres.driver import (
     check_options,
     open_driver,
 )
+from trioqueue._backends.postgres.finishes import FinishWatch, Waiter, parse_finished
 from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, channel_name, check_schema, render
 from trioqueue._backends.postgres.sqlstate import connection_refused
 from trioqueue._backends.validation import (
@@ -90,7 +91,7 @@ from trioqueue._backends.validation import (
     check_worker_id,
     decode_payload,
 )
-from trioqueue._backends.waiting import wait_finished
+from trioqueue._backends.waiting import FINISHED, wait_finished
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.schedule import Due, next_tick, plan_advances
 from trioqueue._core.wire import RenewItem, Verdict
@@ -119,7 +120,8 @@ from trioqueue._types import (
 
 __all__ = ["PostgresBackend", "open_postgres"]
 
-#: wait_for's first pause between reads, and the longest (docs/postgres.rst, "Results").
+#: wait_for's first pause between reads, and the longest, when it cannot LISTEN (behind a
+#: transaction pooler without listen_dsn; docs/postgres.rst, "Results").
 WAIT_POLL_FIRST = 0.05
 WAIT_POLL_MAX = 1.0
 
@@ -222,7 +224,11 @@ async def open_postgres(
         listen_dsn=listen_dsn,
         connect_timeout=connect_timeout,
     ) as driver:
-        yield PostgresBackend(driver, schema)
+        backend = PostgresBackend(driver, schema)
+        try:
+            yield backend
+        finally:
+            await backend._finishes.aclose()  # wait_for's shared LISTEN, if one was opened
 
 
 def _check_max_connections(value: object) -> int:
@@ -256,6 +262,7 @@ class PostgresBackend:
             for sort, order in ORDER_BY.items()
         }
         self._dropped_notices = 0
+        self._finishes = FinishWatch(driver, self._channel)
         for op in (*OPERATIONS, *COUNTED_READS):
             driver.calls[op] += 0  # every operation appears in statistics, even at zero
 
@@ -296,13 +303,7 @@ class PostgresBackend:
                 row["version"]: row
                 for row in await connection.fetch(self._sql["applied_migrations"])
             }
-            newest = len(MIGRATIONS)
-            unknown = sorted(version for version in applied if version > newest)
-            if unknown:
-                raise BackendError(
-                    f"schema {self._schema!r} has migrations this trioqueue does not know "
-                    f"({unknown}): it was migrated by a newer version"
-                )
+            self._refuse_newer(applied)
             for migration in MIGRATIONS:
                 row = applied.get(migration.version)
                 if row is None:
@@ -320,6 +321,36 @@ class PostgresBackend:
                         f"it was applied to schema {self._schema!r}"
                     )
         return done
+
+    async def pending_migrations(self) -> list[str]:
+        """The migrations this trioqueue knows that the schema lacks, in order
+        (``["0004_flow_control"]``, say); empty when it is up to date. One read of the
+        small ``schema_migrations`` table, nothing written: commands that run until
+        stopped check it before they start (a schema missing a migration fails later,
+        at the first statement that needs it).
+
+        Raises:
+            BackendError: the schema was never migrated (no ``schema_migrations`` table;
+                its ``hint`` says to migrate), or it has migrations this trioqueue does
+                not know: it was migrated by a newer trioqueue (``transient`` False).
+        """
+        rows = await self._driver.run(None, _fetch, self._sql["applied_migrations"])
+        applied = {row["version"]: row for row in rows}
+        self._refuse_newer(applied)
+        return [
+            f"{migration.version:04d}_{migration.name}"
+            for migration in MIGRATIONS
+            if migration.version not in applied
+        ]
+
+    def _refuse_newer(self, applied: Mapping[int, object]) -> None:
+        unknown = sorted(version for version in applied if version > len(MIGRATIONS))
+        if unknown:
+            raise BackendError(
+                f"schema {self._schema!r} has migrations this trioqueue does not know "
+                f"({unknown}): it was migrated by a newer version; upgrade trioqueue",
+                transient=False,
+            )
 
     async def prune(self, older_than: float, *, limit: int = 10_000) -> int:
         """Delete up to ``limit`` jobs that finished more than ``older_than`` seconds ago.
@@ -593,19 +624,65 @@ class PostgresBackend:
     ) -> JobInfo:
         """Wait until the job is finished (succeeded or failed); its final JobInfo.
 
-        Finishing a job sends no NOTIFY (one per ack would serialise commits on the
-        server's notify queue), so this reads the job again after 0.05 s, doubling to
-        1 s between reads: one pooled ``get_job`` at a time, no LISTEN connection
-        (docs/postgres.rst, "Results"). ``timeout`` is in seconds (None: no limit).
+        Driven by NOTIFY: the first call LISTENs on one connection that every ``wait_for``
+        of this backend shares (kept until the backend closes), then marks the job
+        awaited and reads it in one statement; the statements that finish or delete a
+        marked job send it a notice. A waiter also reads again every 2 s in case a notice
+        was lost. ``timeout=0`` only looks: it neither listens nor marks. Without a LISTEN connection (a transaction pooler, no ``listen_dsn``)
+        it polls instead: 0.05 s doubling to 1 s between reads (docs/postgres.rst,
+        "Results"; ``finishes.py``). ``timeout`` is in seconds (None: no limit).
 
         Raises:
             UnknownJobError: no job has this id, or it was deleted while waited for.
             TimeoutError: it was not finished within ``timeout`` seconds.
+            TypeError, ValueError: a bad ``job_id`` or ``timeout``; nothing is read.
         """
-        delays = _poll_delays()
-        return await wait_finished(
-            job_id, timeout, self.get_job, lambda: partial(trio.sleep, next(delays))
-        )
+        checked_id = check_job_id(job_id)
+        if timeout is not None:
+            check_age("timeout", timeout)
+        # timeout=0 looks once: nothing to listen for, no row to mark.
+        if timeout == 0 or not await self._can_hear_finishes():
+            delays = _poll_delays()
+            return await wait_finished(
+                checked_id, timeout, self.get_job, lambda: partial(trio.sleep, next(delays))
+            )
+        with self._finishes.register(checked_id) as waiter:
+            read = partial(self._await_job, waiter=waiter)
+            return await wait_finished(checked_id, timeout, read, waiter.arm)
+
+    async def _can_hear_finishes(self) -> bool:
+        """LISTEN for finishes unless already listening; False when notices cannot arrive."""
+        try:
+            return await self._finishes.ensure()
+        except BackendError as exc:
+            if self._finishes.closed:
+                raise
+            log.warning("wait_for cannot LISTEN, polling instead: %s", exc)
+            return False
+
+    async def _await_job(self, job_id: int, *, waiter: Waiter) -> JobInfo:
+        """wait_for's read: the job after marking it awaited (counted as a ``get_job``).
+        When its row was locked and could not be marked, ``waiter`` reads again soon."""
+        if not _is_bigint(job_id):
+            await trio.lowlevel.checkpoint()
+            raise UnknownJobError(job_id)
+        row, marked = await self._driver.run("get_job", self._aio_await_job, job_id)
+        if row is None:
+            raise UnknownJobError(job_id)
+        if not marked:
+            waiter.read_again_soon()
+        return _job_info(row)
+
+    async def _aio_await_job(self, connection: Any, job_id: int) -> tuple[Any, bool]:
+        """The job's row (None: unknown), and False when it is unfinished and unmarked."""
+        row = await connection.fetchrow(self._sql["await_job"], job_id)
+        if row is not None:
+            return row, True
+        # Finished, unknown, marked already, or locked: read it (a new snapshot, which also
+        # sees a finish committed while the first statement ran).
+        self._driver.calls["get_job"] += 1
+        row = await connection.fetchrow(self._sql["get_job"], job_id)
+        return row, row is None or row["awaited"] or row["state"] in FINISHED
 
     async def list_jobs(
         self,
@@ -732,6 +809,7 @@ class PostgresBackend:
                 "connections": driver.max_connections,
                 "listeners": driver.listeners,
                 "notices_dropped": self._dropped_notices,
+                "finish_waiters": self._finishes.waiters,
             },
         )
 
@@ -987,8 +1065,9 @@ class PostgresBackend:
 
     @asynccontextmanager
     async def watch(self) -> AsyncIterator[trio.MemoryReceiveChannel[Notice]]:
-        """Every notice of the schema's channel, whatever its queue or worker: new work and
-        cancel requests, for an operator's live view (the dashboard).
+        """Every notice of the schema's channel, whatever its queue or worker: new work,
+        cancel requests, and finishes of awaited jobs, for an operator's live view (the
+        dashboard).
 
         One dedicated LISTEN connection, as for :meth:`listen`; if it is lost the channel
         ends. Behind a transaction pooler without ``listen_dsn`` nothing arrives (the
@@ -1071,9 +1150,13 @@ class _JobTransaction:
 
 def _any_notice(payload: str) -> Notice | None:
     """A NOTIFY payload of the schema's channel as a Notice, whoever it was meant for:
-    ``a:QUEUE`` (new work) or ``c:ID:WORKER_HASH:QUEUE`` (a cancel request)."""
+    ``a:QUEUE`` (new work), ``c:ID:WORKER_HASH:QUEUE`` (a cancel request) or ``f:ID:QUEUE``
+    (a job someone waits for finished or was deleted)."""
     if payload.startswith("a:"):
         return Notice(NoticeKind.AVAILABLE, payload[2:])
+    finished = parse_finished(payload)
+    if finished is not None:
+        return Notice(NoticeKind.FINISHED, finished[1], finished[0])
     if payload.startswith("c:"):
         job_id, _, rest = payload[2:].partition(":")
         _, _, queue = rest.partition(":")

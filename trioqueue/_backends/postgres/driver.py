@@ -743,6 +743,12 @@ class Listener:
         self._connection = connection
         self.closing = False
 
+    @property
+    def hears(self) -> bool:
+        """Whether notices can arrive: False behind a transaction pooler without a
+        ``listen_dsn`` (nothing was opened), and once the listener is closing."""
+        return self._connection is not None and not self.closing
+
     async def aclose(self) -> None:
         """Close the connection (shielded, bounded; terminated if it does not close)."""
         with trio.CancelScope(shield=True):

@@ -8,6 +8,9 @@
 -- Notices are kept small and unambiguous (the queue is always last, so it may contain ':'):
 --   a:<queue>                             new work on <queue>
 --   c:<job_id>:<md5(worker_id)>:<queue>   cancel requested for a job leased by that worker
+--   f:<job_id>:<queue>                    a job someone waits for (wait_for) finished or was
+--                                         deleted; sent only for rows with `awaited`, so
+--                                         finishes nobody waits for take no notify lock
 --
 -- Every write about an attempt is fenced: it names (id, claim_seq) and applies only while
 -- the row is 'running' with that claim_seq (docs/protocol.rst §1, invariant I9).
@@ -79,7 +82,11 @@ WITH cancelled AS (
             ELSE 'cancelled while waiting to retry'
         END
     WHERE j.id = $1::bigint AND j.status IN ('queued', 'running')
-    RETURNING j.id, j.queue, j.worker_id, j.status
+    -- A job failed here tells its waiters (the f: notice goes out in the RETURNING, which
+    -- PostgreSQL evaluates for every updated row whatever the outer query reads).
+    RETURNING j.id, j.queue, j.worker_id, j.status,
+              CASE WHEN j.awaited AND j.status = 'failed'
+                   THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END AS finished
 )
 SELECT c.status,
        (SELECT count(*) FROM (SELECT pg_notify({channel}, 'c:' || c.id || ':'
@@ -94,7 +101,7 @@ FROM cancelled AS c;
 WITH retried AS (
     UPDATE {schema}.jobs AS j
     SET status = 'queued', finished_at = NULL, cancel_requested_at = NULL,
-        cancel_acknowledged_at = NULL, worker_id = NULL,
+        cancel_acknowledged_at = NULL, worker_id = NULL, awaited = false,
         not_visible_until = now(), max_attempts = greatest(j.max_attempts, j.attempts + 1)
     WHERE j.id = $1::bigint AND j.status = 'failed'
       AND (j.dedup_key IS NULL OR NOT EXISTS (
@@ -110,9 +117,33 @@ SELECT j.id, j.queue, j.payload::text AS payload,
        {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
        j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
        j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
-       j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result
+       j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result,
+       j.awaited
 FROM {schema}.jobs AS j
 WHERE j.id = $1::bigint;
+
+-- name: await_job
+-- wait_for's read: get_job's row, after marking an unfinished job awaited (once: a marked
+-- row is not written again), so that the statements finishing it send f:. The waiter
+-- LISTENs before this runs, so a finish after it is heard. The row is marked only if its
+-- lock can be had at once (SKIP LOCKED): a waiter never queues behind a row lock (an
+-- ack's, or a stuck statement's). No row when the job is finished, unknown, marked
+-- already or locked: the caller then reads it with get_job, and when that finds it
+-- unfinished and unmarked (it was locked), tries again soon.
+WITH locked AS (
+    SELECT l.id FROM {schema}.jobs AS l
+    WHERE l.id = $1::bigint AND l.status IN ('queued', 'running') AND NOT l.awaited
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {schema}.jobs AS j
+SET awaited = true
+FROM locked AS l
+WHERE j.id = l.id
+RETURNING j.id, j.queue, j.payload::text AS payload,
+          {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
+          j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
+          j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
+          j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result;
 
 -- name: list_jobs
 -- {order} is one of the fixed ORDER BY lists of backend.py (never caller text). $5 is an
@@ -148,9 +179,15 @@ WHERE ($1::text IS NULL OR j.queue = $1::text)
 -- name: delete_job
 -- Any job but one running under a live lease. A claim racing with it holds the row's lock:
 -- the delete waits, then re-checks the row it claimed, and leaves it.
-DELETE FROM {schema}.jobs AS j
-WHERE j.id = $1::bigint AND NOT (j.status = 'running' AND j.not_visible_until > now())
-RETURNING j.id;
+-- A waiter of the deleted job hears of it (f:) and finds it gone.
+WITH deleted AS (
+    DELETE FROM {schema}.jobs AS j
+    WHERE j.id = $1::bigint AND NOT (j.status = 'running' AND j.not_visible_until > now())
+    RETURNING j.id,
+              CASE WHEN j.awaited THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END
+                  AS finished
+)
+SELECT d.id FROM deleted AS d;
 
 -- name: finished_history
 -- Jobs finished per bucket of $1/$2 seconds over the $1 seconds before now(), every bucket
@@ -373,20 +410,27 @@ LEFT JOIN renewed AS r ON r.id = i.id;
 -- name: ack
 -- Answers the 1-based positions of the items that applied.
 -- $4 is each handler's result as JSON text (NULL for none); a re-run overwrites it.
+-- A row someone waits for sends f: (in the RETURNING, evaluated for every updated row);
+-- the others send nothing, so an ack nobody waits for takes no notify lock at commit.
 WITH items AS (
     SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.progress, i.result, i.n
     FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[], $4::text[])
          WITH ORDINALITY AS i (id, claim_seq, progress, result, n)
     ORDER BY i.id, i.claim_seq, i.n
+),
+acked AS (
+    UPDATE {schema}.jobs AS j
+    SET status = 'succeeded',
+        finished_at = now(),
+        progress = coalesce(i.progress, j.progress),
+        result = i.result::jsonb
+    FROM items AS i
+    WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
+    RETURNING i.n,
+              CASE WHEN j.awaited THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END
+                  AS finished
 )
-UPDATE {schema}.jobs AS j
-SET status = 'succeeded',
-    finished_at = now(),
-    progress = coalesce(i.progress, j.progress),
-    result = i.result::jsonb
-FROM items AS i
-WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
-RETURNING i.n;
+SELECT a.n FROM acked AS a;
 
 -- name: fail
 -- A failure with a retry delay puts the job back, unless the attempt was the last one or
@@ -425,7 +469,9 @@ failed AS (
         END
     FROM items AS i
     WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
-    RETURNING i.n, j.queue, j.status
+    RETURNING i.n, j.queue, j.status,
+              CASE WHEN j.awaited AND j.status = 'failed'
+                   THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END AS finished
 )
 SELECT f.n, f.status,
        (SELECT count(pg_notify({channel}, 'a:' || q.queue))
@@ -456,7 +502,9 @@ released AS (
         END
     FROM items AS i
     WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
-    RETURNING i.n, j.queue, j.status
+    RETURNING i.n, j.queue, j.status,
+              CASE WHEN j.awaited AND j.status = 'failed'
+                   THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END AS finished
 )
 SELECT r.n,
        (SELECT count(pg_notify({channel}, 'a:' || q.queue))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+import trio
+
 from trioqueue._backends.interface import Backend
 from trioqueue._types import Ack, NoticeKind
 from trioqueue.testing._conformance._base import WORKER, ConformanceBase, Q
@@ -35,6 +38,29 @@ class NoticeConformance(ConformanceBase):
             cancel = await self._next_notice(notices, NoticeKind.CANCEL)
         assert (first.queue, second.queue) == (Q, other)
         assert (cancel.queue, cancel.job_id) == (Q, job_id)
+
+    async def test_only_finishes_of_awaited_jobs_are_heard(
+        self, backend: Backend, clock: object
+    ) -> None:
+        """A finish sends FINISHED only for a job a ``wait_for`` marked (its read marks it),
+        to watchers, not to the queue's listeners; a deletion of one sends it too."""
+        quiet, waited, doomed = await backend.enqueue_many(Q, ["quiet", "waited", "doomed"])
+        claimed = {c.job.id: c.job for c in await self._claim(backend, limit=2)}
+        for job_id in (waited, doomed):
+            with pytest.raises(TimeoutError):  # marks it, then gives up
+                await backend.wait_for(job_id, timeout=self.short_timeout)
+        async with backend.watch() as watched, backend.listen(Q, WORKER) as listened:
+            await backend.ack([Ack(quiet, claimed[quiet].claim_seq)])
+            await backend.ack([Ack(waited, claimed[waited].claim_seq)])
+            finished = await self._next_notice(watched, NoticeKind.FINISHED)
+            assert await backend.delete_job(doomed) is True
+            deleted = await self._next_notice(watched, NoticeKind.FINISHED)
+            await backend.enqueue(Q, "after")
+            with trio.fail_after(self.notice_timeout):
+                heard = await listened.receive()  # the first: no FINISHED came before it
+        assert (finished.queue, finished.job_id) == (Q, waited)
+        assert (deleted.queue, deleted.job_id) == (Q, doomed)
+        assert heard.kind is NoticeKind.AVAILABLE
 
     async def test_statistics_count_statements(self, backend: Backend, clock: object) -> None:
         stats = backend.statistics()

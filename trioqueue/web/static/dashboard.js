@@ -89,6 +89,37 @@
     });
     var oldest = row.querySelector("[data-testid=oldest-ready-age]");
     if (oldest) oldest.textContent = data.oldest_ready_age === null ? "–" : age(data.oldest_ready_age);
+    // Paused or limited elsewhere (the CLI, another tab): the row's buttons change too.
+    // Compared as numbers: the page writes 10.0 where the JSON's 10.0 reads as 10.
+    function num(text) { return text === null || text === "" ? null : Number(text); }
+    function limit(value) { return value === null || value === undefined ? null : value; }
+    if (row.getAttribute("data-paused") !== String(data.paused) ||
+        num(row.getAttribute("data-max-running")) !== limit(data.max_running) ||
+        num(row.getAttribute("data-max-per-second")) !== limit(data.max_per_second)) {
+      window.location.reload();
+    }
+  }
+
+  // Pause and Resume post to the JSON API (/api/queues/{queue}/pause); without JavaScript
+  // the same buttons post their form to /queues/actions.
+  function queueActions() {
+    document.querySelectorAll("form.queue-action").forEach(function (form) {
+      form.addEventListener("submit", function (event) {
+        event.preventDefault();
+        var button = event.submitter || form.querySelector("button[name=action]");
+        var confirmText = button.getAttribute("data-confirm");
+        if (confirmText && !window.confirm(confirmText)) return;
+        var queue = form.querySelector("input[name=queue]").value;
+        var shown = form.querySelector("[data-testid=queue-action-error]");
+        var url = "/api/queues/" + encodeURIComponent(queue) + "/" + button.value;
+        fetch(url, { method: "POST", credentials: "same-origin", headers: { "Accept": "application/json" } })
+          .then(function (response) {
+            if (response.ok) { window.location.reload(); return null; }
+            return response.json().then(function (body) { shown.textContent = body.error || response.statusText; });
+          })
+          .catch(function (err) { shown.textContent = String(err); });
+      });
+    });
   }
 
   function listen() {
@@ -115,6 +146,7 @@
     tick();
     setInterval(tick, 1000);
     selectAll();
+    queueActions();
     listen();
   });
 })();
