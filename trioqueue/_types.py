@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, final
@@ -14,6 +14,7 @@ __all__ = [
     "Ack",
     "BackendStatistics",
     "Claimed",
+    "Claims",
     "Failure",
     "FinishedBucket",
     "Job",
@@ -89,6 +90,8 @@ class JobInfo:
     #: What the handler of its last successful attempt returned (decoded JSON); None when
     #: it returned nothing, or no attempt has succeeded yet.
     result: Any = None
+    #: The job's group (``enqueue(..., group=)``): jobs of one group run one at a time.
+    group: str | None = None
 
 
 @final
@@ -127,6 +130,21 @@ class Claimed:
     job: Job
     lease_until: float
     locked_after: float = 0.0
+
+
+class Claims(list[Claimed]):
+    """What one claim took, in claim order: a list of :class:`Claimed`.
+
+    ``retry_after`` is set when the queue's limits (``max_running``, ``max_per_second``)
+    held back claimable jobs: claiming again sooner than that many seconds is likely to
+    find the limit still reached (docs/flow.rst). None when no limit held anything back.
+    """
+
+    retry_after: float | None
+
+    def __init__(self, claimed: Iterable[Claimed] = (), retry_after: float | None = None) -> None:
+        super().__init__(claimed)
+        self.retry_after = retry_after
 
 
 @final
@@ -207,6 +225,10 @@ class QueueStats:
 
     counts: Mapping[JobStatus, int]
     oldest_ready_age: float | None
+    #: The queue's flow control (docs/flow.rst): paused, and its limits (None: no limit).
+    paused: bool = False
+    max_running: int | None = None
+    max_per_second: float | None = None
 
 
 @final

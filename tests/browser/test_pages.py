@@ -11,15 +11,12 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 if not os.environ.get("CI"):  # under CI a missing playwright is an error, not a skip
     pytest.importorskip("playwright")
 from playwright.sync_api import Dialog, Page, expect
-
-import trioqueue
 
 from ._server import WORK_QUEUE, DashboardServer
 
@@ -353,17 +350,13 @@ def test_schedules_page_lists_each_schedule_with_its_next_run(
     screenshot("schedules")
 
 
-@pytest.mark.skipif(
-    not hasattr(trioqueue.PostgresBackend, "pause_queue"),
-    reason="flow control (pause_queue, set_queue_limits) is not in the backends yet",
-)
 def test_pause_and_resume_a_queue_from_the_overview(
     serve_dashboard: Serve, page: Page, screenshot: Shot
 ) -> None:
     """The Pause button (after a confirmation) posts to the JSON API and the row says so;
     limits and a resume set elsewhere show up by themselves (a queue event reloads it)."""
     server = serve_dashboard(**FAST_EVENTS)
-    backend: Any = server.backend  # typed loosely until the backends have flow control
+    backend = server.backend
     server.enqueue("mail", {"n": 0})
     page.goto(server.url)
     mail = page.locator('[data-testid=queue-row][data-queue="mail"]')

@@ -182,13 +182,6 @@ def test_status_counts_per_queue_and_state(run: Cli) -> None:
     assert b == "b      0          0      0        0          1       1      -             -"
 
 
-flow_control = pytest.mark.skipif(
-    not hasattr(trioqueue.PostgresBackend, "pause_queue"),
-    reason="flow control (pause_queue, set_queue_limits) is not in the backends yet",
-)
-
-
-@flow_control
 def test_queue_pause_and_resume(run: Cli) -> None:
     run("enqueue", "mail", "1")
     code, out, err = run("queue", "pause", "mail")
@@ -201,7 +194,6 @@ def test_queue_pause_and_resume(run: Cli) -> None:
     assert run("status")[1].splitlines()[1].endswith("  -")
 
 
-@flow_control
 def test_queue_limits_change_only_what_is_given(run: Cli) -> None:
     assert run("queue", "limits", "mail")[1] == (
         "queue mail: max_running none, max_per_second none (no jobs, not configured)\n"
@@ -218,7 +210,6 @@ def test_queue_limits_change_only_what_is_given(run: Cli) -> None:
     ]  # fmt: skip
 
 
-@flow_control
 def test_queue_limits_out_of_range_write_nothing(run: Cli) -> None:
     code, _, err = run("queue", "limits", "mail", "--max-running", "0")
     assert code == 2

@@ -298,8 +298,14 @@ def test_documented_columns_are_in_the_snapshot() -> None:
     assert documented <= {c[1] for c in SCHEMA_SNAPSHOT["columns"] if c[0] == "jobs"}
 
 
-async def test_claim_query_uses_the_partial_index(backend: PostgresBackend) -> None:
-    """Thousands of finished rows and leases in flight: the claim reads the queued index."""
+@pytest.mark.parametrize("features", [False, True], ids=["plain", "limits-and-groups"])
+async def test_claim_query_uses_the_partial_index(backend: PostgresBackend, features: bool) -> None:
+    """Thousands of finished rows and leases in flight: the claim reads the queued index.
+
+    With every flow-control feature on (limits, so the locked step of the claim; groups
+    among the waiting rows and the running ones) it still reads only indexes of jobs."""
+    if features:
+        await backend.set_queue_limits(Q, max_running=10_000, max_per_second=1e5)
     async with backend.acquire() as connection:
         await connection.execute(
             f"INSERT INTO {jobs_table(backend)} "
@@ -315,20 +321,33 @@ async def test_claim_query_uses_the_partial_index(backend: PostgresBackend) -> N
             Q,
         )
         await backend.enqueue_many(Q, list(range(100)))
+        if features:
+            for n in range(50):
+                await backend.enqueue_many(Q, list(range(20)), group=f"g{n}")
+            await connection.execute(
+                f"UPDATE {jobs_table(backend)} SET group_key = 'g' || (id % 50) "
+                "WHERE status = 'running'"
+            )
         await connection.execute(f"ANALYZE {jobs_table(backend)}")
         explained = await connection.fetchval(
-            "EXPLAIN (FORMAT JSON) " + render(QUERIES["claim"], backend.schema), Q, 10, "w", V
+            "EXPLAIN (FORMAT JSON) " + render(QUERIES["claim"], backend.schema),
+            *(Q, 10, "w", V, features),
         )
     [plan] = json.loads(explained)
     scans = list(_scans(plan["Plan"]))
     on_jobs = [(kind, index) for kind, relation, index in scans if relation == "jobs"]
     assert ("Index Scan", "jobs_claim_queued_idx") in on_jobs
     assert all(kind != "Seq Scan" for kind, _ in on_jobs), on_jobs
+    if features:  # the group probes: the group's running rows, and its next waiting row
+        indexes = {index for _, _, index in scans}
+        assert {"jobs_group_running_idx", "jobs_group_queued_idx"} <= indexes, sorted(
+            map(str, scans)
+        )
 
 
 def _scans(node: dict[str, Any]) -> Iterator[tuple[str, str | None, str | None]]:
-    if "Relation Name" in node:
-        yield node["Node Type"], node["Relation Name"], node.get("Index Name")
+    if "Relation Name" in node or "Index Name" in node:  # (a bitmap index scan: no relation)
+        yield node["Node Type"], node.get("Relation Name"), node.get("Index Name")
     for child in node.get("Plans", []):
         yield from _scans(child)
 

@@ -71,6 +71,7 @@ def test_jobinfo_has_the_documented_fields() -> None:
         "lease_expires_at", "last_renewed_at", "cancel_requested_at", "cancel_acknowledged_at",
         "worker_id",
         "result",  # what the handler returned (docs/usage.rst, "Results")
+        "group",  # enqueue(..., group=): one job of the group at a time (docs/flow.rst)
     }  # fmt: skip
 
 

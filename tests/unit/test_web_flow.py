@@ -15,13 +15,7 @@ from trioqueue.web import create_app
 
 from .test_web_events import events
 
-#: The memory backend with flow control: typed loosely until the backends have it.
-Flow = Any
-
-pytestmark = pytest.mark.skipif(
-    not hasattr(trioqueue.MemoryBackend, "pause_queue"),
-    reason="flow control (pause_queue, set_queue_limits) is not in the backends yet",
-)
+Flow = trioqueue.MemoryBackend
 
 
 async def test_queues_show_pause_and_limits(backend: Flow) -> None:

@@ -71,6 +71,9 @@ READ_OPERATIONS = (
     "set_schedule",
     "delete_schedule",
     "list_schedules",
+    "pause_queue",
+    "resume_queue",
+    "set_queue_limits",
 )
 
 
@@ -98,6 +101,7 @@ class Backend(Protocol):
         delay: float | None = None,
         max_attempts: int = 10,
         dedup_key: str | None = None,
+        group: str | None = None,
     ) -> int: ...
 
     async def enqueue_many(
@@ -109,6 +113,7 @@ class Backend(Protocol):
         delay: float | None = None,
         max_attempts: int = 10,
         dedup_key: str | None = None,
+        group: str | None = None,
     ) -> list[int]: ...
 
     async def cancel(self, job_id: int) -> bool: ...
@@ -124,6 +129,21 @@ class Backend(Protocol):
 
     async def retry(self, job_id: int) -> bool:
         """Put a failed job back on its queue for one more attempt; False if not failed."""
+        ...
+
+    async def pause_queue(self, queue: str) -> None:
+        """Stop every pool claiming from ``queue`` (persisted; running jobs go on)."""
+        ...
+
+    async def resume_queue(self, queue: str) -> None:
+        """Let ``queue`` be claimed again; idle pools hear of it at once (a notice)."""
+        ...
+
+    async def set_queue_limits(
+        self, queue: str, *, max_running: int | None = None, max_per_second: float | None = None
+    ) -> None:
+        """Cap ``queue`` across every pool: jobs under a live lease at once, and claims per
+        second. None lifts a limit; both are set by each call (docs/flow.rst)."""
         ...
 
     async def get_job(self, job_id: int) -> JobInfo:
@@ -251,6 +271,9 @@ class Backend(Protocol):
         """Lease up to ``limit`` claimable jobs in one statement (``SKIP LOCKED``).
 
         Rows whose lease expired on their final attempt are moved to ``failed`` instead.
+        A paused queue gives nothing; its limits cap the rows taken, and then the answer
+        may be a ``Claims`` (``trioqueue._types``) whose ``retry_after`` says when to ask again;
+        of a group only its next job is taken, while none of the group runs.
         Each row's lease counts from when the row was taken, and ``Claimed.locked_after``
         says how long after the call began that was. A row whose payload cannot be decoded
         is not delivered and never fails the call: the backend fails it on its own, final,

@@ -34,6 +34,8 @@ MAX_QUEUE_LENGTH = 128
 #: dedup_key) cannot hold an entry over 2704 bytes (a third of a page); 1024 bytes plus
 #: the longest queue name leaves room to spare, and holds any hash or natural key.
 MAX_DEDUP_KEY_BYTES = 1024
+#: Highest ``max_per_second`` a queue may have (claims per second): far above any real rate.
+MAX_RATE = 1e6
 #: Longest result, in bytes of its JSON text (docs/usage.rst, "Results"): it rides in the
 #: batched ack statement and in the dashboard's job JSON, far below jsonb's 256 MB.
 MAX_RESULT_BYTES = 16 * 1024 * 1024
@@ -69,6 +71,7 @@ class EnqueueRequest:
     delay: float
     max_attempts: int
     dedup_key: str | None
+    group: str | None = None
 
 
 def check_enqueue(
@@ -79,6 +82,7 @@ def check_enqueue(
     delay: object,
     max_attempts: object,
     dedup_key: object,
+    group: object = None,
 ) -> EnqueueRequest:
     """Validate every argument of ``enqueue``/``enqueue_many`` and encode the payloads.
 
@@ -97,7 +101,8 @@ def check_enqueue(
         priority=check_int("priority", priority, minimum=INT32_MIN, maximum=INT32_MAX),
         delay=_check_delay(delay),
         max_attempts=check_int("max_attempts", max_attempts, minimum=1, maximum=INT32_MAX),
-        dedup_key=_check_dedup_key(dedup_key),
+        dedup_key=_check_key("dedup_key", dedup_key, "use None for no deduplication"),
+        group=_check_key("group", group, "use None for no group"),
     )
 
 
@@ -380,23 +385,61 @@ def _check_delay(value: object, *, name: str = "delay") -> float:
         ) from None
 
 
-def _check_dedup_key(value: object) -> str | None:
+def _check_key(name: str, value: object, instead: str) -> str | None:
+    """A dedup key or group key: None, or a non-empty str that fits an index entry."""
     if value is None:
         return None
     if not isinstance(value, str):
-        raise TypeError(f"dedup_key must be a str or None, not {type(value).__name__}")
+        raise TypeError(f"{name} must be a str or None, not {type(value).__name__}")
     if not value:
-        raise ValueError("dedup_key must not be empty (use None for no deduplication)")
+        raise ValueError(f"{name} must not be empty ({instead})")
     problem = _text_problem(value)
     if problem:
-        raise ValueError(f"dedup_key must not contain {problem}")
+        raise ValueError(f"{name} must not contain {problem}")
     size = len(value.encode("utf-8"))
     if size > MAX_DEDUP_KEY_BYTES:
         raise ValueError(
-            f"dedup_key must be at most {MAX_DEDUP_KEY_BYTES} bytes of UTF-8, not {size} "
+            f"{name} must be at most {MAX_DEDUP_KEY_BYTES} bytes of UTF-8, not {size} "
             "(hash a longer key)"
         )
     return value
+
+
+def check_queue_limits(
+    max_running: object, max_per_second: object
+) -> tuple[int | None, float | None]:
+    """``set_queue_limits``' limits: each None (no limit) or positive.
+
+    Raises:
+        TypeError, ValueError: naming every limit that is wrong.
+    """
+    problems: list[TypeError | ValueError] = []
+    running: int | None = None
+    rate: float | None = None
+    if max_running is not None:
+        try:
+            running = check_int("max_running", max_running, minimum=1, maximum=INT32_MAX)
+        except (TypeError, ValueError) as exc:
+            problems.append(exc)
+    if max_per_second is not None:
+        try:
+            rate = _check_rate(max_per_second)
+        except (TypeError, ValueError) as exc:
+            problems.append(exc)
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise ValueError("; ".join(str(exc) for exc in problems))
+    return running, rate
+
+
+def _check_rate(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"max_per_second must be a number or None, not {type(value).__name__}")
+    rate = float(value)
+    if not math.isfinite(rate) or rate <= 0 or rate > MAX_RATE:
+        raise ValueError(f"max_per_second must be > 0 and at most {MAX_RATE:g}, not {value!r}")
+    return rate
 
 
 def _json_reason(exc: ValueError) -> str:

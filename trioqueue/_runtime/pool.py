@@ -48,7 +48,7 @@ from trioqueue._runtime.monitor import shared_monitor
 from trioqueue._runtime.observer import PoolObserver, ShieldedObserver
 from trioqueue._runtime.scheduler import run_scheduler
 from trioqueue._runtime.writer import OutcomeWriter
-from trioqueue._types import Claimed, NoticeKind, PoolRegistration
+from trioqueue._types import Claimed, Claims, NoticeKind, PoolRegistration
 
 log = logging.getLogger("trioqueue.pool")
 
@@ -107,6 +107,10 @@ async def run_worker_pool(
 
 #: How long registering or unregistering the pool may take (seconds) before it is given up.
 POOL_ROW_TIMEOUT = 5.0
+
+#: The shortest wait before claiming again from a queue whose limits held rows back: a
+#: bucket of a high rate refills in microseconds, and claims must not spin on it.
+MIN_RETRY_AFTER = 0.01
 
 #: Rows one claim statement takes at most when it fills several free slots (a single batch
 #: larger than this is still claimed whole).
@@ -302,8 +306,17 @@ class _Pool:
             for chunk in chunks:
                 self._start_batch(batches, chunk, claim_sent)
             if not claimed:
-                with trio.move_on_after(self.config.poll_interval):
+                with trio.move_on_after(self._idle_wait(claimed)):
                     await self.work_available.wait()
+
+    def _idle_wait(self, claimed: list[Claimed]) -> float:
+        """How long to wait for a notice after a claim that took nothing: the poll interval,
+        or less when the queue's limits held rows back and say when to ask again (a job
+        finishing elsewhere or a refilled rate bucket sends no notice; docs/flow.rst)."""
+        retry_after = claimed.retry_after if isinstance(claimed, Claims) else None
+        if retry_after is None:
+            return self.config.poll_interval
+        return min(self.config.poll_interval, max(retry_after, MIN_RETRY_AFTER))
 
     def _claim_failed_for_good(self, exc: Exception) -> BackendError:
         """The error that stops the pool: what failed, and the backend's hint if any."""

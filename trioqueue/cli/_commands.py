@@ -1211,11 +1211,10 @@ def _run_pause(args: argparse.Namespace, *, paused: bool) -> int:
 async def pause_queue(dsn: str, schema: str, queue: str, paused: bool) -> None:
     """Pause (``paused``) or resume ``queue``."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        flow: Any = backend  # typed loosely: flow control came to the backends later
         if paused:
-            await flow.pause_queue(queue)
+            await backend.pause_queue(queue)
         else:
-            await flow.resume_queue(queue)
+            await backend.resume_queue(queue)
 
 
 #: ``queue limits``'s options, as ``set_queue_limits``'s arguments.
@@ -1236,10 +1235,9 @@ async def queue_limits(
     sets both at once: read, merge, set); the queue's stats after (None: unknown queue)."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
         if changes:
-            current = _flow((await backend.queue_stats()).get(queue))
-            limits = {"max_running": current[1], "max_per_second": current[2]}
-            flow: Any = backend  # typed loosely: flow control came to the backends later
-            await flow.set_queue_limits(queue, **{**limits, **changes})
+            _, running, rate = _flow((await backend.queue_stats()).get(queue))
+            limits: dict[str, Any] = {"max_running": running, "max_per_second": rate}
+            await backend.set_queue_limits(queue, **(limits | dict(changes)))
         return (await backend.queue_stats()).get(queue)
 
 
@@ -1253,13 +1251,10 @@ def limits_text(stats: trioqueue.QueueStats | None) -> str:
 
 
 def _flow(stats: trioqueue.QueueStats | None) -> tuple[bool, int | None, float | None]:
-    """A queue's pause and limits; read with defaults, so that the command also works with
-    backends from before flow control (never paused nor limited there)."""
-    return (
-        getattr(stats, "paused", False),
-        getattr(stats, "max_running", None),
-        getattr(stats, "max_per_second", None),
-    )
+    """A queue's pause and limits (a queue without stats: neither paused nor limited)."""
+    if stats is None:
+        return False, None, None
+    return stats.paused, stats.max_running, stats.max_per_second
 
 
 def _limit_value(value: float | None) -> str:

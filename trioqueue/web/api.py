@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol, cast
+from typing import Any, Literal
 
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
@@ -137,28 +137,12 @@ def queue_json(name: str, stats: trioqueue.QueueStats | None) -> dict[str, Any]:
 
 
 def flow_json(stats: trioqueue.QueueStats) -> dict[str, Any]:
-    """A queue's ``paused``, ``max_running`` and ``max_per_second`` (None: no limit).
-
-    Read with defaults, so that the dashboard also runs against backends from before flow
-    control (a queue there is never paused nor limited).
-    """
+    """A queue's ``paused``, ``max_running`` and ``max_per_second`` (None: no limit)."""
     return {
-        "paused": getattr(stats, "paused", False),
-        "max_running": getattr(stats, "max_running", None),
-        "max_per_second": getattr(stats, "max_per_second", None),
+        "paused": stats.paused,
+        "max_running": stats.max_running,
+        "max_per_second": stats.max_per_second,
     }
-
-
-class FlowControl(Protocol):
-    """The backends' flow control operations (docs/dashboard.rst, "JSON API")."""
-
-    async def pause_queue(self, queue: str) -> None: ...
-
-    async def resume_queue(self, queue: str) -> None: ...
-
-    async def set_queue_limits(
-        self, queue: str, *, max_running: int | None = None, max_per_second: float | None = None
-    ) -> None: ...
 
 
 QueueAction = Literal["pause", "resume"]
@@ -167,11 +151,10 @@ QUEUE_ACTIONS: tuple[QueueAction, ...] = ("pause", "resume")
 
 async def apply_queue_action(backend: Backend, action: QueueAction, queue: str) -> dict[str, Any]:
     """Pause or resume ``queue``: its JSON after (ValueError: not a queue name)."""
-    flow = cast(FlowControl, backend)
     if action == "pause":
-        await flow.pause_queue(queue)
+        await backend.pause_queue(queue)
     else:
-        await flow.resume_queue(queue)
+        await backend.resume_queue(queue)
     return queue_json(queue, (await backend.queue_stats()).get(queue))
 
 
@@ -195,7 +178,7 @@ async def set_limits(backend: Backend, queue: str, changes: dict[str, Any]) -> d
     both at once: read, merge, set); the queue's JSON after."""
     current = queue_json(queue, (await backend.queue_stats()).get(queue))
     limits = {name: current[name] for name in ("max_running", "max_per_second")}
-    await cast(FlowControl, backend).set_queue_limits(queue, **(limits | changes))
+    await backend.set_queue_limits(queue, **(limits | changes))
     return queue_json(queue, (await backend.queue_stats()).get(queue))
 
 

@@ -44,6 +44,7 @@ from trioqueue._backends.validation import (
     check_job_id,
     check_list_jobs,
     check_queue,
+    check_queue_limits,
     check_registration,
     check_renew_items,
     check_retry_delay,
@@ -247,6 +248,7 @@ class MemoryBackend:
         delay: float | None = None,
         max_attempts: int = 10,
         dedup_key: str | None = None,
+        group: str | None = None,
     ) -> int:
         """Add one job; with ``dedup_key``, return the unfinished duplicate's id instead.
 
@@ -261,6 +263,7 @@ class MemoryBackend:
             delay=delay,
             max_attempts=max_attempts,
             dedup_key=dedup_key,
+            group=group,
         )
         return job_id
 
@@ -273,6 +276,7 @@ class MemoryBackend:
         priority: int = 0,
         delay: float | None = None,
         max_attempts: int = 10,
+        group: str | None = None,
     ) -> tuple[int, bool]:
         """:meth:`enqueue` with a ``dedup_key``, also saying whether the job was added.
 
@@ -287,6 +291,7 @@ class MemoryBackend:
             delay=delay,
             max_attempts=max_attempts,
             dedup_key=dedup_key,
+            group=group,
         )
         return job_id, added
 
@@ -299,6 +304,7 @@ class MemoryBackend:
         delay: float | None = None,
         max_attempts: int = 10,
         dedup_key: str | None = None,
+        group: str | None = None,
     ) -> list[int]:
         """Add several jobs in one statement (counted as one ``"enqueue"`` call).
 
@@ -316,6 +322,7 @@ class MemoryBackend:
             delay=delay,
             max_attempts=max_attempts,
             dedup_key=dedup_key,
+            group=group,
         )
         return ids
 
@@ -328,6 +335,7 @@ class MemoryBackend:
         delay: float | None,
         max_attempts: int,
         dedup_key: str | None,
+        group: str | None,
     ) -> tuple[list[int], bool]:
         """The ids, and False when a dedup key's holder was found instead of adding."""
         request = check_enqueue(
@@ -337,6 +345,7 @@ class MemoryBackend:
             delay=delay,
             max_attempts=max_attempts,
             dedup_key=dedup_key,
+            group=group,
         )
         if not request.payloads:
             await trio.lowlevel.checkpoint()
@@ -373,6 +382,36 @@ class MemoryBackend:
         """
         check_job_id(job_id)
         return await self._execute("retry", lambda now, _: self._model.retry(now, job_id))
+
+    async def pause_queue(self, queue: str) -> None:
+        """Stop every pool claiming from ``queue``: claims give nothing until
+        :meth:`resume_queue`; running jobs go on. Any queue name may be paused, also one
+        that has no jobs yet."""
+        queue = check_queue(queue)
+        await self._execute("pause_queue", lambda now, _: self._model.pause_queue(now, queue))
+
+    async def resume_queue(self, queue: str) -> None:
+        """Let ``queue`` be claimed again; a notice wakes idle pools at once."""
+        queue = check_queue(queue)
+        await self._execute("resume_queue", lambda now, _: self._model.resume_queue(now, queue))
+
+    async def set_queue_limits(
+        self, queue: str, *, max_running: int | None = None, max_per_second: float | None = None
+    ) -> None:
+        """Cap ``queue`` across every pool (docs/flow.rst): at most ``max_running`` jobs
+        under a live lease at once, and claims at ``max_per_second`` (a bucket of one
+        second's worth). None lifts a limit; each call sets both.
+
+        Raises:
+            TypeError, ValueError: a limit is not None or a positive number (every wrong
+                limit is named); nothing is written.
+        """
+        queue = check_queue(queue)
+        running, rate = check_queue_limits(max_running, max_per_second)
+        await self._execute(
+            "set_queue_limits",
+            lambda now, _: self._model.set_queue_limits(now, queue, running, rate),
+        )
 
     async def get_job(self, job_id: int) -> JobInfo:
         """A snapshot of one job.

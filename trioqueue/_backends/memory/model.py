@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -50,6 +51,7 @@ from trioqueue._errors import UnknownJobError
 from trioqueue._types import (
     Ack,
     Claimed,
+    Claims,
     Failure,
     FinishedBucket,
     Job,
@@ -75,6 +77,10 @@ STALE_BEATS = 3
 PRUNE_STALE_AFTER = 3600.0
 
 RowStatus = Literal["queued", "running", "succeeded", "failed"]
+
+#: How soon a claim held back by ``max_running`` says to claim again (seconds): a job of
+#: the queue finishing elsewhere sends no notice, so the pools ask again at this pace.
+RUNNING_LIMIT_RETRY = 0.5
 
 #: The datetime of model time 0.0 unless the model is given another anchor.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -108,6 +114,7 @@ class Row:
     result: str | None = None  # JSON text of the last successful attempt's return value
     schedule_key: tuple[str, datetime] | None = None  # (schedule, tick) of a scheduled job
     awaited: bool = False  # someone waits for it (await_job): finishing it sends FINISHED
+    group: str | None = None
     in_ready: bool = False  # an entry for it is in its queue's ready heap
 
     @property
@@ -155,6 +162,31 @@ class ScheduleRow:
     last_run_at: datetime | None = None
 
 
+@dataclass(slots=True, eq=False)
+class QueueRow:
+    """One queue's flow control, with the columns of the PostgreSQL ``queues`` table.
+
+    ``tokens`` is the ``max_per_second`` bucket as of ``tokens_at`` (model times).
+    """
+
+    paused: bool = False
+    max_running: int | None = None
+    max_per_second: float | None = None
+    tokens: float = 0.0
+    tokens_at: float = 0.0
+
+    @property
+    def limited(self) -> bool:
+        return self.max_running is not None or self.max_per_second is not None
+
+    def tokens_at_time(self, now: float) -> float:
+        """The bucket at ``now``: refilled at ``max_per_second``, holding at most one
+        second's worth (and at least one token's room)."""
+        rate = self.max_per_second
+        assert rate is not None
+        return min(max(1.0, rate), self.tokens + max(0.0, now - self.tokens_at) * rate)
+
+
 @dataclass(frozen=True, slots=True)
 class Sent:
     """A notice a statement sent: to every listener of ``notice.queue``, or, when
@@ -198,6 +230,8 @@ class MemoryModel:
         self._dedup: dict[tuple[str, str], int] = {}  # unfinished jobs only
         self._locked: set[int] = set()
         self._pools: dict[str, PoolRow] = {}
+        self._settings: dict[str, QueueRow] = {}
+        self._groups: dict[tuple[str, str], set[int]] = {}  # unfinished rows per group
         self._outbox: list[Sent] = []
         self._anchor = anchor
         self._anchor_datetime = anchor_datetime
@@ -264,6 +298,8 @@ class MemoryModel:
         row.finished_at = row.cancel_requested_at = row.cancel_acknowledged_at = None
         row.worker_id = None
         row.awaited = False
+        if row.group is not None:
+            self._groups.setdefault((row.queue, row.group), set()).add(row.id)
         row.max_attempts = max(row.max_attempts, row.attempts + 1)
         self._show_at(row, now)
         self._notify_available(row.queue)
@@ -331,6 +367,8 @@ class MemoryModel:
         self._notify_finished(row)  # its waiters read again and find it gone
         if row.dedup_key is not None and self._dedup.get((row.queue, row.dedup_key)) == row.id:
             del self._dedup[(row.queue, row.dedup_key)]
+        if not row.finished:
+            self._leave_group(row)
         return True
 
     def counts(self, now: float) -> dict[str, dict[JobStatus, int]]:
@@ -350,10 +388,57 @@ class MemoryModel:
         for row in self._rows.values():
             if row.state(now) == "ready":
                 since[row.queue] = min(since.get(row.queue, now), row.not_visible_until)
+        counts = self.counts(now)
         return {
-            queue: QueueStats(per_state, now - since[queue] if queue in since else None)
-            for queue, per_state in self.counts(now).items()
+            queue: QueueStats(
+                counts.get(queue, {}),
+                now - since[queue] if queue in since else None,
+                *self._flow(queue),
+            )
+            for queue in sorted(counts.keys() | self._settings.keys())
         }
+
+    def _flow(self, queue: str) -> tuple[bool, int | None, float | None]:
+        settings = self._settings.get(queue)
+        if settings is None:
+            return False, None, None
+        return settings.paused, settings.max_running, settings.max_per_second
+
+    # -- flow control --------------------------------------------------------------------
+
+    def pause_queue(self, now: float, queue: str) -> None:
+        """Stop claims of ``queue`` (running jobs go on); mirrors ``pause_queue``. A notice
+        tells listeners (the dashboard) at once."""
+        self._queue_row(queue).paused = True
+        self._notify_available(queue)
+
+    def resume_queue(self, now: float, queue: str) -> None:
+        """Let ``queue`` be claimed again; mirrors ``resume_queue``. The notice wakes idle
+        pools at once."""
+        settings = self._settings.get(queue)
+        if settings is not None:
+            settings.paused = False
+        self._notify_available(queue)
+
+    def set_queue_limits(
+        self, now: float, queue: str, max_running: int | None, max_per_second: float | None
+    ) -> None:
+        """Set both limits of ``queue`` (None lifts one); mirrors ``set_queue_limits``.
+
+        A rate starts with a full bucket: one second's worth of claims.
+        """
+        settings = self._queue_row(queue)
+        settings.max_running = max_running
+        settings.max_per_second = max_per_second
+        settings.tokens = 0.0 if max_per_second is None else max(1.0, max_per_second)
+        settings.tokens_at = now
+        self._notify_available(queue)  # a raised limit may let idle pools claim
+
+    def _queue_row(self, queue: str) -> QueueRow:
+        settings = self._settings.get(queue)
+        if settings is None:
+            settings = self._settings[queue] = QueueRow()
+        return settings
 
     def finished_history(
         self, now: float, window: float, buckets: int, queue: str | None
@@ -457,26 +542,70 @@ class MemoryModel:
         visibility_timeout: float,
         *,
         started: float | None = None,
-    ) -> list[Claimed]:
+    ) -> Claims:
         """Lease up to ``limit`` claimable rows, priority DESC then id; mirrors ``claim``.
 
         Rows whose lease expired on their final attempt, or that were asked to cancel while
         running, are failed instead of run again. The lease counts from ``now``, when the
         rows are taken; ``started`` is when the statement began (PostgreSQL's ``now()``,
         by default ``now``), and each answer's ``locked_after`` is ``now - started``.
+
+        Flow control (docs/flow.rst): a paused queue gives nothing; its limits cap how many
+        rows are taken (``Claims.retry_after`` says when they held rows back); of a group,
+        only its next job, and only while none of the group runs.
         """
+        settings = self._settings.get(queue)
         index = self._queues.get(queue)
-        if index is None:
-            return []
+        if index is None or (settings is not None and settings.paused):
+            return Claims()
+        allowed = (
+            limit
+            if settings is None or not settings.limited
+            else self._allowance(settings, queue, now, limit)
+        )
         self._promote(index, now)
         # The lease counts from now, when the rows are taken, however long the call waited
         # for its connection or a stall before it (docs/protocol.rst, "Rows, attempts and
         # fencing"); the answer says how long that was.
         locked_after = 0.0 if started is None else now - started
-        return [
+        claims = Claims(
             self._lease(row, worker_id, now, now + visibility_timeout, locked_after)
-            for row in self._pop_ready(index, now, limit)
-        ]
+            for row in self._pop_ready(index, now, allowed)
+        )
+        if settings is not None and settings.limited:
+            claims.retry_after = self._spend(settings, queue, now, limit, allowed, len(claims))
+        return claims
+
+    def _allowance(self, settings: QueueRow, queue: str, now: float, limit: int) -> int:
+        """How many rows the queue's limits let this claim take (at most ``limit``)."""
+        allowed = limit
+        if settings.max_running is not None:
+            allowed = min(allowed, max(0, settings.max_running - self._running(queue, now)))
+        if settings.max_per_second is not None:
+            allowed = min(allowed, math.floor(settings.tokens_at_time(now)))
+        return allowed
+
+    def _spend(
+        self, settings: QueueRow, queue: str, now: float, limit: int, allowed: int, taken: int
+    ) -> float | None:
+        """Take ``taken`` tokens from the bucket; the claim's ``retry_after``: when the
+        limits held rows back (fewer allowed than asked, and all of those taken), how long
+        until they may let one through."""
+        wait = 0.0
+        if settings.max_per_second is not None:
+            settings.tokens = settings.tokens_at_time(now) - taken
+            settings.tokens_at = now
+            if settings.tokens < 1.0:
+                wait = (1.0 - settings.tokens) / settings.max_per_second
+        if settings.max_running is not None and self._running(queue, now) >= settings.max_running:
+            wait = max(wait, RUNNING_LIMIT_RETRY)
+        if allowed >= limit or taken < allowed:
+            return None  # nothing held back: the claim had all it asked for, or all there was
+        return wait
+
+    def _running(self, queue: str, now: float) -> int:
+        """Rows of ``queue`` under a live lease (what ``max_running`` counts)."""
+        return sum(1 for row in self._rows.values() if row.queue == queue and row.leased(now))
 
     def renew(
         self,
@@ -568,8 +697,11 @@ class MemoryModel:
             not_visible_until=now + request.delay,
             created_at=now,
             dedup_key=request.dedup_key,
+            group=request.group,
         )
         self._rows[row.id] = row
+        if row.group is not None:
+            self._groups.setdefault((row.queue, row.group), set()).add(row.id)
         self._show_at(row, row.not_visible_until)
         if row.dedup_key is not None:
             self._dedup[(row.queue, row.dedup_key)] = row.id
@@ -583,6 +715,14 @@ class MemoryModel:
         self._notify_finished(row)
         if row.dedup_key is not None and self._dedup.get((row.queue, row.dedup_key)) == row.id:
             del self._dedup[(row.queue, row.dedup_key)]
+        self._leave_group(row)
+
+    def _leave_group(self, row: Row) -> None:
+        if row.group is not None:
+            members = self._groups[(row.queue, row.group)]
+            members.discard(row.id)
+            if not members:
+                del self._groups[(row.queue, row.group)]
 
     def _fenced(self, job_id: int, claim_seq: int) -> Row | None:
         """The row, if a write naming ``(job_id, claim_seq)`` may apply to it (I9)."""
@@ -618,6 +758,7 @@ class MemoryModel:
             cancel_acknowledged_at=self._maybe_datetime(row.cancel_acknowledged_at),
             worker_id=row.worker_id if running else None,
             result=None if row.result is None else decode_payload(row.result),
+            group=row.group,
         )
 
     def _maybe_datetime(self, t: float | None) -> datetime | None:
@@ -678,11 +819,26 @@ class MemoryModel:
             row.in_ready = False
             if row.finished or row.not_visible_until > now or self._settle_expired(row, now):
                 continue  # finished, or hidden again by its old owner's renewal
-            (skipped if row.id in self._locked else taken).append(row)
+            if row.id in self._locked or not self._group_allows(row):
+                skipped.append(row)  # locked elsewhere, or its group's turn has not come
+            else:
+                taken.append(row)
         for row in skipped:
             row.in_ready = True
             heapq.heappush(index.ready, (-row.priority, row.id))
         return taken
+
+    def _group_allows(self, row: Row) -> bool:
+        """Whether a grouped row may be claimed: a waiting row only as its group's next job
+        (first of the group's waiting rows in claim order, delayed ones included) while no
+        row of the group is running; an expired lease is its group's job in flight."""
+        if row.group is None or row.status == "running":
+            return True
+        members = [self._rows[i] for i in self._groups[(row.queue, row.group)]]
+        if any(m.status == "running" for m in members):
+            return False  # (a row taken earlier in this claim is still "queued": see head)
+        head = min((-m.priority, m.id) for m in members if m.status == "queued")
+        return head == (-row.priority, row.id)
 
     # -- statements, per row -------------------------------------------------------------
 

@@ -81,6 +81,7 @@ from trioqueue._backends.validation import (
     check_job_id,
     check_list_jobs,
     check_queue,
+    check_queue_limits,
     check_registration,
     check_renew_items,
     check_retry_delay,
@@ -100,6 +101,7 @@ from trioqueue._types import (
     Ack,
     BackendStatistics,
     Claimed,
+    Claims,
     Failure,
     FinishedBucket,
     Job,
@@ -263,6 +265,8 @@ class PostgresBackend:
         }
         self._dropped_notices = 0
         self._finishes = FinishWatch(driver, self._channel)
+        #: Queues whose last claim found limits: their claims start by locking the queue.
+        self._limited_queues: set[str] = set()
         for op in (*OPERATIONS, *COUNTED_READS):
             driver.calls[op] += 0  # every operation appears in statistics, even at zero
 
@@ -413,6 +417,7 @@ class PostgresBackend:
         delay: float | None = None,
         max_attempts: int = 10,
         dedup_key: str | None = None,
+        group: str | None = None,
         connection: PgConnection | None = None,
     ) -> int:
         """Add one job; with ``dedup_key``, return the unfinished duplicate's id instead.
@@ -434,6 +439,7 @@ class PostgresBackend:
             delay=delay,
             max_attempts=max_attempts,
             dedup_key=dedup_key,
+            group=group,
             connection=connection,
         )
         return job_id
@@ -447,6 +453,7 @@ class PostgresBackend:
         priority: int = 0,
         delay: float | None = None,
         max_attempts: int = 10,
+        group: str | None = None,
         connection: PgConnection | None = None,
     ) -> tuple[int, bool]:
         """:meth:`enqueue` with a ``dedup_key``, also saying whether the job was added.
@@ -462,6 +469,7 @@ class PostgresBackend:
             delay=delay,
             max_attempts=max_attempts,
             dedup_key=dedup_key,
+            group=group,
             connection=connection,
         )
         return job_id, added
@@ -475,6 +483,7 @@ class PostgresBackend:
         delay: float | None = None,
         max_attempts: int = 10,
         dedup_key: str | None = None,
+        group: str | None = None,
         connection: PgConnection | None = None,
     ) -> list[int]:
         """Add several jobs in one statement (counted as one ``"enqueue"`` call).
@@ -498,6 +507,7 @@ class PostgresBackend:
             delay=delay,
             max_attempts=max_attempts,
             dedup_key=dedup_key,
+            group=group,
             connection=connection,
         )
         return ids
@@ -511,6 +521,7 @@ class PostgresBackend:
         delay: float | None,
         max_attempts: int,
         dedup_key: str | None,
+        group: str | None,
         connection: PgConnection | None,
     ) -> tuple[list[int], bool]:
         """The ids, and False when a dedup key's holder was found instead of adding."""
@@ -522,6 +533,7 @@ class PostgresBackend:
             delay=delay,
             max_attempts=max_attempts,
             dedup_key=dedup_key,
+            group=group,
         )
         if not request.payloads:
             await trio.lowlevel.checkpoint()
@@ -536,6 +548,7 @@ class PostgresBackend:
             request.max_attempts,
             request.delay,
             request.dedup_key,
+            request.group,
         )
 
     def _check_connection(self, connection: object) -> None:
@@ -559,8 +572,9 @@ class PostgresBackend:
         max_attempts: int,
         delay: float,
         dedup_key: str | None,
+        group: str | None,
     ) -> tuple[list[int], bool]:
-        args = (queue, payloads, priority, max_attempts, delay, dedup_key)
+        args = (queue, payloads, priority, max_attempts, delay, dedup_key, group)
         while True:
             ids = [row["id"] for row in await connection.fetch(self._sql["enqueue"], *args)]
             if ids or dedup_key is None:
@@ -793,11 +807,48 @@ class PostgresBackend:
         rows = await self._driver.run("queue_stats", _fetch, self._sql["queue_stats"])
         counts: dict[str, dict[JobStatus, int]] = {}
         ages: dict[str, float] = {}
+        flow: dict[str, tuple[bool, int | None, float | None]] = {}
         for row in rows:
-            counts.setdefault(row["queue"], {})[row["state"]] = row["n"]
+            per_state = counts.setdefault(row["queue"], {})
+            if row["state"] is not None:  # None: a configured queue without jobs
+                per_state[row["state"]] = row["n"]
             if row["oldest_ready_age"] is not None:
                 ages[row["queue"]] = row["oldest_ready_age"]
-        return {queue: QueueStats(per, ages.get(queue)) for queue, per in counts.items()}
+            flow[row["queue"]] = (row["paused"], row["max_running"], row["max_per_second"])
+        return {
+            queue: QueueStats(counts[queue], ages.get(queue), *flow[queue])
+            for queue in sorted(counts)
+        }
+
+    async def pause_queue(self, queue: str) -> None:
+        """Stop every pool claiming from ``queue``: claims give nothing until
+        :meth:`resume_queue`; running jobs go on. Any queue name may be paused, also one
+        that has no jobs yet. Persisted in the ``queues`` table; a notice tells listeners."""
+        queue = check_queue(queue)
+        await self._driver.run("pause_queue", _execute, self._sql["pause_queue"], queue)
+
+    async def resume_queue(self, queue: str) -> None:
+        """Let ``queue`` be claimed again; a notice wakes idle pools at once."""
+        queue = check_queue(queue)
+        await self._driver.run("resume_queue", _execute, self._sql["resume_queue"], queue)
+
+    async def set_queue_limits(
+        self, queue: str, *, max_running: int | None = None, max_per_second: float | None = None
+    ) -> None:
+        """Cap ``queue`` across every pool (docs/flow.rst): at most ``max_running`` jobs
+        under a live lease at once, and claims at ``max_per_second`` (a bucket of one
+        second's worth). The claim statement enforces both, with the queue's row locked.
+        None lifts a limit; each call sets both.
+
+        Raises:
+            TypeError, ValueError: a limit is not None or a positive number (every wrong
+                limit is named); nothing is written.
+        """
+        queue = check_queue(queue)
+        running, rate = check_queue_limits(max_running, max_per_second)
+        await self._driver.run(
+            "set_queue_limits", _execute, self._sql["set_queue_limits"], queue, running, rate
+        )
 
     def statistics(self) -> BackendStatistics:
         driver = self._driver
@@ -911,7 +962,9 @@ class PostgresBackend:
         """Lease up to ``limit`` claimable jobs of ``queue``, priority DESC then id ASC.
 
         One statement. Rows whose lease expired on their final attempt, or that were asked
-        to cancel while running, are moved to ``failed`` instead of being run again.
+        to cancel while running, are moved to ``failed`` instead of being run again. A
+        queue with limits is claimed in a transaction holding its ``queues`` row, and the
+        answer's ``retry_after`` says when the limits held rows back (docs/flow.rst).
         """
         check_claim(queue, limit, worker_id, visibility_timeout)
         lease = float(visibility_timeout)
@@ -921,7 +974,7 @@ class PostgresBackend:
 
     async def _aio_claim(
         self, connection: Any, queue: str, limit: int, worker_id: str, lease: float
-    ) -> list[Claimed]:
+    ) -> Claims:
         """The claim statement; then, on the same connection and in the same crossing, the
         final failure of any row whose payload does not decode.
 
@@ -931,10 +984,13 @@ class PostgresBackend:
         the same way; an operator can fix the row and retry it. If that write fails, the
         row's lease runs out and a later claim tries again: only the row pays for it.
         """
-        rows = await connection.fetch(self._sql["claim"], queue, limit, worker_id, lease)
-        claimed: list[Claimed] = []
+        rows = await self._claim_rows(connection, queue, limit, worker_id, lease)
+        claimed = Claims()
         undecodable: list[Failure] = []
         for row in rows:
+            if row["id"] is None:  # the limits held rows back
+                claimed.retry_after = row["retry_after"]
+                continue
             payload = _read_payload(row["payload"])
             if isinstance(payload, UndecodablePayload):
                 error = _storable_text(f"payload cannot be decoded ({payload.error})")
@@ -963,6 +1019,25 @@ class PostgresBackend:
                 if not isinstance(exc, asyncpg.PostgresError):
                     connection.terminate()  # the connection may be broken: never reuse it
         return claimed
+
+    async def _claim_rows(
+        self, connection: Any, queue: str, limit: int, worker_id: str, lease: float
+    ) -> list[Any]:
+        """The claim statement's rows. A queue with limits is claimed with its ``queues`` row
+        locked, in a transaction of two statements, so that the claim's snapshot counts
+        what every claim before it took (queries.sql, ``claim``). Queues known to have
+        limits go there at once; any other queue's claim says so when it has them."""
+        sql = self._sql["claim"]
+        if queue not in self._limited_queues:
+            rows: list[Any] = await connection.fetch(sql, queue, limit, worker_id, lease, False)
+            if not any(row["id"] is None and row["retry_after"] < 0 for row in rows):
+                return rows  # (the first step of a limited claim takes nothing)
+            self._limited_queues.add(queue)
+        async with connection.transaction():
+            if not await connection.fetchval(self._sql["lock_queue"], queue):
+                self._limited_queues.discard(queue)  # limits lifted: next time, one step
+            rows = await connection.fetch(sql, queue, limit, worker_id, lease, True)
+        return rows
 
     async def renew(
         self,
@@ -1248,6 +1323,7 @@ def _job_info(row: Any) -> JobInfo:
         cancel_acknowledged_at=row["cancel_acknowledged_at"],
         worker_id=row["worker_id"] if running else None,
         result=None if row["result"] is None else _read_payload(row["result"]),
+        group=row["group_key"],
     )
 
 

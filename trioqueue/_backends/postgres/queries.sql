@@ -38,9 +38,10 @@ INSERT INTO {schema}.schema_migrations (version, name, checksum) VALUES ($1::int
 -- Insert every payload in order (so ids ascend with the list), skipping a row whose
 -- dedup_key an unfinished job of the queue already holds. One notice if anything was added.
 WITH inserted AS (
-    INSERT INTO {schema}.jobs (queue, payload, priority, max_attempts, not_visible_until, dedup_key)
+    INSERT INTO {schema}.jobs (queue, payload, priority, max_attempts, not_visible_until, dedup_key,
+                               group_key)
     SELECT $1::text, p.payload::jsonb, $3::integer, $4::integer,
-           now() + make_interval(secs => $5::float8), $6::text
+           now() + make_interval(secs => $5::float8), $6::text, $7::text
     FROM unnest($2::text[]) WITH ORDINALITY AS p (payload, n)
     ORDER BY p.n
     ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('queued', 'running')
@@ -118,7 +119,7 @@ SELECT j.id, j.queue, j.payload::text AS payload,
        j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
        j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
        j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result,
-       j.awaited
+       j.awaited, j.group_key
 FROM {schema}.jobs AS j
 WHERE j.id = $1::bigint;
 
@@ -143,7 +144,8 @@ RETURNING j.id, j.queue, j.payload::text AS payload,
           {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
           j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
           j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
-          j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result;
+          j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result,
+          j.group_key;
 
 -- name: list_jobs
 -- {order} is one of the fixed ORDER BY lists of backend.py (never caller text). $5 is an
@@ -155,7 +157,7 @@ SELECT * FROM (
            j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
            j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
            j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id,
-           j.result::text AS result
+           j.result::text AS result, j.group_key
     FROM {schema}.jobs AS j
     WHERE ($1::text IS NULL OR j.queue = $1::text)
       AND ($5::text IS NULL
@@ -250,9 +252,12 @@ GROUP BY 1, 2;
 -- counts, plus per state the earliest not_visible_until: for 'ready' rows that is when the
 -- oldest of them became claimable. The grouped count reads every row anyway, so the minimum
 -- costs nothing more (no index is ordered by not_visible_until for queued rows).
-SELECT s.queue, s.state, s.n,
+-- A configured queue (a queues row) comes with its flow control, also when it has no jobs:
+-- then one row with state NULL.
+SELECT coalesce(s.queue, q.queue) AS queue, s.state, s.n,
        CASE WHEN s.state = 'ready' THEN extract(epoch FROM now() - s.since)::float8 END
-           AS oldest_ready_age
+           AS oldest_ready_age,
+       coalesce(q.paused, false) AS paused, q.max_running, q.max_per_second
 FROM (
     SELECT j.queue,
            {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
@@ -260,14 +265,97 @@ FROM (
            min(j.not_visible_until) AS since
     FROM {schema}.jobs AS j
     GROUP BY 1, 2
-) AS s;
+) AS s
+FULL JOIN {schema}.queues AS q ON q.queue = s.queue;
+
+-- name: pause_queue
+-- The notice lets listeners (the dashboard) see it at once; pools see it at their next claim.
+WITH paused AS (
+    INSERT INTO {schema}.queues AS q (queue, paused) VALUES ($1::text, true)
+    ON CONFLICT (queue) DO UPDATE SET paused = true, updated_at = now()
+    RETURNING q.queue
+)
+SELECT count(pg_notify({channel}, 'a:' || p.queue)) FROM paused AS p;
+
+-- name: resume_queue
+-- The notice wakes idle pools at once.
+WITH resumed AS (
+    UPDATE {schema}.queues AS q SET paused = false, updated_at = now()
+    WHERE q.queue = $1::text
+)
+SELECT pg_notify({channel}, 'a:' || $1::text);
+
+-- name: set_queue_limits
+-- Both limits at once (NULL lifts one). A rate starts with a full bucket: one second's worth.
+-- The notice lets idle pools claim under a raised limit.
+WITH limited AS (
+    INSERT INTO {schema}.queues AS q (queue, max_running, max_per_second, tokens, tokens_at)
+    VALUES ($1::text, $2::integer, $3::float8, coalesce(greatest(1, $3::float8), 0), now())
+    ON CONFLICT (queue) DO UPDATE
+    SET max_running = excluded.max_running, max_per_second = excluded.max_per_second,
+        tokens = excluded.tokens, tokens_at = excluded.tokens_at, updated_at = now()
+    RETURNING q.queue
+)
+SELECT count(pg_notify({channel}, 'a:' || l.queue)) FROM limited AS l;
+
+-- name: lock_queue
+-- The first statement of a claim on a queue with limits: it holds the queue's row until the
+-- claim's transaction ends, so that claims of the queue take turns and each one counts
+-- what the ones before it took (the claim that follows runs on a fresh snapshot).
+-- Answers whether the queue still has limits (no row: it has none).
+SELECT q.max_running IS NOT NULL OR q.max_per_second IS NOT NULL
+FROM {schema}.queues AS q WHERE q.queue = $1::text FOR UPDATE;
 
 -- name: claim
 -- One statement: dead-letter the queue's expired leases that must not run again (a cancel
 -- flag, or the final attempt used up), then lease up to $2 claimable rows, priority DESC
 -- then id. Waiting rows come from the 'queued' index, expired leases from the 'running'
 -- one; each side is locked with SKIP LOCKED, and the best $2 of both are leased.
-WITH dead AS (
+--
+-- Flow control (docs/flow.rst) comes from the queue's row in `queues`, if it has one: a
+-- paused queue is left alone. A queue with limits is claimed in two steps: without its
+-- lock ($5 false) this statement takes nothing and answers one row with a NULL id and
+-- retry_after -1 ("claim again holding the queue's lock"); the backend then runs
+-- lock_queue and this statement again ($5 true) in one transaction. With the lock, and a
+-- snapshot taken after it, the limits are counted exactly: live leases of the queue for
+-- max_running, and the token bucket for max_per_second. When they held rows back, a row
+-- with a NULL id says in retry_after when to claim again.
+--
+-- Groups: a waiting row with a group_key is claimable only as its group's next job (the
+-- first of the group's waiting rows, priority DESC then id, delayed ones included) while
+-- no row of the group is running. Two claims racing for a group's next job lock the same
+-- row, so SKIP LOCKED (or the re-check of a row another claim just took) leaves the group
+-- to one of them.
+WITH settings AS (
+    SELECT coalesce(bool_or(q.paused), false) AS paused,
+           bool_or(q.max_running IS NOT NULL OR q.max_per_second IS NOT NULL) IS TRUE AS limited,
+           min(q.max_running) AS max_running, min(q.max_per_second) AS max_per_second,
+           -- The bucket now, on the clock of this statement (with the lock: after the wait).
+           -- (greatest() and least() skip NULLs, hence the CASE: no rate, no bucket.)
+           min(CASE WHEN q.max_per_second IS NOT NULL THEN
+               least(greatest(1, q.max_per_second),
+                     q.tokens + greatest(0, extract(epoch FROM statement_timestamp() - q.tokens_at))
+                                * q.max_per_second) END) AS tokens
+    FROM {schema}.queues AS q
+    WHERE q.queue = $1::text
+),
+running AS (
+    -- Live leases of the queue: only counted for max_running, with the lock held.
+    SELECT count(*) AS n FROM {schema}.jobs AS r, settings AS s
+    WHERE s.max_running IS NOT NULL AND $5::boolean
+      AND r.queue = $1::text AND r.status = 'running' AND r.not_visible_until > now()
+),
+allowance AS (
+    SELECT CASE
+        WHEN s.paused OR (s.limited AND NOT $5::boolean) THEN 0
+        ELSE least($2::bigint,
+                   CASE WHEN s.max_running IS NOT NULL
+                        THEN greatest(0, s.max_running - (SELECT n FROM running)) END,
+                   floor(s.tokens)::bigint)  -- (least() skips a NULL: no limit)
+    END AS n
+    FROM settings AS s
+),
+dead AS (
     UPDATE {schema}.jobs AS j
     SET status = 'failed',
         finished_at = now(),
@@ -281,15 +369,32 @@ WITH dead AS (
         SELECT d.id FROM {schema}.jobs AS d
         WHERE d.queue = $1::text AND d.status = 'running' AND d.not_visible_until <= now()
           AND (d.cancel_requested_at IS NOT NULL OR d.attempts >= d.max_attempts)
+          AND NOT (SELECT paused FROM settings)
         FOR UPDATE SKIP LOCKED
     ))
-    RETURNING j.id
+    RETURNING j.id,
+              CASE WHEN j.awaited THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END
+                  AS finished
 ),
 waiting AS (
     SELECT w.id, w.priority FROM {schema}.jobs AS w
     WHERE w.queue = $1::text AND w.status = 'queued' AND w.not_visible_until <= now()
+      AND (w.group_key IS NULL OR (
+          -- No row of the group running (one this statement dead-letters no longer is)...
+          -- (A scalar probe, not NOT EXISTS: the planner may turn that into one hashed
+          -- read of every running row; this stays an index probe per grouped candidate.)
+          (SELECT g.id FROM {schema}.jobs AS g
+           WHERE g.queue = w.queue AND g.group_key = w.group_key AND g.status = 'running'
+             AND g.id <> ALL (ARRAY(SELECT id FROM dead))
+           LIMIT 1) IS NULL
+          -- ...and this row the group's next.
+          AND w.id = (
+              SELECT h.id FROM {schema}.jobs AS h
+              WHERE h.queue = w.queue AND h.group_key = w.group_key AND h.status = 'queued'
+              ORDER BY h.priority DESC, h.id
+              LIMIT 1)))
     ORDER BY w.priority DESC, w.id
-    LIMIT $2::bigint
+    LIMIT (SELECT n FROM allowance)
     FOR UPDATE SKIP LOCKED
 ),
 expired AS (
@@ -297,13 +402,13 @@ expired AS (
     WHERE e.queue = $1::text AND e.status = 'running' AND e.not_visible_until <= now()
       AND e.cancel_requested_at IS NULL AND e.attempts < e.max_attempts
     ORDER BY e.priority DESC, e.id
-    LIMIT $2::bigint
+    LIMIT (SELECT n FROM allowance)
     FOR UPDATE SKIP LOCKED
 ),
 picked AS (
     SELECT c.id FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired) AS c
     ORDER BY c.priority DESC, c.id
-    LIMIT $2::bigint
+    LIMIT (SELECT n FROM allowance)
 ),
 claimed AS (
     UPDATE {schema}.jobs AS j
@@ -328,11 +433,37 @@ claimed AS (
               -- own clock (the worker adds it to the local time it sent the claim).
               extract(epoch FROM j.not_visible_until - now())::float8 - $4::float8
                   AS locked_after
+),
+spent AS (
+    -- With the lock: the bucket loses what was taken (its row is this transaction's).
+    UPDATE {schema}.queues AS q
+    SET tokens = s.tokens - (SELECT count(*) FROM claimed),
+        tokens_at = greatest(q.tokens_at, statement_timestamp())
+    FROM settings AS s
+    WHERE q.queue = $1::text AND $5::boolean AND q.max_per_second IS NOT NULL
+    RETURNING q.tokens
+),
+held AS (
+    -- One row when the limits held claimable rows back: fewer allowed than asked, and all
+    -- of those taken. retry_after: until the bucket has a token, or (max_running reached)
+    -- the poll of a full queue, 0.5 s; -1 on the first step of a limited claim.
+    SELECT CASE
+        WHEN NOT $5::boolean THEN -1
+        ELSE greatest(
+            coalesce((1 - (SELECT tokens FROM spent)) / s.max_per_second, 0),
+            CASE WHEN (SELECT n FROM running) + (SELECT count(*) FROM claimed) >= s.max_running
+                 THEN 0.5 ELSE 0 END)
+    END::float8 AS retry_after
+    FROM settings AS s, allowance AS a
+    WHERE s.limited AND NOT s.paused
+      AND a.n < $2::bigint AND (SELECT count(*) FROM claimed) >= a.n
 )
-SELECT c.id, c.queue, c.payload, c.attempts, c.max_attempts, c.claim_seq, c.lease_until,
-       c.locked_after
+SELECT c.id, c.queue, c.payload, c.priority, c.attempts, c.max_attempts, c.claim_seq,
+       c.lease_until, c.locked_after, NULL::float8 AS retry_after
 FROM claimed AS c
-ORDER BY c.priority DESC, c.id;
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, h.retry_after FROM held AS h
+ORDER BY priority DESC, id;
 
 -- name: renew
 -- One statement for every job of a renewal, and the pool's beat. Rows locked elsewhere are
