@@ -110,6 +110,16 @@ def test_enqueue_with_delay_and_dedup_key(run: Cli) -> None:
     assert (info.status, info.payload) == ("scheduled", 1)
 
 
+def test_enqueue_with_a_group(run: Cli) -> None:
+    code, out, err = run("enqueue", "q", "1", "--group", "customer-42")
+    assert (code, err) == (0, "")
+    [info] = run.jobs()
+    assert (info.id, info.group) == (int(out), "customer-42")
+    code, out, err = run("enqueue", "q", "2", "--group", "")
+    assert (code, out) == (2, "")
+    assert "group must not be empty" in err
+
+
 def test_enqueue_bad_json_writes_nothing(run: Cli) -> None:
     code, out, err = run("enqueue", "q", "{'single': 'quotes'}")
     assert (code, out) == (2, "")

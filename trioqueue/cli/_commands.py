@@ -937,6 +937,9 @@ def _add_enqueue(commands: Subparsers) -> None:
     enqueue.add_argument(
         "--dedup-key", metavar="KEY", help="skip if an unfinished job of the queue has this key"
     )
+    enqueue.add_argument(
+        "--group", metavar="KEY", help="run one job of this group at a time (docs/flow.rst)"
+    )
 
 
 def _run_enqueue(args: argparse.Namespace) -> int:
@@ -946,6 +949,7 @@ def _run_enqueue(args: argparse.Namespace) -> int:
         "delay": args.delay,
         "max_attempts": args.max_attempts,
         "dedup_key": args.dedup_key,
+        "group": args.group,
     }
     job_id, added = run_on_database(args, enqueue_reporting, args.queue, payload, options)
     print(job_id)
