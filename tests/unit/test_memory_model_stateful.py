@@ -18,7 +18,11 @@ deletes jobs and prunes. After every step it checks the rows against docs/protoc
   retried only while attempts remain and no cancel was asked, a release is uncharged), and
   an unfinished job's dedup key is held by it alone;
 - ``delete_job`` deletes any job but one running under a live lease, which it leaves
-  untouched.
+  untouched;
+- flow control (docs/flow.rst): a paused queue's claim takes nothing; a claim never raises
+  a queue's live leases past its ``max_running`` nor takes more than its bucket holds; a
+  group never has two rows running; and a claim that took fewer rows than asked left only
+  rows that flow control holds back (paused, limits reached, or not their group's turn).
 """
 
 from __future__ import annotations
@@ -62,6 +66,8 @@ class ModelMachine(RuleBasedStateMachine):
         self.enqueued: list[int] = []
         self.pruned: set[int] = set()
         self.handles: list[tuple[int, int]] = []  # (job_id, claim_seq) of every claim
+        self.paused: set[str] = set()
+        self.limits: dict[str, tuple[int | None, float | None]] = {}
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -93,6 +99,7 @@ class ModelMachine(RuleBasedStateMachine):
         delay=st.sampled_from([0.0, 5.0]),
         max_attempts=st.integers(min_value=1, max_value=3),
         dedup_key=st.none() | st.sampled_from(["k1", "k2"]),
+        group=st.none() | st.sampled_from(["g1", "g2"]),
     )
     def enqueue(
         self,
@@ -102,9 +109,10 @@ class ModelMachine(RuleBasedStateMachine):
         delay: float,
         max_attempts: int,
         dedup_key: str | None,
+        group: str | None = None,
     ) -> None:
         payloads = (json.dumps({"n": 1}),) if dedup_key is not None else (json.dumps(0),) * n
-        request = EnqueueRequest(queue, payloads, priority, delay, max_attempts, dedup_key)
+        request = EnqueueRequest(queue, payloads, priority, delay, max_attempts, dedup_key, group)
         holder = None if dedup_key is None else self.model.find_dedup(queue, dedup_key)
         self.model.take_notices()  # what earlier steps sent
         ids, added = self.model.enqueue(self.now, request)
@@ -128,8 +136,16 @@ class ModelMachine(RuleBasedStateMachine):
     def claim(self, queue: str, limit: int, vt: float) -> None:
         before = {r.id: (r.attempts, r.claim_seq) for r in self.model.rows()}
         was_ready = self.ready_unlocked(queue)
+        leased_before = self.leased(queue)
+        max_running, max_per_second = self.limits.get(queue, (None, None))
         claimed = self.model.claim(self.now, queue, limit, WORKER, vt)
         assert len(claimed) <= limit
+        if queue in self.paused:
+            assert claimed == []
+        if max_running is not None:
+            assert self.leased(queue) <= max(max_running, leased_before)
+        if max_per_second is not None:
+            assert len(claimed) <= max(1.0, max_per_second)
         rows = [self.row(c.job.id) for c in claimed]
         order = [(-r.priority, r.id) for r in rows if r is not None]
         assert order == sorted(order) and len(order) == len(claimed)
@@ -142,8 +158,28 @@ class ModelMachine(RuleBasedStateMachine):
             assert c.lease_until == row.not_visible_until == self.now + vt  # lease from now
             assert row.progress is None  # an earlier attempt's progress is not this one's
             self.handles.append((c.job.id, c.job.claim_seq))
-        if len(claimed) < limit:
-            assert self.ready_unlocked(queue) == set()
+        if len(claimed) < limit and queue not in self.paused:
+            held = getattr(claimed, "retry_after", None) is not None
+            for job_id in self.ready_unlocked(queue):
+                assert held or self.group_waits(job_id), job_id
+
+    @rule(queue=queues, paused=st.booleans())
+    def pause(self, queue: str, paused: bool) -> None:
+        if paused:
+            self.model.pause_queue(self.now, queue)
+            self.paused.add(queue)
+        else:
+            self.model.resume_queue(self.now, queue)
+            self.paused.discard(queue)
+
+    @rule(
+        queue=queues,
+        max_running=st.none() | st.integers(min_value=1, max_value=3),
+        max_per_second=st.none() | st.sampled_from([0.5, 1.0, 2.0]),
+    )
+    def set_limits(self, queue: str, max_running: int | None, max_per_second: float | None) -> None:
+        self.model.set_queue_limits(self.now, queue, max_running, max_per_second)
+        self.limits[queue] = (max_running, max_per_second)
 
     @precondition(lambda self: self.handles)
     @rule(pick=handle_picks, progress=progresses, vt=st.sampled_from([0.5, 8.0]))
@@ -314,6 +350,24 @@ class ModelMachine(RuleBasedStateMachine):
             if r.queue == queue and r.state(self.now) == "ready" and r.id not in self.locked()
         }
 
+    def leased(self, queue: str) -> int:
+        return sum(1 for r in self.model.rows() if r.queue == queue and r.leased(self.now))
+
+    def group_waits(self, job_id: int) -> bool:
+        """Whether a ready row is held back by its group: one of the group runs, or an
+        earlier row of the group (priority, then id) waits."""
+        row = self.row(job_id)
+        assert row is not None
+        if row.group is None:
+            return False
+        members = [
+            r
+            for r in self.model.rows()
+            if r.queue == row.queue and r.group == row.group and not r.finished
+        ]
+        head = min((-r.priority, r.id) for r in members if r.status == "queued")
+        return any(r.status == "running" for r in members) or head != (-row.priority, row.id)
+
     def snapshot_of(self, job_id: int) -> tuple[Any, ...] | None:
         row = self.row(job_id)
         return None if row is None else snapshot(row)
@@ -341,13 +395,26 @@ class ModelMachine(RuleBasedStateMachine):
             for dedup_key in ("k1", "k2"):  # a finished job gives its key up
                 assert self.model.find_dedup(queue, dedup_key) == holders.get((queue, dedup_key))
 
+    @invariant()
+    def a_group_runs_one_job_at_a_time(self) -> None:
+        running = [
+            (r.queue, r.group) for r in self.model.rows() if r.group and r.status == "running"
+        ]
+        assert len(running) == len(set(running))
+
     def teardown(self) -> None:
-        # I13: whatever happened, every job can still be driven to an ending.
+        # I13: whatever happened, every job can still be driven to an ending (once its queue
+        # is resumed; limits and groups only pace it).
         self.model.unlock_rows(r.id for r in self.model.rows())
-        self.now += 1_000.0
         for queue in QUEUES:
-            claimed = self.model.claim(self.now, queue, 10_000, WORKER, 10.0)
-            self.model.ack(self.now, [Ack(c.job.id, c.job.claim_seq) for c in claimed])
+            self.model.resume_queue(self.now, queue)
+        for _ in range(200):
+            self.now += 1_000.0
+            for queue in QUEUES:
+                claimed = self.model.claim(self.now, queue, 10_000, WORKER, 10.0)
+                self.model.ack(self.now, [Ack(c.job.id, c.job.claim_seq) for c in claimed])
+            if all(row.finished for row in self.model.rows()):
+                break
         assert all(row.finished for row in self.model.rows())
 
 
