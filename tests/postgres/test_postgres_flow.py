@@ -226,10 +226,12 @@ async def test_max_per_second_holds_across_processes(
             await trio.sleep(seconds)
             await children.stop(processes)
     starts = [run.start for run in children.records()]
-    assert 150 <= len(starts) <= rate * seconds + rate + 10  # + the stop's latency
+    # Near 200 + 20 (the span also holds the children's start and stop): not idle.
+    assert len(starts) >= 150
     # A handler starts a little after its claim (the statement's clock), by a different
-    # delay in each process: SLACK seconds of that delay are allowed on each span.
-    slack = 0.05
+    # delay in each process: up to `slack` seconds of that delay are allowed on each span
+    # (4 starts; a rate 30% too high would be 60 over across the 10 s).
+    slack = 0.2
     worst = max(
         (j - i + 1) - (rate * (starts[j] - starts[i] + slack) + rate)
         for i in range(len(starts))
