@@ -2,6 +2,7 @@
 
     python bench/bench_postgres.py                          # everything, full sizes (minutes)
     python bench/bench_postgres.py drain --jobs 50000       # drain: pools vs the raw bound
+    python bench/bench_postgres.py drain-features --jobs 5000   # drain: flow control on vs off
     python bench/bench_postgres.py heartbeat --inflight 1000 10000 --beats 5
     python bench/bench_postgres.py latency --samples 200
     python bench/bench_postgres.py beat --renewed 10 --samples 500
@@ -20,6 +21,13 @@ drain:     N pre-enqueued no-op jobs drained by ``--consumers`` worker pools (on
            a fenced batch update to 'succeeded' by unnest(ids, claim_seqs), as the backend's
            ack), the same batch and ``--consumers`` loops, one bridge crossing per claim and
            per ack. Printed: both rates and pool/bound.
+drain-features: (not part of ``all``) the pools' drain, without the bound, once per flow
+           control feature switched on, at batch 1, 10 and 50 -> jobs/s, and each vs
+           ``none``: ``none`` (no ``queues`` row), ``resumed`` (the queue paused then resumed:
+           a row, not paused), ``max_running`` (1e6: the claim takes the queue's lock and
+           counts live leases, but never limits), ``max_per_second`` (1e6: the lock and the
+           token bucket), ``groups`` (every job in one of 100 groups, round-robin by id; at
+           most 100 jobs run at once).
 heartbeat: N sleeping jobs in flight (batches of 50): renewal statements started per
            heartbeat, the time of each (the backend's ``renew`` call, timed, waited for up to
            2 minutes after the window), the jobs it named and the rows it wrote (its
@@ -110,11 +118,36 @@ def percentile(values: Sequence[float], fraction: float) -> float:
 # -- drain: the pools ---------------------------------------------------------------------
 
 
+#: drain-features: the flow control features, each switched on alone.
+FEATURES = ("none", "resumed", "max_running", "max_per_second", "groups")
+GROUPS = 100
+
+
+async def switch_on(backend: trioqueue.PostgresBackend, feature: str) -> None:
+    """Switch ``feature`` (one of FEATURES) on for QUEUE, its jobs already enqueued."""
+    if feature == "resumed":
+        await backend.pause_queue(QUEUE)
+        await backend.resume_queue(QUEUE)
+    elif feature == "max_running":
+        await backend.set_queue_limits(QUEUE, max_running=1_000_000)
+    elif feature == "max_per_second":
+        await backend.set_queue_limits(QUEUE, max_per_second=1e6)
+    elif feature == "groups":
+        # As enqueue(..., group=...) would have stored them, without one statement per job.
+        async with backend.acquire() as connection:
+            await connection.execute(
+                f"UPDATE \"{backend.schema}\".jobs SET group_key = 'g' || (id % {GROUPS})"
+            )
+            await connection.execute(f'ANALYZE "{backend.schema}".jobs')
+    elif feature != "none":
+        raise ValueError(f"unknown feature {feature!r}")
+
+
 async def drain_pools(
-    dsn: str, jobs: int, batch: int, consumers: int, concurrency: int
+    dsn: str, jobs: int, batch: int, consumers: int, concurrency: int, feature: str = "none"
 ) -> tuple[float, dict[str, int]]:
     """Jobs/s of ``consumers`` pools draining ``jobs`` pre-enqueued no-op jobs, and the
-    statements they issued (claims, renewals, acks)."""
+    statements they issued (claims, renewals, acks); ``feature`` switched on first."""
     finished = Countdown(jobs)
     config = trioqueue.WorkerConfig(
         handler=noop,
@@ -128,6 +161,7 @@ async def drain_pools(
     connections = consumers * (concurrency + 3) + 2
     async with fresh_backend(dsn, max_connections=connections) as backend:
         await fill(backend, jobs)
+        await switch_on(backend, feature)
         async with trio.open_nursery() as nursery:
             began = time.perf_counter()
             for _ in range(consumers):
@@ -523,6 +557,29 @@ def run_drain(dsn: str, args: argparse.Namespace) -> None:
         )
 
 
+def run_drain_features(dsn: str, args: argparse.Namespace) -> None:
+    jobs = args.jobs
+    print(
+        f"drain-features: {jobs:,} no-op jobs, {args.consumers} consumers "
+        f"(pool concurrency {args.concurrency}), one flow control feature on at a time"
+    )
+    for batch in (1, 10, 50):
+        rates: dict[str, float] = {}
+        for feature in FEATURES:
+            rates[feature], _ = trio.run(
+                drain_pools, dsn, jobs, batch, args.consumers, args.concurrency, feature
+            )
+        print(
+            f"  batch {batch:<3} "
+            + "   ".join(
+                f"{feature} {rate:,.0f}"
+                + ("" if feature == "none" else f" ({rate / rates['none']:.0%})")
+                for feature, rate in rates.items()
+            )
+            + "  jobs/s"
+        )
+
+
 def run_heartbeat(dsn: str, args: argparse.Namespace) -> None:
     for jobs in args.inflight:
         result = trio.run(heartbeat, dsn, jobs, args.beats, args.heartbeat)
@@ -582,12 +639,16 @@ def run_waits(dsn: str, args: argparse.Namespace) -> None:
 
 BENCHES: dict[str, Callable[[str, argparse.Namespace], None]] = {
     "drain": run_drain,
+    "drain-features": run_drain_features,
     "beat": run_beat,
     "waits": run_waits,
     "heartbeat": run_heartbeat,
     "latency": run_latency,
     "schedule": run_schedule,
 }
+
+#: Run only when named.
+NOT_IN_ALL = {"drain-features"}
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -623,7 +684,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         sys.stdout.flush()
         for name, bench in BENCHES.items():
-            if args.which in ("all", name):
+            if args.which == name or (args.which == "all" and name not in NOT_IN_ALL):
                 bench(dsn, args)
                 sys.stdout.flush()
 
