@@ -354,6 +354,34 @@ class FlowConformance(ConformanceBase):
         assert retaken[0].job.attempt == 2
         assert retaken[0].job.claim_seq > lost.job.claim_seq
 
+    async def test_a_dead_lettered_lease_lets_the_groups_next_job_go_at_once(
+        self, backend: Backend, clock: object
+    ) -> None:
+        """The claim that dead-letters a group's expired final attempt sees the group
+        running nothing any more, and takes its next job in the same call."""
+        lost_id = await backend.enqueue(Q, "lost", group="G", max_attempts=1)
+        after = await backend.enqueue(Q, "after", group="G")
+        await self._claim(backend, visibility_timeout=self.short_timeout)
+        await self._wait_out()
+        assert self._ids(await self._claim(backend)) == [after]
+        assert (await backend.get_job(lost_id)).status == "failed"
+
+    async def test_a_deleted_or_retried_job_leaves_and_rejoins_its_group(
+        self, backend: Backend, clock: object
+    ) -> None:
+        first, second, third = await backend.enqueue_many(Q, ["1", "2", "3"], group="G")
+        claimed = await self._claim_one(backend)
+        failure = Failure(first, claimed.job.claim_seq, "broke", retry_delay=None)
+        assert await backend.fail([failure]) == [Recorded.FINAL]
+        assert await backend.delete_job(second) is True  # the group's next, waiting
+        # Retried, the failed job is its group's next again (the lowest id, same priority).
+        assert await backend.retry(first) is True
+        retried = await self._claim(backend)
+        assert self._ids(retried) == [first]
+        assert await self._claim(backend) == []
+        await self._ack(backend, *retried)
+        assert self._ids(await self._claim(backend)) == [third]
+
     async def test_groups_and_max_running_together(self, backend: Backend, clock: object) -> None:
         a1, _ = await backend.enqueue_many(Q, ["a1", "a2"], group="A")
         b1 = await backend.enqueue(Q, "b1", group="B")
