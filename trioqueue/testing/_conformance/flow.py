@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 import pytest
+import trio
 
 from trioqueue._backends.interface import Backend
 from trioqueue._backends.validation import MAX_DEDUP_KEY_BYTES
@@ -389,6 +390,26 @@ class FlowConformance(ConformanceBase):
         claimed = await self._claim(backend)
         assert self._ids(claimed) == [a1, b1]
         assert getattr(claimed, "retry_after", None) is None  # the group held it, not a limit
+
+    async def test_concurrent_claims_keep_to_the_limits_and_the_groups(
+        self, backend: Backend, clock: object
+    ) -> None:
+        """Limits and groups hold across pools, not per call: claims racing each other
+        (each on its own connection) together take no more than one claim would."""
+        await backend.enqueue_many(Q, list(range(6)))
+        await backend.enqueue_many("grouped", list(range(4)), group="G")
+        await backend.set_queue_limits(Q, max_running=3)
+        taken: dict[str, list[Claimed]] = {Q: [], "grouped": []}
+
+        async def claim(queue: str) -> None:
+            taken[queue].extend(await self._claim(backend, queue=queue, limit=2))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(5):
+                nursery.start_soon(claim, Q)
+                nursery.start_soon(claim, "grouped")
+        assert len(taken[Q]) == 3
+        assert len(taken["grouped"]) == 1
 
     @pytest.mark.parametrize(("group", "exc_type"), BAD_GROUPS)
     async def test_bad_groups_are_refused_and_nothing_is_written(
