@@ -4,7 +4,8 @@ Each hypothesis example opens a fresh memory backend and a PostgreSQL backend on
 schema, draws a sequence of operations (enqueue, enqueue_many, claim, renew, ack, fail,
 release, cancel, retry, expire, delete_job, a searched and sorted list_jobs with its
 count_jobs, set/delete/list_schedules, a schedule made due and the scheduling pass
-``enqueue_due``, and bad input), runs each one against both backends, and
+``enqueue_due``, flow control (pause_queue, resume_queue, set_queue_limits, enqueues
+with a group, queue_stats), and bad input), runs each one against both backends, and
 compares every answer and, after every step, a normalised view of every job. The memory
 backend is the reference model (``trioqueue/_backends/memory/model.py``) in a thin async
 shell, so this compares the model's statements with ``queries.sql``'s; it goes through the
@@ -29,6 +30,12 @@ What is not compared, on purpose:
   minute or every five (a minute may turn between the two backends' calls), and its
   ``last_run_at`` beyond whether it is set. A schedule made due is moved to the same past
   instant in both (``move_schedule`` and SQL), so its tick, and the job, are the same.
+* A claim's ``retry_after`` beyond whether it is set, and a queue's ``oldest_ready_age``
+  beyond whether it is set: both are clock readings. The rates drawn for
+  ``max_per_second`` are slow enough that their buckets (one token each) refill by no
+  whole token during an example, so which claims they let through does not depend on
+  either clock; a rate of one or more would refill within a second, at moments the two
+  backends' claims see differently.
 * Searches are ASCII: case-insensitive matching of other letters follows the database's
   locale in PostgreSQL and Python's ``str.lower`` in memory (docs/api.rst).
 * Payloads are JSON without floats: ``jsonb`` normalises numbers (``1e300`` comes back as
@@ -54,7 +61,16 @@ from hypothesis import strategies as st
 from trioqueue._backends.memory import MemoryBackend, open_memory
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._core.wire import RenewItem
-from trioqueue._types import Ack, Claimed, Failure, JobInfo, Release, ScheduleInfo
+from trioqueue._types import (
+    Ack,
+    Claimed,
+    Claims,
+    Failure,
+    JobInfo,
+    QueueStats,
+    Release,
+    ScheduleInfo,
+)
 
 from ..conftest import Janitor
 
@@ -84,6 +100,11 @@ priorities = st.integers(-2, 2)
 max_attempts = st.integers(1, 3)
 delays = st.sampled_from([None, None, None, 0, 0.0, 3600])
 dedup_keys = st.none() | st.none() | st.none() | st.sampled_from(["k1", "k2"])
+groups = st.none() | st.sampled_from(["g1", "g2"])
+#: Small limits: a running cap a few claims reach, and rates too slow to refill a token
+#: during an example (see the module docstring).
+max_runnings = st.sampled_from([None, 1, 2])
+max_per_seconds = st.sampled_from([None, None, 0.001, 0.002])
 #: Progress values as the runtime might send them: valid, None, and invalid ones a backend
 #: must filter out (never store).
 progresses = st.sampled_from(
@@ -124,6 +145,7 @@ def normalised(job: JobInfo, id_of: Callable[[int], int]) -> tuple[Any, ...]:
         job.cancel_acknowledged_at is None,
         job.worker_id,
         job.result,
+        job.group,
     )
 
 
@@ -147,6 +169,8 @@ def view(result: Any, id_of: Callable[[int], int]) -> Any:
     schedules as :func:`schedule_view` shows them."""
     if isinstance(result, ScheduleInfo):
         return schedule_view(result)
+    if isinstance(result, Claims):  # whether limits held rows back, then the claims
+        return (result.retry_after is None, view(list(result), id_of))
     if isinstance(result, list) and result and isinstance(result[0], ScheduleInfo):
         return [schedule_view(info) for info in result]
     if isinstance(result, list) and result and isinstance(result[0], Claimed):
@@ -294,6 +318,7 @@ class Differential:
             "delay": self.draw(delays, "delay"),
             "max_attempts": self.draw(max_attempts, "max_attempts"),
             "dedup_key": self.draw(dedup_keys, "dedup_key"),
+            "group": self.draw(groups, "group"),
         }
 
     async def enqueue_many(self) -> None:
@@ -308,10 +333,11 @@ class Differential:
     async def claim(self) -> None:
         queue = self.draw(st.sampled_from(QUEUES), "queue")
         limit = self.draw(st.integers(1, 3), "limit")
-        claims = await self.both(
+        no_retry_after, claims = await self.both(
             f"claim({queue!r}, limit={limit})",
             lambda b, _: b.claim(queue, limit=limit, worker_id="w", visibility_timeout=V),
         )
+        event(f"claim held back by limits: {not no_retry_after}")
         for job_id, *_, claim_seq in claims:
             self.pairs.append((job_id, claim_seq))
 
@@ -407,6 +433,43 @@ class Differential:
         self.memory.expire(job_id)
         await expire_postgres(self.postgres, self.to_postgres(job_id))
 
+    async def pause_queue(self) -> None:
+        queue = self.draw(st.sampled_from(QUEUES), "queue")
+        await self.both(f"pause_queue({queue!r})", lambda b, _: b.pause_queue(queue))
+
+    async def resume_queue(self) -> None:
+        queue = self.draw(st.sampled_from(QUEUES), "queue")
+        await self.both(f"resume_queue({queue!r})", lambda b, _: b.resume_queue(queue))
+
+    async def set_queue_limits(self) -> None:
+        queue = self.draw(st.sampled_from(QUEUES), "queue")
+        limits = {
+            "max_running": self.draw(max_runnings, "max_running"),
+            "max_per_second": self.draw(max_per_seconds, "max_per_second"),
+        }
+        await self.both(
+            f"set_queue_limits({queue!r}, {limits})",
+            lambda b, _: b.set_queue_limits(queue, **limits),
+        )
+
+    async def queue_stats(self) -> None:
+        def shown(stats: dict[str, QueueStats]) -> dict[str, tuple[Any, ...]]:
+            return {
+                queue: (
+                    dict(s.counts),
+                    s.oldest_ready_age is None,
+                    s.paused,
+                    s.max_running,
+                    s.max_per_second,
+                )
+                for queue, s in stats.items()
+            }
+
+        async def stats(backend: Any, _: Callable[[int], int]) -> tuple[str, dict[str, Any]]:
+            return ("stats", shown(await backend.queue_stats()))  # (a dict is verdicts)
+
+        await self.both("queue_stats()", stats)
+
     async def set_schedule(self) -> None:
         name = self.draw(st.sampled_from(SCHEDULES), "name")
         queue = self.draw(st.sampled_from(QUEUES), "queue")
@@ -482,6 +545,12 @@ class Differential:
             ),
             "set_schedule(name='')": lambda b, _: b.set_schedule("", "a", "* * * * *"),
             "delete_schedule(1)": lambda b, _: b.delete_schedule(1),
+            "set_queue_limits(max_running=0)": lambda b, _: b.set_queue_limits("a", max_running=0),
+            "set_queue_limits(max_per_second=nan)": lambda b, _: b.set_queue_limits(
+                "a", max_per_second=math.nan
+            ),
+            "enqueue(group='')": lambda b, _: b.enqueue("a", 1, group=""),
+            "enqueue_many(group=1)": lambda b, _: b.enqueue_many("a", [1], group=1),
         }
         name = self.draw(st.sampled_from(sorted(calls)), "bad input")
         await self.both(name, calls[name])
@@ -504,6 +573,10 @@ class Differential:
             (self.delete_schedule, 1),
             (self.list_schedules, 1),
             (self.enqueue_due, 2),
+            (self.pause_queue, 1),
+            (self.resume_queue, 1),
+            (self.set_queue_limits, 2),
+            (self.queue_stats, 1),
             (self.bad_input, 1),
         ]
         weighted = [op for op, weight in operations for _ in range(weight)]

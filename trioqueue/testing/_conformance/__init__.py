@@ -12,6 +12,8 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
 - ``operator.py``: ``list_jobs``, ``counts`` and ``retry``;
 - ``results.py``: results stored by the fenced ack, and ``wait_for``;
 - ``schedules.py``: schedules, their validation, and the scheduling pass (``enqueue_due``);
+- ``flow.py``: flow control: pausing a queue, its limits (``max_running``,
+  ``max_per_second``) and job groups;
 - ``notices.py``: notices and statement statistics;
 - ``dashboard.py``: searching, sorting, counting and deleting jobs, a job's lease details,
   worker pools and their beats, finished-job history;
@@ -24,6 +26,7 @@ from trioqueue.testing._conformance.cancel import CancelConformance
 from trioqueue.testing._conformance.claim import ClaimConformance
 from trioqueue.testing._conformance.dashboard import DashboardConformance
 from trioqueue.testing._conformance.enqueue import EnqueueConformance
+from trioqueue.testing._conformance.flow import FlowConformance
 from trioqueue.testing._conformance.notices import NoticeConformance
 from trioqueue.testing._conformance.operator import OperatorConformance
 from trioqueue.testing._conformance.outcomes import OutcomeConformance
@@ -43,6 +46,7 @@ class BackendConformance(
     OperatorConformance,
     ResultConformance,
     ScheduleConformance,
+    FlowConformance,
     NoticeConformance,
     DashboardConformance,
 ):
