@@ -30,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import trioqueue
 from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, render
-from trioqueue._types import PoolBeat, PoolRegistration
+from trioqueue._types import Ack, PoolBeat, PoolRegistration
 from trioqueue.cli import _commands as cli
 from trioqueue.cli import main
 
@@ -748,7 +748,6 @@ async def _sql(dsn: str, query: str) -> Any:
 
 
 BLOCKING_HANDLER = """\
-import trio
 
 
 async def handler(payload, ctx):
@@ -991,3 +990,39 @@ async def test_worker_transactional_option_gives_handlers_their_connection(
     assert sorted(HANDLED) == list(range(6))
     infos = await cli.list_jobs(postgres_dsn, postgres_schema, None, None, 100, 0)
     assert [info.status for info in infos] == ["succeeded"] * 6
+
+
+async def _run_to_success(dsn: str, schema: str, queue: str, result: str) -> None:
+    """Claim the queue's jobs and ack them with ``result`` (JSON text), as a worker would."""
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        claimed = await backend.claim(queue, limit=100, worker_id="test", visibility_timeout=60)
+        await backend.ack([Ack(c.job.id, c.job.claim_seq, result=result) for c in claimed])
+
+
+def test_show_prints_a_job_with_its_group_and_result(run: Cli) -> None:
+    job_id = int(run("enqueue", "q", '{"page": 3}', "--group", "customer-42")[1])
+    trio.run(_run_to_success, run.dsn, run.schema, "q", '{"pages": [3], "ok": true}')
+    code, out, err = run("show", str(job_id))
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0] == f"job {job_id} in queue q: succeeded (attempt 1 of 10)"
+    assert '  payload   {"page": 3}' in lines
+    assert "  group     customer-42" in lines
+    assert '  result    {"ok": true, "pages": [3]}' in lines  # (jsonb orders keys)
+    assert not any(line.startswith("  error") for line in lines)
+
+
+def test_show_wait_times_out_on_a_job_nobody_runs(run: Cli) -> None:
+    job_id = int(run("enqueue", "q", "1")[1])
+    code, out, err = run("show", str(job_id), "--wait", "--timeout", "0.2")
+    assert code == 1
+    assert out.splitlines()[0] == f"job {job_id} in queue q: ready (attempt 0 of 10)"
+    assert err == f"trioqueue show: error: job {job_id} is still ready after 0.2 s\n"
+
+
+def test_show_refuses_unknown_ids_and_a_timeout_without_wait(run: Cli) -> None:
+    code, out, err = run("show", "999")
+    assert (code, out, err) == (1, "", "trioqueue show: error: no job with id 999\n")
+    code, out, err = run("show", "1", "--timeout", "5")
+    assert (code, out) == (2, "")
+    assert "--timeout needs --wait" in err

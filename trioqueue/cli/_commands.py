@@ -128,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_enqueue,
         _add_cancel,
         _add_job_commands,
+        _add_show,
         _add_queue,
         _add_status,
         _add_jobs,
@@ -1084,6 +1085,84 @@ def _add_job_commands(commands: Subparsers) -> None:
         run = functools.partial(_on_job, operation=operation, done=done, refused=refused)
         command = _subcommand(commands, name, run, about)
         command.add_argument("job_id", metavar="ID", type=_job_id)
+
+
+def _add_show(commands: Subparsers) -> None:
+    """``show ID [--wait [--timeout S]]``: one job, with its result (docs/flow.rst)."""
+    show = _subcommand(
+        commands, "show", _run_show, "show one job: its state, error, group and result"
+    )
+    show.add_argument("job_id", metavar="ID", type=_job_id)
+    show.add_argument(
+        "--wait", action="store_true", help="wait until the job has succeeded or failed"
+    )
+    show.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="with --wait: give up after S seconds (exit 1); default: wait as long as it takes",
+    )
+
+
+def _run_show(args: argparse.Namespace) -> int:
+    if args.timeout is not None and not (
+        args.wait and math.isfinite(args.timeout) and args.timeout >= 0
+    ):
+        raise CliError("--timeout needs --wait, and a finite number of seconds >= 0")
+    info, timed_out = run_on_database(args, show_job, args.job_id, args.wait, args.timeout)
+    if info is None:
+        raise CliError(f"no job with id {args.job_id}", EXIT_FAILED)
+    print("\n".join(job_report(info)))
+    if timed_out:
+        raise CliError(
+            f"job {args.job_id} is still {info.status} after {args.timeout:g} s", EXIT_FAILED
+        )
+    return 0
+
+
+async def show_job(
+    dsn: str, schema: str, job_id: int, wait: bool, seconds: float | None
+) -> tuple[trioqueue.JobInfo | None, bool]:
+    """The job (None: unknown), after waiting for it to finish if asked; and whether the
+    wait timed out (then the job as it is now)."""
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=2) as backend:
+        try:
+            if wait:
+                try:
+                    return await backend.wait_for(job_id, timeout=seconds), False
+                except TimeoutError:
+                    return await backend.get_job(job_id), True
+            return await backend.get_job(job_id), False
+        except trioqueue.UnknownJobError:
+            return None, False
+
+
+def job_report(info: trioqueue.JobInfo) -> list[str]:
+    """``show``'s lines: a headline, then one ``name  value`` line per detail it has."""
+    head = (
+        f"job {info.id} in queue {info.queue}: {info.status} "
+        f"(attempt {info.attempts} of {info.max_attempts})"
+    )
+    details: list[tuple[str, object]] = [
+        ("payload", _json_text(info.payload)),
+        ("priority", info.priority),
+        ("group", info.group),
+        ("created", info.created_at),
+        ("finished", info.finished_at),
+        ("progress", info.progress),
+        ("worker", info.worker_id),
+        ("cancel", info.cancel_requested_at and f"requested at {info.cancel_requested_at}"),
+        ("error", info.last_error),
+        ("result", None if info.status != "succeeded" else _json_text(info.result)),
+    ]
+    return [head] + [f"  {name:<9} {value}" for name, value in details if value is not None]
+
+
+def _json_text(value: Any) -> str:
+    """A payload or result as JSON text (one that cannot be decoded: its stored text)."""
+    if isinstance(value, trioqueue.UndecodablePayload):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False)
 
 
 JobOperation = Callable[[trioqueue.PostgresBackend, int], Awaitable[bool]]

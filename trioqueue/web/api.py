@@ -66,7 +66,7 @@ def job_json(info: trioqueue.JobInfo) -> dict[str, Any]:
         "last_error": info.last_error,
         "created_at": iso(info.created_at),
         "finished_at": iso(info.finished_at),
-        "group": getattr(info, "group", None),  # enqueue(..., group=): run one at a time
+        "group": info.group,  # enqueue(..., group=): one job of the group at a time
         # What the handler returned (None: nothing, or not succeeded); a stored result this
         # process cannot decode is its JSON text, like a payload.
         "result": str(info.result)
