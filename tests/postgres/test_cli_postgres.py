@@ -748,6 +748,7 @@ async def _sql(dsn: str, query: str) -> Any:
 
 
 BLOCKING_HANDLER = """\
+import trio
 
 
 async def handler(payload, ctx):
