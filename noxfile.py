@@ -1,4 +1,4 @@
-"""Developer and CI sessions: ``nox -s tests lint typecheck docs`` (and ``fast``).
+"""Developer and CI sessions: ``nox -s tests lint typecheck docs proofs`` (and ``fast``).
 
 Every session builds a fresh virtualenv from the project's own metadata, so a
 green run means the project installs and passes from scratch.
@@ -13,10 +13,18 @@ import nox
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["tests", "lint", "typecheck", "docs"]
+nox.options.sessions = ["tests", "lint", "typecheck", "docs", "proofs"]
 
 ROOT = Path(__file__).parent
-LINT_PATHS = ("trioqueue", "tests", "bench", "noxfile.py", "docs/conf.py", "docs/render_rules.py")
+LINT_PATHS = (
+    "trioqueue",
+    "tests",
+    "bench",
+    "proofs",
+    "noxfile.py",
+    "docs/conf.py",
+    "docs/render_rules.py",
+)
 
 
 def _existing(paths: tuple[str, ...]) -> list[str]:
@@ -79,3 +87,10 @@ def docs(session: nox.Session) -> None:
     """Build the Sphinx docs, warnings as errors."""
     session.install(".[docs]")
     session.run("sphinx-build", "-W", "-b", "html", "docs", "docs/_build/html")
+
+
+@nox.session
+def proofs(session: nox.Session) -> None:
+    """The z3 proofs of proofs/ (and their negative twins): ``python proofs/run.py``."""
+    session.install(".[proofs]")
+    session.run("python", "proofs/run.py")
