@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import z3
 
 from trioqueue._core.fence import advanced_deadline, initial_deadline
+from trioqueue._core.timing import GRACE, MIN_RETRY, retry_delay
 
 
 def _min(a: z3.ArithRef, b: z3.ArithRef) -> z3.ArithRef:
@@ -157,6 +158,87 @@ def delayed_claim_delivers_a_live_lease(*, wrong: bool = False) -> Outcome:
     return check(name, assumptions, claim, expect_proof=not wrong)
 
 
+# -- (b) after the database goes away -------------------------------------------------------
+
+
+def handler_stops_after_database_loss(*, wrong: bool = False) -> Outcome:
+    """(b) I3: the database stops executing statements at ``loss``. The last renewal that
+    ran was sent at ``s`` (it ran before the loss); the next one, sent a beat later, did not
+    run. The handler's scope stops at the fence, or at most ``GRACE`` later while a renewal
+    sent before the fence is still in flight (docs/protocol.rst §3). Then the stop lies in
+    ``[loss + V - H - d_out, loss + V + GRACE]``. Twin: the fence from the answer time,
+    which a slow answer pushes past ``loss + V + GRACE``."""
+    V, H, s, loss, d_out, d_back, wait = z3.Reals("V H last_sent loss d_out d_back give_up_wait")
+    assumptions = [
+        z3.And(H > 0, V > H, d_out >= 0, d_back >= 0),
+        s + d_out < loss,  # the last renewal ran before the loss...
+        s + H + d_out >= loss,  # ...and the one sent a beat later did not
+        z3.And(wait >= 0, wait <= GRACE),
+    ]
+    base = s + d_out + d_back if wrong else s  # when the fence's renewal was sent
+    stop = base + V + wait
+    claim = z3.And(loss + V - H - d_out <= stop, stop <= loss + V + GRACE)
+    name = "(b) I3: a handler stops within [V - H - d_out, V + grace] of the database's loss"
+    if wrong:
+        name = "the fence from the answer time stops a handler late after the loss"
+    return check(name, assumptions, claim, expect_proof=not wrong)
+
+
+# -- (c) failed renewals -------------------------------------------------------------------
+
+
+def _retry_delay(H: z3.ArithRef, remaining: z3.ArithRef, *, floor: bool) -> z3.ArithRef:
+    """``retry_delay``: ``min(H, max(MIN_RETRY, remaining / 2))`` (without the floor: the
+    wrong rule ``min(H, remaining / 2)``)."""
+    return _min(H, _max(z3.RealVal(MIN_RETRY), remaining / 2) if floor else remaining / 2)
+
+
+def failed_renewals_are_finitely_many(*, wrong: bool = False) -> Outcome:
+    """(c) a failed renewal is retried after at least ``min(H, MIN_RETRY)`` seconds, so a
+    lease of ``V`` sees at most ``V / min(H, MIN_RETRY) + 1`` renewal statements however
+    they fail. Twin: without the 0.25 s floor the pause shrinks with the lease towards
+    zero, and no positive bound exists."""
+    H, remaining = z3.Reals("H remaining")
+    delay = _retry_delay(H, remaining, floor=not wrong)
+    assumptions = [H > 0, remaining > 0]
+    claim = delay >= _min(H, z3.RealVal(MIN_RETRY))
+    name = "(c) failed renewals: at least min(H, 0.25 s) apart, so finitely many per lease"
+    if wrong:
+        name = "retry pauses without the floor shrink to nothing"
+    return check(name, assumptions, claim, expect_proof=not wrong)
+
+
+def failed_renewals_go_on_until_the_lease_ends(*, wrong: bool = False) -> Outcome:
+    """(c) a failed renewal is retried before the fence while more than ``2 * MIN_RETRY``
+    of the lease is left: the guard never gives a lease up early. Twin: a fixed pause of
+    one beat, which lands after the fence of a lease with less than ``H`` left."""
+    H, remaining = z3.Reals("H remaining")
+    delay = H if wrong else _retry_delay(H, remaining, floor=True)
+    assumptions = [H > 0, remaining > 2 * MIN_RETRY]
+    name = "(c) failed renewals are retried before the fence while the lease lasts"
+    if wrong:
+        name = "a fixed one-beat retry pause misses the end of the lease"
+    return check(name, assumptions, delay < remaining, expect_proof=not wrong)
+
+
+# -- (d) max_job_duration --------------------------------------------------------------------
+
+
+def duration_stops_hooks_and_handler(*, wrong: bool = False) -> Outcome:
+    """(d) I4: the batch's scope, which holds the claim hooks and the handler, has the
+    deadline ``min(fence, registration + D, shutdown)``, so both are stopped by
+    ``registration + D`` however long the hooks take. Twin: counting D from the handler's
+    start, after the hooks, which a slow hook pushes past ``registration + D``."""
+    fence, registered, D, shutdown, hooks = z3.Reals("fence registered D shutdown hooks_took")
+    start = registered + hooks if wrong else registered
+    deadline = _min(fence, _min(start + D, shutdown))
+    assumptions = [D > 0, hooks >= 0]
+    name = "(d) I4: claim hooks and handler are stopped at registration + D"
+    if wrong:
+        name = "D counted from the handler's start lets the hooks overrun it"
+    return check(name, assumptions, deadline <= registered + D, expect_proof=not wrong)
+
+
 # -- the encoding is the code --------------------------------------------------------------
 
 
@@ -182,6 +264,10 @@ def encoding_matches_the_core(samples: int = 300) -> Outcome:
         core = initial_deadline(sent + min(w1, w2), v, answer, answer + k, [lease1, lease2])
         if abs(core - evaluate(s["fence"])) > 1e-6 * max(1.0, abs(core)):
             return Outcome("the encoding is the core's", "proved", "counterexample", 0, str(values))
+        remaining = rng.uniform(0, 2 * v)
+        encoded = _retry_delay(z3.RealVal(v / 3), z3.RealVal(remaining), floor=True)
+        if abs(retry_delay(v / 3, remaining) - evaluate(encoded)) > 1e-9:
+            return Outcome("the encoding is the core's", "proved", "counterexample", 0, "retry")
         previous = rng.uniform(0, 200)
         if advanced_deadline(previous, sent, v) != max(previous, sent + v):
             return Outcome("the encoding is the core's", "proved", "counterexample", 0, "renewal")
@@ -201,4 +287,12 @@ PROOFS: list[Callable[[], Outcome]] = [
     lambda: renewal_fence_within_the_lease(wrong=True),
     delayed_claim_delivers_a_live_lease,
     lambda: delayed_claim_delivers_a_live_lease(wrong=True),
+    handler_stops_after_database_loss,
+    lambda: handler_stops_after_database_loss(wrong=True),
+    failed_renewals_are_finitely_many,
+    lambda: failed_renewals_are_finitely_many(wrong=True),
+    failed_renewals_go_on_until_the_lease_ends,
+    lambda: failed_renewals_go_on_until_the_lease_ends(wrong=True),
+    duration_stops_hooks_and_handler,
+    lambda: duration_stops_hooks_and_handler(wrong=True),
 ]
