@@ -27,3 +27,13 @@ async def wait_until_finished(
             if len(infos) == len(ids) and all(i.status in ("succeeded", "failed") for i in infos):
                 return infos
             await trio.sleep(0.05)
+
+
+async def read_until(stream: trio.abc.ReceiveStream, marker: bytes) -> None:
+    """Read a child process's output until it has said ``marker``."""
+    seen = b""
+    while marker not in seen:
+        chunk = await stream.receive_some()
+        if not chunk:
+            raise AssertionError(f"child ended before saying {marker!r}: {seen!r}")
+        seen += chunk

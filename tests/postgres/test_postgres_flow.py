@@ -29,7 +29,7 @@ import trio
 import trioqueue
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 
-from .._postgres_harness import wait_until_finished
+from .._postgres_harness import read_until, wait_until_finished
 
 pytestmark = pytest.mark.postgres
 
@@ -99,15 +99,6 @@ async def backend(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[Post
         yield backend
 
 
-async def read_until(stream: trio.abc.ReceiveStream, marker: bytes) -> None:
-    seen = b""
-    while marker not in seen:
-        chunk = await stream.receive_some()
-        if not chunk:
-            raise AssertionError(f"child ended before saying {marker!r}: {seen!r}")
-        seen += chunk
-
-
 class Children:
     """PROCESSES child pools on Q of ``backend``'s schema, started together."""
 
@@ -168,6 +159,19 @@ class Children:
             for process in processes:
                 assert await process.wait() == 0
 
+    async def drain(self, ids: list[int], *, poll_interval: float) -> list[Run]:
+        """Run the children until every job of ``ids`` has finished; each must have
+        succeeded, and run once. The runs recorded, by start."""
+        with trio.fail_after(120):
+            async with trio.open_nursery() as nursery:
+                processes = await self.run(nursery, concurrency=4, poll_interval=poll_interval)
+                infos = await wait_until_finished(self.backend, ids, within=60)
+                await self.stop(processes)
+        assert {info.status for info in infos} == {"succeeded"}
+        runs = self.records()
+        assert sorted(run.job_id for run in runs) == sorted(ids)
+        return runs
+
     def records(self) -> list[Run]:
         runs = []
         for out in self.outputs:
@@ -198,15 +202,7 @@ async def test_max_running_holds_across_processes(
     once, and 3 do run at once (the limit is reached, not merely never approached)."""
     await backend.set_queue_limits(Q, max_running=3)
     ids = await backend.enqueue_many(Q, [{"sleep": 0.05, "tag": "j"} for _ in range(40)])
-    children = Children(backend, postgres_dsn, tmp_path)
-    with trio.fail_after(120):
-        async with trio.open_nursery() as nursery:
-            processes = await children.run(nursery, concurrency=4, poll_interval=0.05)
-            infos = await wait_until_finished(backend, ids, within=60)
-            await children.stop(processes)
-    assert {info.status for info in infos} == {"succeeded"}
-    runs = children.records()
-    assert sorted(run.job_id for run in runs) == sorted(ids)
+    runs = await Children(backend, postgres_dsn, tmp_path).drain(ids, poll_interval=0.05)
     assert most_at_once(runs) == 3
 
 
@@ -257,15 +253,7 @@ async def test_group_runs_in_order_one_at_a_time_across_processes(
                 )
         if n % 2 == 0:
             ids.append(await backend.enqueue(Q, {"sleep": 0.02, "tag": "none"}))
-    children = Children(backend, postgres_dsn, tmp_path)
-    with trio.fail_after(120):
-        async with trio.open_nursery() as nursery:
-            processes = await children.run(nursery, concurrency=4, poll_interval=0.05)
-            infos = await wait_until_finished(backend, ids, within=60)
-            await children.stop(processes)
-    assert {info.status for info in infos} == {"succeeded"}
-    runs = children.records()
-    assert sorted(run.job_id for run in runs) == sorted(ids)
+    runs = await Children(backend, postgres_dsn, tmp_path).drain(ids, poll_interval=0.05)
     group = [run for run in runs if run.tag == "g"]  # by start
     assert [run.job_id for run in group] == watched
     for before, after in itertools.pairwise(group):

@@ -26,6 +26,8 @@ import trio
 
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 
+from .._postgres_harness import read_until
+
 pytestmark = pytest.mark.postgres
 
 #: A cron whose real ticks (new year's midnight) never fall inside a test.
@@ -124,15 +126,6 @@ async def start_child(
         )
     )
     return process
-
-
-async def read_until(stream: trio.abc.ReceiveStream, marker: bytes) -> None:
-    seen = b""
-    while marker not in seen:
-        chunk = await stream.receive_some()
-        if not chunk:
-            raise AssertionError(f"child ended before saying {marker!r}: {seen!r}")
-        seen += chunk
 
 
 @pytest.mark.parametrize("variant", ["as-migrated", "without-unique-key"])

@@ -15,10 +15,8 @@ from trioqueue.web import create_app
 
 from .test_web_events import events
 
-Flow = trioqueue.MemoryBackend
 
-
-async def test_queues_show_pause_and_limits(backend: Flow) -> None:
+async def test_queues_show_pause_and_limits(backend: trioqueue.MemoryBackend) -> None:
     await backend.enqueue("mail", 1)
     await backend.pause_queue("mail")
     await backend.set_queue_limits("sms", max_running=3, max_per_second=2.5)  # no jobs yet
@@ -44,7 +42,7 @@ async def test_queues_show_pause_and_limits(backend: Flow) -> None:
     ]
 
 
-async def test_pause_and_resume_through_the_api(backend: Flow) -> None:
+async def test_pause_and_resume_through_the_api(backend: trioqueue.MemoryBackend) -> None:
     async with client(create_app(backend)) as c:
         paused = await c.post("/api/queues/mail/pause", headers=SAME_SITE)
         assert (await backend.queue_stats())["mail"].paused is True
@@ -66,7 +64,7 @@ async def test_pause_and_resume_through_the_api(backend: Flow) -> None:
 
 
 async def test_a_queue_name_with_a_slash_or_odd_characters(
-    backend: Flow,
+    backend: trioqueue.MemoryBackend,
 ) -> None:
     name = "reports/eu west"
     async with client(create_app(backend)) as c:
@@ -75,7 +73,7 @@ async def test_a_queue_name_with_a_slash_or_odd_characters(
     assert (await backend.queue_stats())[name].paused is True
 
 
-async def test_limits_change_only_what_is_given(backend: Flow) -> None:
+async def test_limits_change_only_what_is_given(backend: trioqueue.MemoryBackend) -> None:
     async with client(create_app(backend)) as c:
         first = await c.post(
             "/api/queues/mail/limits",
@@ -109,7 +107,7 @@ async def test_limits_change_only_what_is_given(backend: Flow) -> None:
     ],
 )
 async def test_bad_limits_are_400_and_change_nothing(
-    backend: Flow, body: bytes, message: str
+    backend: trioqueue.MemoryBackend, body: bytes, message: str
 ) -> None:
     await backend.set_queue_limits("mail", max_running=4)
     async with client(create_app(backend)) as c:
@@ -121,7 +119,7 @@ async def test_bad_limits_are_400_and_change_nothing(
 
 
 async def test_queue_actions_follow_the_same_rules_as_job_actions(
-    backend: Flow,
+    backend: trioqueue.MemoryBackend,
 ) -> None:
     posts: list[tuple[str, dict[str, Any]]] = [
         ("/api/queues/mail/pause", {}),
@@ -143,7 +141,7 @@ async def test_queue_actions_follow_the_same_rules_as_job_actions(
     assert "mail" not in await backend.queue_stats()
 
 
-async def test_an_empty_queue_name_is_400(backend: Flow) -> None:
+async def test_an_empty_queue_name_is_400(backend: trioqueue.MemoryBackend) -> None:
     async with client(create_app(backend)) as c:
         r = await c.post("/api/queues//pause", headers=SAME_SITE)
     assert r.status_code == 400
@@ -154,7 +152,7 @@ async def test_an_empty_queue_name_is_400(backend: Flow) -> None:
 
 
 async def test_overview_shows_pause_limits_and_the_buttons(
-    backend: Flow,
+    backend: trioqueue.MemoryBackend,
 ) -> None:
     await backend.enqueue("mail", 1)
     await backend.enqueue("sms", 1)
@@ -170,7 +168,7 @@ async def test_overview_shows_pause_limits_and_the_buttons(
     assert 'data-testid="queue-limits">–<' in mail
 
 
-async def test_read_only_overview_has_no_queue_buttons(backend: Flow) -> None:
+async def test_read_only_overview_has_no_queue_buttons(backend: trioqueue.MemoryBackend) -> None:
     await backend.enqueue("mail", 1)
     async with client(create_app(backend, read_only=True)) as c:
         page = (await c.get("/")).text
@@ -182,7 +180,7 @@ async def test_read_only_overview_has_no_queue_buttons(backend: Flow) -> None:
     assert (await backend.queue_stats())["mail"].paused is False
 
 
-async def test_the_buttons_work_without_javascript(backend: Flow) -> None:
+async def test_the_buttons_work_without_javascript(backend: trioqueue.MemoryBackend) -> None:
     async with client(create_app(backend)) as c:
         paused = await c.post(
             "/queues/actions", data={"queue": "mail", "action": "pause"}, headers=SAME_SITE
@@ -200,7 +198,7 @@ async def test_the_buttons_work_without_javascript(backend: Flow) -> None:
     assert (await backend.queue_stats())["mail"].paused is False
 
 
-async def test_a_jobs_group_on_its_page_and_in_its_json(backend: Flow) -> None:
+async def test_a_jobs_group_on_its_page_and_in_its_json(backend: trioqueue.MemoryBackend) -> None:
     grouped = await backend.enqueue("mail", 1, group="customer-42")
     alone = await backend.enqueue("mail", 2)
     async with client(create_app(backend)) as c:
@@ -214,7 +212,9 @@ async def test_a_jobs_group_on_its_page_and_in_its_json(backend: Flow) -> None:
     assert [job["group"] for job in listed] == ["customer-42", None]
 
 
-async def test_a_pause_elsewhere_sends_a_queue_event(backend: Flow, autojump_clock: object) -> None:
+async def test_a_pause_elsewhere_sends_a_queue_event(
+    backend: trioqueue.MemoryBackend, autojump_clock: object
+) -> None:
     """The overview reloads when a queue's pause or limits change (the CLI, another tab):
     its queue event says so even when no count moved."""
     await backend.enqueue("mail", 1)
