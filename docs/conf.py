@@ -33,14 +33,11 @@ from render_rules import render  # noqa: E402
 
 root_doc = "index"
 exclude_patterns = ["_build", "_generated"]
-pygments_style = "sphinx"
+pygments_style = "friendly"
 
-html_theme = "alabaster"
+html_theme = "furo"
 html_title = f"trioqueue {release}"
-html_theme_options = {
-    "description": "A PostgreSQL-backed job queue for trio, built on a fenced lease protocol",
-    "fixed_sidebar": True,
-}
+pygments_dark_style = "monokai"
 
 autodoc_typehints = "description"
 napoleon_google_docstring = True

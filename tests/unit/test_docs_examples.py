@@ -1,0 +1,80 @@
+"""Every example of the docs runs: the ones on the memory backend here, under a MockClock.
+
+The docs pull each example from docs/examples/ with ``literalinclude`` (conventions in
+docs/examples/README.md), so a page cannot show code that no longer works. The examples
+that need PostgreSQL run in tests/postgres/test_docs_examples_postgres.py; example test
+modules (``test_*.py``) run here through pytest itself.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import trio
+import trio.testing
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+EXAMPLES = DOCS / "examples"
+
+
+def load(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"docs_example_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def examples(*, postgres: bool) -> list[Path]:
+    found = []
+    for path in sorted(EXAMPLES.glob("*.py")):
+        if path.name.startswith("test_"):
+            continue
+        if ("NEEDS_POSTGRES = True" in path.read_text(encoding="utf-8")) == postgres:
+            found.append(path)
+    return found
+
+
+def run_example(path: Path) -> None:
+    module = load(path)
+    if getattr(module, "REAL_CLOCK", False):
+        trio.run(module.main)
+    else:
+        trio.run(module.main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+@pytest.mark.parametrize("path", examples(postgres=False), ids=lambda p: p.stem)
+def test_example_runs(path: Path) -> None:
+    run_example(path)
+
+
+def test_example_test_modules_pass() -> None:
+    modules = sorted(str(p) for p in EXAMPLES.glob("test_*.py"))
+    if not modules:
+        pytest.skip("no example test modules yet")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *modules],
+        cwd=EXAMPLES,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_example_is_shown_and_exists() -> None:
+    """Each literalinclude names a file that exists, and each example is shown somewhere."""
+    shown = set()
+    for page in DOCS.rglob("*.rst"):
+        for name in re.findall(r"literalinclude:: +(\S*examples/\S+\.py)", page.read_text()):
+            target = (page.parent / name).resolve()
+            assert target.exists(), f"{page.name} includes a missing example {name}"
+            shown.add(target)
+    unshown = [p.name for p in EXAMPLES.glob("*.py") if p.resolve() not in shown]
+    assert not unshown, f"examples no page shows: {unshown}"
