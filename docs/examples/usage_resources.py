@@ -28,9 +28,7 @@ async def send_email(payload, ctx: trioqueue.JobContext) -> None:
 
 async def run(backend, configs) -> None:
     await trioqueue.run_workers(backend, configs, resources=resources)
-
-
-# [end resources]
+    # [end resources]
 
 
 async def main() -> None:

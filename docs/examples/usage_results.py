@@ -7,10 +7,9 @@ import trioqueue
 
 # [start handler]
 async def resize(payload, ctx):
+    await trio.sleep(1)  # the work: open, scale, save
     return {"width": 640, "height": 480}  # any JSON value
-
-
-# [end handler]
+    # [end handler]
 
 
 async def main() -> None:
