@@ -58,7 +58,7 @@ async def main(dsn: str, schema: str = "trioqueue") -> None:
         nursery.cancel_scope.cancel()
 
 
+# [start run]
 if __name__ == "__main__":
-    import sys
-
-    trio.run(dashboard, sys.argv[1])
+    trio.run(dashboard, "postgresql:///jobs")
+# [end run]
