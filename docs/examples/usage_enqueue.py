@@ -36,6 +36,19 @@ async def main() -> None:
         )
         assert (again, added, added_again) == (first, True, False)
 
+        # Higher priority first, then enqueue order; the delayed job once it is due.
+        ran: list[int] = []
+
+        async def record(payload, ctx: trioqueue.JobContext) -> None:
+            ran.append(ctx.job_id)
+
+        config = trioqueue.WorkerConfig(handler=record, queue="reports", max_job_duration=60)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(trioqueue.run_worker_pool, backend, config)
+            assert (await backend.wait_for(later)).status == "succeeded"
+            nursery.cancel_scope.cancel()
+        assert ran == [urgent, job_id, *ids, first, later], ran
+
 
 if __name__ == "__main__":
     trio.run(main)
