@@ -221,6 +221,7 @@ class HandlerRun:
 
     @property
     def last(self) -> Attempt | None:
+        """The last attempt (None if the job was never claimed)."""
         return self.attempts[-1] if self.attempts else None
 
     @property
@@ -451,8 +452,11 @@ async def run_handler(
             :func:`run_handler_sync`). ``ctx`` is the pool's context, with
             ``report_progress`` recorded.
         payload: the job's payload (JSON-serialisable).
-        queue, visibility_timeout, heartbeat_interval, max_job_duration, backoff: as in
-            :class:`~trioqueue.WorkerConfig` (``backoff`` None: the default policy).
+        queue: the job's queue (the pool's too).
+        visibility_timeout: V, the lease length, as in :class:`~trioqueue.WorkerConfig`.
+        heartbeat_interval: H, the renewal cadence.
+        max_job_duration: D, the longest claim hooks plus handler may run, or None.
+        backoff: ``backoff(attempt) -> seconds`` before a retry; None: the default policy.
         max_attempts: the job's attempts, as in ``enqueue``.
         faults: scenarios from :func:`lose_lease`, :func:`cancel_job` and
             :func:`stuck_renewals` (or one alone), each carried out at its time. Faults on renewals
@@ -466,8 +470,8 @@ async def run_handler(
 
     Raises:
         ConfigError: the settings are refused, as a worker pool refuses them.
-        TypeError, ValueError: a fault is not a scenario, or a bad ``max_attempts`` or
-            ``give_up_after``.
+        TypeError, ValueError: a fault that is not a scenario, a bad ``max_attempts``,
+            a bad ``give_up_after``.
         RuntimeError: a sync handler under an autojump clock.
     """
     scenarios = _scenarios(faults)
