@@ -45,7 +45,8 @@ async def send_newsletter(payload: dict[str, Any], ctx: Any) -> int:
 async def test_it_sends_every_mail(autojump_clock: object) -> None:
     mailer = FakeMailer()
     run = await run_handler(send_newsletter, {"to": RECIPIENTS}, resources=mailer)
-    assert run.job.status == "succeeded" and run.job.result == 6
+    assert run.job.status == "succeeded"
+    assert run.job.result == 6
     assert mailer.sent == RECIPIENTS
     assert run.progress[-1] == (72.0, 1.0)  # (seconds since the start, value)
 
@@ -62,7 +63,8 @@ async def test_a_lost_lease_sends_no_mail_twice(autojump_clock: object) -> None:
     first, second = run.attempts
     # The last renewal went through at 10 s: the lease (30 s) ends at 40 s, and
     # the worker stops the handler then, writing nothing.
-    assert first.outcome == "unavailable" and first.cancelled_at == 40.0
+    assert first.outcome == "unavailable"
+    assert first.cancelled_at == 40.0
     assert second.outcome == "succeeded"
     assert sorted(mailer.sent) == sorted(RECIPIENTS)  # each one exactly once
 
@@ -78,7 +80,8 @@ async def test_a_cancel_stops_it_for_good(autojump_clock: object) -> None:
     )
     assert run.cancelled_at == 30.0
     assert mailer.sent == RECIPIENTS[:2]  # the third mail was under way
-    assert run.job.status == "failed" and len(run.attempts) == 1
+    assert run.job.status == "failed"
+    assert len(run.attempts) == 1
     assert run.job.last_error is not None
     assert run.job.last_error.startswith("cancelled")
 
@@ -88,7 +91,8 @@ async def test_a_slow_run_fails_at_max_job_duration(autojump_clock: object) -> N
     run = await run_handler(
         send_newsletter, {"to": RECIPIENTS}, resources=mailer, max_job_duration=50
     )
-    assert run.outcome == "failed" and run.cancelled_at == 50.0
+    assert run.outcome == "failed"
+    assert run.cancelled_at == 50.0
     assert run.job.last_error is not None
     assert "max_job_duration" in run.job.last_error
     assert len(mailer.sent) == 4

@@ -11,7 +11,8 @@ async def main() -> None:
     async with trioqueue.open_memory() as backend:
         job_id = await backend.enqueue("reports", {"month": "2026-11"})
         info = await backend.get_job(job_id)
-        assert info.status == "ready" and info.payload == {"month": "2026-11"}
+        assert info.status == "ready"
+        assert info.payload == {"month": "2026-11"}
 
 
 if __name__ == "__main__":

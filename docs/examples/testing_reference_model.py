@@ -12,14 +12,20 @@ from trioqueue._types import Ack
 def drive_the_model() -> None:
     model = MemoryModel()
     request = check_enqueue(
-        "q", [{"n": 1}], priority=0, delay=0.0, max_attempts=3, dedup_key=None
+        "q",
+        [{"n": 1}],
+        priority=0,
+        delay=0.0,
+        max_attempts=3,
+        dedup_key=None,
     )
     [job_id], _ = model.enqueue(100.0, request)
     [claimed] = model.claim(101.0, "q", 1, "worker-1", 30.0)
     assert claimed.lease_until == 131.0  # the lease counts from the claim's now
     assert model.ack(102.0, [Ack(job_id, claimed.job.claim_seq)]) == [True]
     job = model.get_job(102.0, job_id)
-    assert job is not None and job.status == "succeeded"
+    assert job is not None
+    assert job.status == "succeeded"
 
 
 async def main() -> None:

@@ -63,6 +63,16 @@ async def test_progress_is_recorded_with_its_times(autojump_clock: object) -> No
     assert run.job.progress == 0.75  # the ack stored the latest value
 
 
+async def test_renewals_are_counted_one_per_heartbeat(autojump_clock: object) -> None:
+    async def sleeps(payload: Any, ctx: Any) -> None:
+        await trio.sleep(95)
+
+    run = await run_handler(sleeps, visibility_timeout=30, heartbeat_interval=10)
+    # The first beat goes out at the claim, then one every H while the handler runs.
+    assert [e.at for e in run.of("renewal")] == [10.0 * n for n in range(10)]
+    assert run.renewals == 10
+
+
 async def test_the_handler_sees_the_payload_and_resources(autojump_clock: object) -> None:
     seen: list[object] = []
 

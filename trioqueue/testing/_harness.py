@@ -463,7 +463,8 @@ async def run_handler(
             replace one another, as ``backend.inject`` does.
         resources: the handler's ``ctx.resources``.
         give_up_after: seconds after which the run stops even if the job is not finished
-            (``HandlerRun.finished`` is then false).
+            (``HandlerRun.finished`` is then false). Stopping cancels the handler; one
+            that shields itself from cancellation for good keeps the run from ending.
 
     Returns:
         The :class:`HandlerRun` record.
