@@ -200,6 +200,16 @@ def test_run_handler_sync_runs_a_sync_handler_in_a_thread() -> None:
     assert kinds(run) == ["claimed", "started", "returned", "succeeded"]
 
 
+def test_a_raising_sync_handler_is_recorded() -> None:
+    def handler(payload: Any, ctx: Any) -> None:
+        raise ValueError("no")
+
+    run = run_handler_sync(handler)
+    assert run.outcome == "failed"
+    assert isinstance(run.error, ValueError)
+    assert kinds(run) == ["claimed", "started", "raised", "failed"]
+
+
 async def test_a_sync_handler_under_an_autojump_clock_is_refused(autojump_clock: object) -> None:
     def handler(payload: Any, ctx: Any) -> None:
         pass

@@ -277,6 +277,13 @@ class _Recorder(trioqueue.PoolObserver):
     def update(self, number: int, **changes: Any) -> None:
         self.attempts[number] = dataclasses.replace(self.attempts[number], **changes)
 
+    def started(self, number: int) -> None:
+        self.update(number, started_at=self.add("started", number))
+
+    def progress(self, number: int, value: float) -> None:
+        at = self.add("progress", number, value)
+        self.update(number, progress=(*self.attempts[number].progress, (at, value)))
+
     def open_attempts(self) -> list[int]:
         return [a.number for a in self.attempts.values() if a.ended_at is None]
 
@@ -367,14 +374,10 @@ async def _run_async(
     handler: Callable[..., Any], rec: _Recorder, payload: Any, ctx: trioqueue.JobContext
 ) -> Any:
     number = ctx.attempt
-
-    def progress(value: float) -> None:
-        at = rec.add("progress", number, value)
-        rec.update(number, progress=(*rec.attempts[number].progress, (at, value)))
-
-    rec.update(number, started_at=rec.add("started", number))
+    rec.started(number)
+    view = RecordingContext(ctx, functools.partial(rec.progress, number))
     try:
-        result = await handler(payload, RecordingContext(ctx, progress))
+        result = await handler(payload, view)
     except trio.Cancelled:
         rec.update(number, cancelled_at=rec.add("handler_cancelled", number))
         raise
@@ -406,17 +409,10 @@ def _run_in_thread(
         trio.from_thread.run_sync(fn, *args)
 
     number = ctx.attempt
-
-    def progress(value: float) -> None:
-        def record() -> None:
-            at = rec.add("progress", number, value)
-            rec.update(number, progress=(*rec.attempts[number].progress, (at, value)))
-
-        in_trio(record)
-
-    in_trio(lambda: rec.update(number, started_at=rec.add("started", number)))
+    in_trio(rec.started, number)
+    view = RecordingContext(ctx, lambda value: in_trio(rec.progress, number, value))
     try:
-        result = handler(payload, RecordingContext(ctx, progress))
+        result = handler(payload, view)
     except Exception as exc:
         in_trio(_raised, rec, number, exc)
         raise
