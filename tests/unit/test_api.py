@@ -48,6 +48,18 @@ def test_testing_exports_the_fault_helpers_and_the_suite() -> None:
         assert name in trioqueue.testing.__all__
 
 
+def test_testing_exports_the_handler_harness() -> None:
+    """docs/howto-testing.rst: run_handler, its scenarios and its records."""
+    harness = {
+        "run_handler", "run_handler_sync", "lose_lease", "cancel_job", "stuck_renewals",
+        "HandlerRun", "Attempt", "RunEvent", "RecordingContext",
+        "LoseLease", "CancelJob", "StuckRenewals", "Scenario",
+    }  # fmt: skip
+    assert harness <= set(trioqueue.testing.__all__)
+    for name in harness:
+        assert getattr(trioqueue.testing, name) is not None
+
+
 def test_worker_config_defaults_match_the_seed() -> None:
     config = trioqueue.WorkerConfig(handler=print)
     assert dataclasses.is_dataclass(config)

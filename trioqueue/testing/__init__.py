@@ -8,9 +8,14 @@
   subclass. It needs pytest and pytest-trio, so it is imported on first use: the fault
   helpers work without them (in a demo, say).
 - :func:`next_notice`: wait for a notice of one kind on a ``listen`` channel.
+- :func:`run_handler` (and :func:`run_handler_sync`): run *your* handler on one job under
+  a real worker pool on the memory backend, with scheduled faults (:func:`lose_lease`,
+  :func:`cancel_job`, :func:`stuck_renewals`), and get back a :class:`HandlerRun` record
+  to assert on (docs/howto-testing.rst).
 
 The package re-exports private modules: ``_conformance/`` (the suite, a module per topic),
-``_notices.py`` (``next_notice``, which the suite uses too); the faults live beside the
+``_notices.py`` (``next_notice``, which the suite uses too), ``_harness.py``
+(``run_handler`` and its scenarios and records); the faults live beside the
 memory backend that carries them out (``trioqueue._backends.memory.faults``).
 
 Example::
@@ -36,23 +41,51 @@ from trioqueue._backends.memory.faults import (
     hang,
     omit,
 )
+from trioqueue.testing._harness import (
+    Attempt,
+    CancelJob,
+    HandlerRun,
+    LoseLease,
+    RecordingContext,
+    RunEvent,
+    Scenario,
+    StuckRenewals,
+    cancel_job,
+    lose_lease,
+    run_handler,
+    run_handler_sync,
+    stuck_renewals,
+)
 from trioqueue.testing._notices import next_notice
 
 if TYPE_CHECKING:
     from trioqueue.testing._conformance import BackendConformance
 
 __all__ = [
+    "Attempt",
     "BackendConformance",
+    "CancelJob",
     "DelayFault",
     "ErrorFault",
     "Fault",
+    "HandlerRun",
     "HangFault",
+    "LoseLease",
     "OmitFault",
+    "RecordingContext",
+    "RunEvent",
+    "Scenario",
+    "StuckRenewals",
+    "cancel_job",
     "delay",
     "error",
     "hang",
+    "lose_lease",
     "next_notice",
     "omit",
+    "run_handler",
+    "run_handler_sync",
+    "stuck_renewals",
 ]
 
 
