@@ -12,7 +12,7 @@ import trioqueue
 async def import_rows(payload: Any, ctx: trioqueue.JobContext) -> None:
     chunks = payload["chunks"]
     for done in range(1, chunks + 1):
-        await trio.sleep(10)  # import one chunk
+        await trio.sleep(15)  # import one chunk
         ctx.report_progress(done / chunks)  # stored by the next heartbeat
 
 
