@@ -8,8 +8,8 @@ runs the same pools on the in-memory backend, to check that the module works.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import functools
+import dataclasses  # for main() only
+import functools  # for main() only
 from collections.abc import AsyncIterator
 from typing import Any
 
