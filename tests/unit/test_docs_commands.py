@@ -182,3 +182,29 @@ def test_containers_wait_longer_than_the_grace() -> None:
         assert runs
         for run in runs:
             assert float(run[run.index("--stop-timeout") + 1]) > grace
+
+
+def inline_commands() -> list[str]:
+    """The ``trioqueue ...`` literals of the pages' prose."""
+    found: set[str] = set()
+    for page in PAGES:
+        found.update(re.findall(r"``trioqueue ([^`]+)``", page.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+#: What the prose's placeholders stand for.
+PLACEHOLDERS = {"ID": "1", "...": "tutorial_postgres:count_words --queue words"}
+
+
+@pytest.mark.parametrize("text", inline_commands())
+def test_inline_command_parses(text: str) -> None:
+    argv = shlex.split(text)
+    if len(argv) == 1:  # a command's name: one the CLI has
+        with contextlib.redirect_stdout(io.StringIO()), pytest.raises(SystemExit) as exited:
+            build_parser().parse_args([*argv, "--help"])
+        assert exited.value.code == 0
+        return
+    words: list[str] = []
+    for word in argv:
+        words += PLACEHOLDERS.get(word, word).split()
+    parse(words)
