@@ -68,6 +68,9 @@ async def main(dsn: str, schema: str = "trioqueue") -> None:
                 info = await backend.wait_for(job_id, timeout=60)
                 assert info.status == "succeeded"
             nursery.cancel_scope.cancel()
+        stats = backend.statistics()
+        print("peak connections in use:", stats.peak_connections_in_use, "of", size)
+        assert stats.peak_connections_in_use <= size
 
 
 if __name__ == "__main__":
