@@ -1,7 +1,8 @@
 """The command lines the tutorial and the how-to guides show are true.
 
 Every ``trioqueue ...`` line of their shell blocks, systemd units (``ExecStart=``) and
-Dockerfiles (``CMD [...]``) parses with the real command line's parser; every
+Dockerfiles (``CMD [...]``), and of their prose (``trioqueue show ID``, placeholders
+filled in), parses with the real command line's parser; every
 ``MODULE:ATTR`` a worker line names exists in the example module the page shows for it;
 and every stop timeout shown (systemd's ``TimeoutStopSec``, ``docker run --stop-timeout``)
 leaves the worker its shutdown grace. Nothing runs: parsing is cheap and honest.
