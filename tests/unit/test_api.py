@@ -49,7 +49,7 @@ def test_testing_exports_the_fault_helpers_and_the_suite() -> None:
 
 
 def test_testing_exports_the_handler_harness() -> None:
-    """docs/howto-testing.rst: run_handler, its scenarios and its records."""
+    """docs/howto/testing.rst: run_handler, its scenarios and its records."""
     harness = {
         "run_handler", "run_handler_sync", "lose_lease", "cancel_job", "stuck_renewals",
         "HandlerRun", "Attempt", "RunEvent", "RecordingContext",

@@ -11,7 +11,7 @@
 - :func:`run_handler` (and :func:`run_handler_sync`): run *your* handler on one job under
   a real worker pool on the memory backend, with scheduled faults (:func:`lose_lease`,
   :func:`cancel_job`, :func:`stuck_renewals`), and get back a :class:`HandlerRun` record
-  to assert on (docs/howto-testing.rst).
+  to assert on (docs/howto/testing.rst).
 
 The package re-exports private modules: ``_conformance/`` (the suite, a module per topic),
 ``_notices.py`` (``next_notice``, which the suite uses too), ``_harness.py``
