@@ -1,4 +1,7 @@
-"""One job at a time per group key (docs/flow.rst, "Groups: one job at a time per key")."""
+"""One job at a time per group key.
+
+See docs/flow.rst, "Groups: one job at a time per key".
+"""
 
 import trio
 
@@ -17,7 +20,9 @@ async def main() -> None:
         running.discard(customer)
         done.append((customer, payload["step"]))
 
-    config = trioqueue.WorkerConfig(handler=sync, queue="sync", concurrency=10, max_job_duration=60)
+    config = trioqueue.WorkerConfig(
+        handler=sync, queue="sync", concurrency=10, max_job_duration=60
+    )
     async with trioqueue.open_memory() as backend:
         # [start groups]
         await backend.enqueue("sync", {"customer": 42, "step": 1}, group="customer-42")

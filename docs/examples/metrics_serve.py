@@ -27,7 +27,9 @@ async def make_report(payload, ctx: trioqueue.JobContext) -> None:
     pass
 
 
-config = trioqueue.WorkerConfig(handler=make_report, queue="reports", max_job_duration=60)
+config = trioqueue.WorkerConfig(
+    handler=make_report, queue="reports", max_job_duration=60
+)
 
 
 def free_port() -> int:
@@ -37,7 +39,9 @@ def free_port() -> int:
 
 
 def scrape(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{port}/metrics", timeout=10
+    ) as answer:
         return str(answer.read().decode())
 
 

@@ -1,4 +1,6 @@
-"""Jobs through a transaction pooler, LISTEN on a direct connection (docs/pgbouncer.rst).
+"""Jobs through a transaction pooler, LISTEN on a direct connection.
+
+See docs/pgbouncer.rst.
 
 Behind PgBouncer, ``pooler_dsn`` is ``postgresql://app@pgbouncer:6432/appdb`` and
 ``direct_dsn`` is ``postgresql://app@db:5432/appdb``; the tests run it against one plain

@@ -1,4 +1,7 @@
-"""Retention: delete finished jobs older than a week (docs/postgres.rst, "Retention")."""
+"""Retention: delete finished jobs older than a week.
+
+See docs/postgres.rst, "Retention".
+"""
 
 import sys
 

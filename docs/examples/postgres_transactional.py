@@ -11,7 +11,8 @@ NEEDS_POSTGRES = True
 
 
 def with_search_path(dsn: str, schema: str) -> str:
-    """``dsn`` whose connections find unqualified tables (``invoices``) in ``schema``."""
+    """``dsn`` whose connections find unqualified tables (``invoices``) in
+    ``schema``."""
     return dsn + ("&" if "?" in dsn else "?") + f"search_path={schema}"
 
 
@@ -21,7 +22,8 @@ async def main(dsn: str, schema: str = "trioqueue") -> None:
         await backend.migrate()
         async with backend.acquire() as conn:
             await conn.execute(
-                "CREATE TABLE invoices (customer int NOT NULL, amount int CHECK (amount > 0))"
+                "CREATE TABLE invoices"
+                " (customer int NOT NULL, amount int CHECK (amount > 0))"
             )
 
         # [start handler]
@@ -36,12 +38,16 @@ async def main(dsn: str, schema: str = "trioqueue") -> None:
                 "emails", {"customer": payload["customer"]}, connection=ctx.connection
             )
 
-        config = trioqueue.transactional_worker_config(4, record_invoice, queue="invoices")
+        config = trioqueue.transactional_worker_config(
+            4, record_invoice, queue="invoices"
+        )
         # [end handler]
 
         paid = await backend.enqueue("invoices", {"customer": 42, "amount": 100})
         # The INSERT fails its CHECK: the attempt rolls back, with its follow-up job.
-        refused = await backend.enqueue("invoices", {"customer": 7, "amount": -5}, max_attempts=1)
+        refused = await backend.enqueue(
+            "invoices", {"customer": 7, "amount": -5}, max_attempts=1
+        )
         async with trio.open_nursery() as nursery:
             await nursery.start(trioqueue.run_worker_pool, backend, config)
             assert (await backend.wait_for(paid, timeout=60)).status == "succeeded"

@@ -42,7 +42,9 @@ async def main() -> None:
         async def record(payload, ctx: trioqueue.JobContext) -> None:
             ran.append(ctx.job_id)
 
-        config = trioqueue.WorkerConfig(handler=record, queue="reports", max_job_duration=60)
+        config = trioqueue.WorkerConfig(
+            handler=record, queue="reports", max_job_duration=60
+        )
         async with trio.open_nursery() as nursery:
             await nursery.start(trioqueue.run_worker_pool, backend, config)
             assert (await backend.wait_for(later)).status == "succeeded"

@@ -9,7 +9,9 @@ async def main() -> None:
     async def broken(payload, ctx: trioqueue.JobContext) -> None:
         raise RuntimeError("printer on fire")
 
-    config = trioqueue.WorkerConfig(handler=broken, queue="reports", max_job_duration=60)
+    config = trioqueue.WorkerConfig(
+        handler=broken, queue="reports", max_job_duration=60
+    )
     async with trioqueue.open_memory() as backend:
         job_id = await backend.enqueue("reports", {"month": "2026-11"}, max_attempts=1)
         await backend.enqueue("reports", {"month": "2026-12"}, delay=3600)

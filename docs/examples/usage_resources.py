@@ -1,4 +1,7 @@
-"""Resources shared by every handler of a process (docs/usage.rst, "Shared resources")."""
+"""Resources shared by every handler of a process.
+
+See docs/usage.rst, "Shared resources".
+"""
 
 import contextlib
 
@@ -34,7 +37,9 @@ async def run(backend, configs) -> None:
 async def main() -> None:
     configs = [
         trioqueue.WorkerConfig(handler=send_email, queue="emails", concurrency=8),
-        trioqueue.WorkerConfig(handler=make_report, queue="reports", max_job_duration=600),
+        trioqueue.WorkerConfig(
+            handler=make_report, queue="reports", max_job_duration=600
+        ),
     ]
     async with trioqueue.open_memory() as backend:
         # (No email is sent here: that would need the mail service.)

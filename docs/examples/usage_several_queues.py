@@ -1,4 +1,7 @@
-"""One pool per queue in one process (docs/usage.rst, "Several queues in one process")."""
+"""One pool per queue in one process.
+
+See docs/usage.rst, "Several queues in one process".
+"""
 
 import trio
 
@@ -23,7 +26,9 @@ async def main() -> None:
         # [start run_workers]
         configs = [
             trioqueue.WorkerConfig(handler=send_email, queue="emails", concurrency=8),
-            trioqueue.WorkerConfig(handler=make_report, queue="reports", max_job_duration=600),
+            trioqueue.WorkerConfig(
+                handler=make_report, queue="reports", max_job_duration=600
+            ),
         ]
         async with trio.open_nursery() as nursery:
             await nursery.start(trioqueue.run_workers, backend, configs)
@@ -50,7 +55,9 @@ async def main() -> None:
             message = str(exc)
         else:
             raise AssertionError("the configs have a problem")
-        assert "queue 'reports': heartbeat_interval (60s) must be less than" in message, message
+        assert (
+            "queue 'reports': heartbeat_interval (60s) must be less than" in message
+        ), message
 
 
 if __name__ == "__main__":

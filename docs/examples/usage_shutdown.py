@@ -24,10 +24,13 @@ async def main() -> None:
         stop_now = trio.Event()
         async with trio.open_nursery() as nursery:
             await nursery.start(
-                functools.partial(trioqueue.run_worker_pool, backend, config, stop_now=stop_now)
+                functools.partial(
+                    trioqueue.run_worker_pool, backend, config, stop_now=stop_now
+                )
             )
             await started.wait()  # a handler is running
-            nursery.cancel_scope.cancel()  # graceful: handlers go on for up to shutdown_grace
+            # graceful: handlers go on for up to shutdown_grace
+            nursery.cancel_scope.cancel()
             stop_now.set()  # ... or not at all
         # [end stop_now]
         # The handler was cancelled at once and its job released, the attempt uncharged.

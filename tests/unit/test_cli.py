@@ -145,6 +145,18 @@ def test_help_lists_the_demo(capsys: pytest.CaptureFixture[str]) -> None:
     assert "demo" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    ("command", "schema"), [("demo", "trioqueue_demo"), ("status", "trioqueue")]
+)
+def test_schema_help_names_the_schema_the_command_uses(
+    command: str, schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"the schema holding trioqueue's tables (default: {schema})" in help_text
+
+
 def test_python_dash_m_runs_the_same_command_line() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "trioqueue", "demo", "--help"],

@@ -27,6 +27,9 @@ def load(path: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"docs_example_{path.stem}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    # Registered as an import would be, so an example may use dataclasses (which look their
+    # module up) with postponed annotations.
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
@@ -66,6 +69,20 @@ def test_example_test_modules_pass() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+#: Lines of an example fit a docs page's code block without a scroll bar.
+PAGE_WIDTH = 88
+
+
+def test_examples_fit_the_page() -> None:
+    long = [
+        f"{path.name}:{number}"
+        for path in sorted(EXAMPLES.glob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if len(line) > PAGE_WIDTH
+    ]
+    assert not long, f"lines longer than {PAGE_WIDTH} characters: {long}"
 
 
 def test_every_example_is_shown_and_exists() -> None:

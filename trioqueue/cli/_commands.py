@@ -140,8 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_database_options(parser: argparse.ArgumentParser, default: Any) -> None:
-    """``--dsn`` and ``--schema`` on ``parser``, both defaulting to ``default``."""
+def _add_database_options(
+    parser: argparse.ArgumentParser, default: Any, schema: str = DEFAULT_SCHEMA
+) -> None:
+    """``--dsn`` and ``--schema`` on ``parser``, both defaulting to ``default``; ``schema``
+    is the schema the command uses when none is given (the help says so)."""
     parser.add_argument(
         "--dsn",
         default=default,
@@ -150,18 +153,18 @@ def _add_database_options(parser: argparse.ArgumentParser, default: Any) -> None
     parser.add_argument(
         "--schema",
         default=default,
-        help=f"the schema holding trioqueue's tables (default: {DEFAULT_SCHEMA})",
+        help=f"the schema holding trioqueue's tables (default: {schema})",
     )
 
 
-def _common_options() -> argparse.ArgumentParser:
+def _common_options(schema: str = DEFAULT_SCHEMA) -> argparse.ArgumentParser:
     """Options every subcommand accepts, as an argparse parent."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "-v", "--verbose", action="store_true", help="show the library's info log lines"
     )
     # SUPPRESS: when given only before the subcommand, the main parser's value stands.
-    _add_database_options(common, default=argparse.SUPPRESS)
+    _add_database_options(common, default=argparse.SUPPRESS, schema=schema)
     return common
 
 
@@ -169,11 +172,18 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def _subcommand(
-    commands: Subparsers, name: str, run: Runner, help: str, description: str | None = None
+    commands: Subparsers,
+    name: str,
+    run: Runner,
+    help: str,
+    description: str | None = None,
+    *,
+    schema: str = DEFAULT_SCHEMA,
 ) -> argparse.ArgumentParser:
-    """Declare subcommand ``name`` (with the common options), run by ``run``."""
+    """Declare subcommand ``name`` (with the common options), run by ``run``; ``schema`` is
+    the schema it works in by default."""
     parser = commands.add_parser(
-        name, parents=[_common_options()], help=help, description=description or help
+        name, parents=[_common_options(schema)], help=help, description=description or help
     )
     parser.set_defaults(run=run)
     return parser
@@ -1637,6 +1647,7 @@ def _add_demo(commands: Subparsers) -> None:
             f"exists (exit 2). Without --dsn or ${DSN_ENV} it starts an embedded PostgreSQL "
             f"({_embedded.INSTALL_HINT}) and stops it afterwards."
         ),
+        schema=_demo.SCHEMA,
     )
     demo.add_argument(
         "--backend",
