@@ -31,6 +31,12 @@ from render_rules import render  # noqa: E402
 (_DOCS / "_generated").mkdir(exist_ok=True)
 (_DOCS / "_generated" / "rules.rst").write_text(render(), encoding="utf-8")
 
+# The guarantees (from proofs/backers.py) and the named queries beside the memory model's
+# methods, for docs/guarantees.rst and docs/reference-model.rst (render_reference.py).
+from render_reference import write as write_reference  # noqa: E402
+
+write_reference(_DOCS / "_generated")
+
 root_doc = "index"
 exclude_patterns = ["_build", "_generated"]
 pygments_style = "friendly"
