@@ -48,3 +48,7 @@ pygments_dark_style = "monokai"
 autodoc_typehints = "description"
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
+
+# docs/reference-model.rst shows SQL beside the model's methods in two columns.
+html_static_path = ["_static"]
+html_css_files = ["side-by-side.css"]
