@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 _DOCS = Path(__file__).resolve().parent
 _ROOT = _DOCS.parent
@@ -52,3 +53,18 @@ napoleon_numpy_docstring = False
 # docs/reference-model.rst shows SQL beside the model's methods in two columns.
 html_static_path = ["_static"]
 html_css_files = ["side-by-side.css"]
+
+
+def _drop_inherited_docstring(
+    app: object, what: str, name: str, obj: object, options: object, lines: list[str]
+) -> None:
+    # A type alias such as ``trioqueue.testing.Fault`` (a union) has no docstring of its
+    # own: autodoc shows its type's ("Represent a PEP 604 union type"). Drop that; the
+    # page says what the alias is.
+    own = getattr(obj, "__doc__", None)
+    if what == "data" and own is not None and own == getattr(type(obj), "__doc__", None):
+        lines.clear()
+
+
+def setup(app: Any) -> None:
+    app.connect("autodoc-process-docstring", _drop_inherited_docstring)

@@ -9,6 +9,7 @@ module or object.
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
@@ -45,6 +46,29 @@ def test_testing_and_web_are_documented_by_their_all() -> None:
         assert ":undoc-members:" not in options
         assert ":imported-members:" not in options
         assert ":ignore-module-all:" not in options
+
+
+def test_every_testing_and_web_name_reaches_the_page() -> None:
+    # autodoc lists a module's __all__ names that it can see (dir) and that have their own
+    # docstring; the others (a lazy import, a type alias) need a directive of their own.
+    named = {name for _, name, _ in _directives("api.rst")}
+    for module in (trioqueue.testing, trioqueue.web):
+        for name in module.__all__:
+            if f"{module.__name__}.{name}" in named:
+                continue
+            obj = getattr(module, name)
+            assert name in dir(module), f"{module.__name__}.{name}: give it a directive"
+            assert inspect.isclass(obj) or inspect.isfunction(obj), name
+            assert obj.__doc__, f"{module.__name__}.{name} has no docstring"
+
+
+def test_excluded_members_have_their_own_directive() -> None:
+    named = {name for _, name, _ in _directives("api.rst")}
+    for kind, module, options in _directives("api.rst"):
+        excluded = re.search(r":exclude-members: (.*)\n", options)
+        if kind == "module" and excluded:
+            for name in excluded.group(1).split(","):
+                assert f"{module}.{name.strip()}" in named, name
 
 
 def test_every_metrics_name_is_documented_somewhere() -> None:
