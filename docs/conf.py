@@ -66,5 +66,18 @@ def _drop_inherited_docstring(
         lines.clear()
 
 
+def _drop_private_aliases(app: Any) -> list[object]:
+    # autodoc records each public object also under the private module it is defined in
+    # (``trioqueue._types.JobInfo`` for ``trioqueue.JobInfo``), so that type hints naming
+    # the private path link to the public entry. Once every page is written, drop those
+    # aliases, so that objects.inv (what other projects link against) lists public names
+    # only. Runs on html-collect-pages: after the pages, before the inventory is dumped.
+    objects = app.env.get_domain("py").objects
+    for name in [n for n, entry in objects.items() if entry.aliased and "._" in n]:
+        del objects[name]
+    return []
+
+
 def setup(app: Any) -> None:
     app.connect("autodoc-process-docstring", _drop_inherited_docstring)
+    app.connect("html-collect-pages", _drop_private_aliases)
