@@ -212,8 +212,9 @@ GUARANTEES: tuple[Guarantee, ...] = (
     Guarantee(
         "I13",
         "no job lost",
-        "Every enqueued job ends ``succeeded`` or ``failed``, whatever failed on the way once "
-        "it recovers; in transactional mode its effects commit exactly once.",
+        "Once failures stop (a worker crashed, the database was lost), every enqueued job "
+        "ends ``succeeded`` or ``failed``; in transactional mode its effects commit exactly "
+        "once.",
         tests=(
             Tests(_POOL, ("test_I13_*",)),
             Tests(_GUARD, ("I13_running_handler_keeps_its_lease_renewed",), _MACHINE),
