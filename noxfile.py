@@ -25,6 +25,7 @@ LINT_PATHS = (
     "docs/conf.py",
     "docs/render_rules.py",
     "docs/examples",
+    "docs/render_reference.py",
 )
 
 

@@ -95,3 +95,9 @@ def test_every_example_is_shown_and_exists() -> None:
             shown.add(target)
     unshown = [p.name for p in EXAMPLES.glob("*.py") if p.resolve() not in shown]
     assert not unshown, f"examples no page shows: {unshown}"
+
+
+def test_no_page_asks_for_a_table_of_contents() -> None:
+    """Furo draws each page's contents itself, and shows ``.. contents::`` as an error box."""
+    asking = [p.name for p in DOCS.rglob("*.rst") if ".. contents::" in p.read_text()]
+    assert not asking, f"pages with a contents directive: {asking}"

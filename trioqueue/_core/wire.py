@@ -22,7 +22,8 @@ class RenewItem:
 class Verdict(enum.Enum):
     """What one renewal said about one job.
 
-    What each one does is a table, :data:`trioqueue._core.rules.VERDICT_RULES`.
+    What each one does is a table of the lease protocol (docs/protocol.rst, rendered there
+    from the code).
     ``EXTENDED`` and ``CANCEL_REQUESTED`` both mean the row's lease was renewed; the second
     also carries a cancel directive. ``RECLAIMED`` means the row's ``claim_seq`` moved on (our
     attempt is over), ``GONE`` that the row is missing or finished, and ``UNCHANGED`` that the

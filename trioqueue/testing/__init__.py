@@ -3,30 +3,24 @@
 - Fault constructors for the memory backend's ``backend.inject(op, fault)``: :func:`hang`,
   :func:`delay`, :func:`error` and :func:`omit`. They build plain, frozen descriptions; the
   backend carries them out while the faulty call holds its connection.
-- :class:`BackendConformance`: the behaviour every
-  :class:`~trioqueue._backends.interface.Backend` must have, as a pytest test class to
-  subclass. It needs pytest and pytest-trio, so it is imported on first use: the fault
-  helpers work without them (in a demo, say).
+- :class:`BackendConformance`: the behaviour every backend must have, as a pytest test
+  class to subclass. It needs pytest and pytest-trio, so it is imported on first use: the
+  fault helpers work without them (in a demo, say).
 - :func:`next_notice`: wait for a notice of one kind on a ``listen`` channel.
 - :func:`run_handler` (and :func:`run_handler_sync`): run *your* handler on one job under
   a real worker pool on the memory backend, with scheduled faults (:func:`lose_lease`,
   :func:`cancel_job`, :func:`stuck_renewals`), and get back a :class:`HandlerRun` record
   to assert on (docs/howto/testing.rst).
 
-The package re-exports private modules: ``_conformance/`` (the suite, a module per topic),
-``_notices.py`` (``next_notice``, which the suite uses too), ``_harness.py``
-(``run_handler`` and its scenarios and records); the faults live beside the
-memory backend that carries them out (``trioqueue._backends.memory.faults``).
-
-Example::
-
-    async with trioqueue.open_memory() as backend:
-        backend.inject("renew", testing.hang(interruptible=False, times=1))
-        ...  # the first renewal wedges; later ones go through
-        backend.inject("renew", None)  # clear it, releasing the wedged call
+docs/testing.rst shows each of them at work, in examples that the tests run.
 """
 
 from __future__ import annotations
+
+# The package re-exports private modules: ``_conformance/`` (the suite, a module per
+# topic), ``_notices.py`` (``next_notice``, which the suite uses too), ``_harness.py``
+# (``run_handler`` and its scenarios and records); the faults live beside the memory
+# backend that carries them out (``trioqueue._backends.memory.faults``).
 
 from typing import TYPE_CHECKING, Any
 

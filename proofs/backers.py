@@ -1,0 +1,388 @@
+"""What backs each guarantee: invariants I1-I13 of docs/protocol.rst, and its rules §1 and §4.
+
+One source of truth for two tables: the one in proofs/README.md (section "Every invariant
+and what backs it", written by ``python proofs/backers.py --write``) and the one
+docs/guarantees.rst includes (rendered by docs/render_reference.py at every docs build).
+tests/unit/test_backers.py checks that the README's table is this render, that every test
+file named here exists, that every test named here is defined in its file, and that every
+proof named here is a function of proofs/timing.py.
+
+Two kinds of backer count only once they exist, so that the tables are true before and
+after they land, with nothing to edit here:
+
+- the exhaustive model check, ``proofs/model_check.py``: the rows with ``model_check=True``;
+- the conformance traces, ``proofs/traces/``: a row I2 to I13 cites them when a file in that
+  folder names the row's id as a word (``I5``, say in a header line ``invariants: I5 I6``).
+
+Plain data and string functions only: no import beyond the standard library.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL_CHECK = "proofs/model_check.py"
+TRACES = "proofs/traces"
+
+
+@dataclass(frozen=True)
+class Proof:
+    """A z3 proof of proofs/timing.py, by the label of the README's proof table."""
+
+    label: str
+    function: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Tests:
+    """Tests in one file under ``tests/``: ``names`` are test (or state machine invariant)
+    names, or a prefix ending in ``*`` (``test_I2_*``: every test so named in the file)."""
+
+    file: str
+    names: tuple[str, ...] = ()
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """One row: an invariant (``I1``) or a rule (``§1``) of docs/protocol.rst.
+
+    ``title`` is the README's short name, ``statement`` what a user can rely on (reST inline
+    markup: double backquotes and ``:class:`` roles only).
+    """
+
+    id: str
+    title: str
+    statement: str
+    proofs: tuple[Proof, ...] = ()
+    tests: tuple[Tests, ...] = ()
+    model_check: bool = False
+
+
+_UNITS = "unit/test_core_units.py"
+_POOL = "unit/test_pool_examples.py"
+_GUARD = "unit/test_core_guard_stateful.py"
+_PROPS = "unit/test_pool_properties.py"
+_MODEL = "unit/test_memory_model_stateful.py"
+_MACHINE = "state machine, after every step"
+_SUITE = "the conformance suite: stale writes, a reclaimed attempt fenced out"
+
+_CLAIM = Proof("(a) claim", "claim_fence_within_the_lease")
+_RENEWAL = Proof("(a) renewal", "renewal_fence_within_the_lease")
+_LOCK = Proof("(e)", "delayed_claim_delivers_a_live_lease")
+
+GUARANTEES: tuple[Guarantee, ...] = (
+    Guarantee(
+        "I1",
+        "bad config refused, every violation listed",
+        "A pool with a bad timing configuration never starts: it raises one "
+        ":class:`~trioqueue.ConfigError` that lists every violation at once, before it "
+        "touches the backend.",
+        tests=(Tests(_UNITS, ("test_I1_*",)), Tests(_POOL, ("test_I1_*",))),
+    ),
+    Guarantee(
+        "I2",
+        "nothing runs past the local fence",
+        "No claim hook or handler runs past its batch's local lease fence (plus scheduling "
+        "slack, and at most 0.25 s for a renewal in flight), and the fence never outlives "
+        "the lease stored in the row: while your handler runs, no other worker can claim "
+        "its job (with synchronised clocks).",
+        proofs=(_CLAIM, _RENEWAL),
+        tests=(
+            Tests(_UNITS, ("test_I2_*",)),
+            Tests(_GUARD, ("I2_fence_never_outlives_the_granted_lease",), _MACHINE),
+            Tests(_PROPS, (), "two attempts of one job never run at once"),
+        ),
+    ),
+    Guarantee(
+        "I3",
+        "stop within ``[V − H, V]`` of the loss",
+        "When the database goes away, a handler is stopped between ``V - H`` and ``V`` "
+        "after it went away (at most ``V`` after the last successful renewal was sent, "
+        "plus 0.25 s for one in flight), without any answer from the database.",
+        proofs=(Proof("(b)", "handler_stops_after_database_loss"),),
+        tests=(
+            Tests(_POOL, ("test_I3_*",)),
+            Tests(_PROPS, ("test_I3_*",)),
+            Tests(_UNITS, ("test_I3_*",)),
+        ),
+    ),
+    Guarantee(
+        "I4",
+        "hooks + handler stop at registration + D",
+        "With ``max_job_duration`` set to ``D``, a job's claim hooks and handler together "
+        "are stopped ``D`` after its batch registered; running past it is a retryable "
+        "failure.",
+        proofs=(Proof("(d)", "duration_stops_hooks_and_handler"),),
+        tests=(
+            Tests(_UNITS, ("test_I4_*",)),
+            Tests(_POOL, ("test_I4_*",)),
+            Tests(_GUARD, ("I4_scope_deadline_is_min_of_fence_duration_and_shutdown",), _MACHINE),
+            Tests(_PROPS),
+        ),
+    ),
+    Guarantee(
+        "I5",
+        "two-connection ceiling",
+        "A wedged database holds at most two of a pool's connections for its renewals: one "
+        "abandoned call and the current one. The fences keep stopping handlers meanwhile.",
+        tests=(
+            Tests(_UNITS, ("test_I5_*",)),
+            Tests(_POOL, ("test_I5_*",)),
+            Tests(_GUARD, ("I5_at_most_two_connections",), _MACHINE),
+            Tests("postgres/test_postgres_wedge.py"),
+        ),
+        model_check=True,
+    ),
+    Guarantee(
+        "I6",
+        "late answers change nothing",
+        "The answer of an abandoned or superseded renewal, whenever it arrives, changes no "
+        "lease, deadline, verdict or renewal slot.",
+        tests=(Tests(_UNITS, ("test_I6_*",)), Tests(_POOL, ("test_I6_*",)), Tests(_GUARD)),
+        model_check=True,
+    ),
+    Guarantee(
+        "I7",
+        "expired at registration: no handler",
+        "A batch whose lease had already run out when it registered never runs a handler; "
+        "each of its jobs fires ``on_job_claimed`` then ``on_job_unavailable``.",
+        proofs=(Proof("(e)", "delayed_claim_delivers_a_live_lease", "when it cannot happen"),),
+        tests=(Tests(_UNITS, ("test_I7_*",)), Tests(_POOL, ("test_I7_*",)), Tests(_GUARD)),
+    ),
+    Guarantee(
+        "I8",
+        "one cancellation, one outcome per attempt",
+        "Each attempt is cancelled at most once and gets exactly one outcome. Its reason is "
+        "the first deadline to pass (lease, then ``max_job_duration``, then shutdown when "
+        "they coincide), and nothing that happens later changes it.",
+        tests=(
+            Tests(_UNITS, ("test_I8_*",)),
+            Tests(_POOL, ("test_I8_*",)),
+            Tests(_GUARD, ("I8_each_job_stopped_and_cancelled_at_most_once",), _MACHINE),
+            Tests(_PROPS, (), "one outcome per claimed attempt"),
+        ),
+        model_check=True,
+    ),
+    Guarantee(
+        "I9",
+        "stale ``claim_seq`` writes nothing",
+        "A write about an attempt that is no longer the row's (a renewal, progress, an ack, "
+        "a failure, a release naming a stale ``claim_seq``) changes nothing: a worker that "
+        "lost its job cannot overwrite the attempt that replaced it.",
+        tests=(
+            Tests(_MODEL, (), _MACHINE),
+            Tests("unit/test_memory_backend.py", (), _SUITE),
+            Tests("postgres/test_postgres_backend.py", (), _SUITE),
+        ),
+    ),
+    Guarantee(
+        "I10",
+        "first beat at once, one statement per beat",
+        "A batch's first renewal goes out as soon as it registers; after that a pool sends "
+        "one renewal statement per beat, however many jobs it holds.",
+        proofs=(Proof("(c)", "failed_renewals_are_finitely_many", "finitely many on failure"),),
+        tests=(Tests(_UNITS, ("test_I10_*",)), Tests(_POOL, ("test_I10_*",)), Tests(_GUARD)),
+    ),
+    Guarantee(
+        "I11",
+        "progress rides on the heartbeat",
+        "``report_progress`` keeps only finite values in ``[0, 1]``; the latest wins and "
+        "the next renewal stores it, at no cost of a statement of its own.",
+        tests=(Tests(_UNITS, ("test_I11_*",)), Tests(_POOL, ("test_I11_*",)), Tests(_GUARD)),
+    ),
+    Guarantee(
+        "I12",
+        "cancel within a beat, job failed",
+        "A cancel reaches a running handler within one heartbeat (almost at once with "
+        "``NOTIFY``); the job ends ``failed`` and is not retried.",
+        tests=(
+            Tests(_UNITS, ("test_I12_*",)),
+            Tests(_POOL, ("test_I12_*",)),
+            Tests(_GUARD),
+            Tests(_PROPS, (), "a cancelled job is never claimed again"),
+        ),
+    ),
+    Guarantee(
+        "I13",
+        "no job lost",
+        "Once failures stop (a worker crashed, the database was lost), every enqueued job "
+        "ends ``succeeded`` or ``failed``; in transactional mode its effects commit exactly "
+        "once.",
+        tests=(
+            Tests(_POOL, ("test_I13_*",)),
+            Tests(_GUARD, ("I13_running_handler_keeps_its_lease_renewed",), _MACHINE),
+            Tests(_MODEL, ("no_job_is_lost",), _MACHINE),
+            Tests(_PROPS, (), "every fault lifted, every job ends"),
+            Tests("postgres/test_postgres_pool.py"),
+            Tests("postgres/test_postgres_restart.py"),
+            Tests("postgres/test_postgres_transactional.py"),
+        ),
+    ),
+    Guarantee(
+        "§1",
+        "lease counted from the lock",
+        "A claim's lease counts from the moment its row is locked, not from the statement's "
+        "start: a claim that waited on a lock never delivers rows whose lease already ran "
+        "out, so it costs them no attempt.",
+        proofs=(_LOCK,),
+        tests=(Tests(_POOL, ("test_claim_that_stalled_before_taking_its_rows_*",)),),
+    ),
+    Guarantee(
+        "§4",
+        "a stopped batch keeps its lease while its handler runs",
+        "A stopped batch (its duration passed, a cancel, shutdown) stays leased until its "
+        "last claim hook and handler have exited, a shielded ``finally`` or a synchronous "
+        "handler in its thread included: no other worker runs the job beside it.",
+        tests=(
+            Tests("unit/test_pool_unwinding.py"),
+            Tests("postgres/test_postgres_unwinding.py"),
+            Tests(_GUARD),
+        ),
+        model_check=True,
+    ),
+)
+
+#: Traces pin the invariants of the running protocol; I1 (configuration) is not among them.
+_TRACEABLE = frozenset(f"I{n}" for n in range(2, 14))
+
+
+def traced(root: Path = ROOT) -> frozenset[str]:
+    """The ids of I2-I13 that a file of ``proofs/traces/`` names (none while it is missing)."""
+    folder = root / TRACES
+    if not folder.is_dir():
+        return frozenset()
+    found: set[str] = set()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            found.update(re.findall(r"\bI(?:1[0-3]|[2-9])\b", text))
+    return frozenset(found & _TRACEABLE)
+
+
+@dataclass(frozen=True)
+class Row:
+    """A guarantee with the backers that exist now."""
+
+    guarantee: Guarantee
+    model_check: bool
+    traces: bool
+
+
+def rows(root: Path = ROOT) -> list[Row]:
+    """Every guarantee, the model check and the traces counted when they exist."""
+    checked = (root / MODEL_CHECK).is_file()
+    pinned = traced(root)
+    return [Row(g, checked and g.model_check, g.id in pinned) for g in GUARANTEES]
+
+
+def _later_backers(row: Row, code: str) -> list[str]:
+    texts = []
+    if row.model_check:
+        texts.append(f"the model check ({code}{MODEL_CHECK}{code})")
+    if row.traces:
+        texts.append(f"the conformance traces ({code}{TRACES}/{code})")
+    return texts
+
+
+def _note(text: str, note: str) -> str:
+    return f"{text} ({note})" if note else text
+
+
+def _tests_text(tests: Tests, code: str, prefix: str = "") -> str:
+    details = [f"{code}{name}{code}" for name in tests.names]
+    if tests.note:
+        details.append(tests.note)
+    return _note(f"{code}{prefix}{tests.file}{code}", "; ".join(details))
+
+
+def render_markdown(root: Path = ROOT) -> str:
+    """The README's table (GitHub Markdown)."""
+    lines = [
+        "| invariant | proofs | tests and property checks |",
+        "| --- | --- | --- |",
+    ]
+    for row in rows(root):
+        g = row.guarantee
+        proofs = [_note(p.label, p.note) for p in g.proofs] + _later_backers(row, "`")
+        tests = "; ".join(_tests_text(t, "`") for t in g.tests) or "—"
+        title = g.title.replace("``", "`")
+        lines.append(f"| {g.id} {title} | {', '.join(proofs) or '—'} | {tests} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_rst(root: Path = ROOT) -> str:
+    """The docs' table (reStructuredText), one row per guarantee."""
+    out = [
+        ".. list-table:: What you can rely on, and what backs it",
+        "   :header-rows: 1",
+        "   :widths: 8 52 40",
+        "",
+        "   * - id",
+        "     - what you can rely on",
+        "     - backed by",
+    ]
+    for row in rows(root):
+        g = row.guarantee
+        out.append(f"   * - {g.id}")
+        out.append(f"     - {g.statement}")
+        backers = [
+            _note(f"z3 proof ``{p.function}`` in ``proofs/timing.py``", p.note) for p in g.proofs
+        ]
+        backers += _later_backers(row, "``")
+        backers += [_tests_text(t, "``", "tests/") for t in g.tests]
+        out.append(f"     - * {backers[0]}")
+        out.extend(f"       * {b}" for b in backers[1:])
+    return "\n".join(out) + "\n"
+
+
+#: The README's section that holds the table: the table is its only block of ``|`` lines.
+README_SECTION = "## Every invariant and what backs it"
+
+
+def table_span(lines: Sequence[str]) -> tuple[int, int]:
+    """Where the README's table is: ``lines[start:end]`` (ValueError when it is missing)."""
+    start = list(lines).index(README_SECTION)
+    while not lines[start].startswith("|"):
+        start += 1
+        if start == len(lines) or lines[start].startswith("## "):
+            raise ValueError("no table under " + README_SECTION)
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return start, end
+
+
+def readme_table(text: str) -> str:
+    """The table now in the README's text."""
+    lines = text.splitlines()
+    start, end = table_span(lines)
+    return "\n".join(lines[start:end]) + "\n"
+
+
+def with_table(text: str, table: str) -> str:
+    """The README's text with its table replaced by ``table``."""
+    lines = text.splitlines()
+    start, end = table_span(lines)
+    return "\n".join([*lines[:start], *table.splitlines(), *lines[end:]]) + "\n"
+
+
+def main(argv: Iterable[str]) -> int:
+    """Print the Markdown table; with ``--write``, put it into proofs/README.md."""
+    if "--write" in list(argv):
+        readme = ROOT / "proofs" / "README.md"
+        text = readme.read_text(encoding="utf-8")
+        readme.write_text(with_table(text, render_markdown()), encoding="utf-8")
+    else:
+        print(render_markdown(), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,111 @@
+"""proofs/backers.py: the guarantees' backers exist, and proofs/README.md shows them."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+backers = _load("_proofs_backers", ROOT / "proofs" / "backers.py")
+
+
+def _defined(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+
+
+def test_readme_table_is_the_render() -> None:
+    text = (ROOT / "proofs" / "README.md").read_text(encoding="utf-8")
+    assert backers.readme_table(text) == backers.render_markdown(), (
+        "proofs/README.md is out of date: run python proofs/backers.py --write"
+    )
+
+
+def test_every_invariant_and_both_rules_have_a_row() -> None:
+    ids = [g.id for g in backers.GUARANTEES]
+    assert ids == [f"I{n}" for n in range(1, 14)] + ["§1", "§4"]
+
+
+def test_every_test_file_and_name_exists() -> None:
+    for guarantee in backers.GUARANTEES:
+        assert guarantee.tests, guarantee.id
+        for tests in guarantee.tests:
+            path = ROOT / "tests" / tests.file
+            assert path.is_file(), f"{guarantee.id}: {tests.file}"
+            defined = _defined(path)
+            for name in tests.names:
+                if name.endswith("*"):
+                    assert any(d.startswith(name[:-1]) for d in defined), (guarantee.id, name)
+                else:
+                    assert name in defined, (guarantee.id, name)
+
+
+def test_every_test_I_name_mentioned_exists() -> None:
+    mentioned = {
+        name
+        for guarantee in backers.GUARANTEES
+        for tests in guarantee.tests
+        for name in tests.names
+        if re.match(r"test_I\d+_", name)
+    }
+    assert mentioned
+    defined = set().union(*(_defined(p) for p in (ROOT / "tests").rglob("test_*.py")))
+    for name in mentioned:
+        prefix = name.rstrip("*")
+        assert any(d.startswith(prefix) for d in defined), name
+
+
+def test_a_test_I_name_pins_its_own_invariant() -> None:
+    for guarantee in backers.GUARANTEES:
+        for tests in guarantee.tests:
+            for name in tests.names:
+                pinned = re.match(r"(?:test_)?(I\d+)_", name)
+                assert pinned is None or pinned.group(1) == guarantee.id, (guarantee.id, name)
+
+
+def test_every_proof_is_a_function_of_timing() -> None:
+    defined = _defined(ROOT / "proofs" / "timing.py")
+    for guarantee in backers.GUARANTEES:
+        for proof in guarantee.proofs:
+            assert proof.function in defined, (guarantee.id, proof.function)
+
+
+def test_model_check_and_traces_count_only_once_they_exist(tmp_path: Path) -> None:
+    assert not any(row.model_check or row.traces for row in backers.rows(tmp_path))
+    (tmp_path / "proofs" / "traces").mkdir(parents=True)
+    (tmp_path / "proofs" / "model_check.py").write_text("", encoding="utf-8")
+    (tmp_path / "proofs" / "traces" / "t.txt").write_text("invariants: I1 I5 I12\n")
+    rows = {row.guarantee.id: row for row in backers.rows(tmp_path)}
+    assert {i for i, row in rows.items() if row.model_check} == {"I5", "I6", "I8", "§4"}
+    assert {i for i, row in rows.items() if row.traces} == {"I5", "I12"}
+    assert "the model check (`proofs/model_check.py`)" in backers.render_markdown(tmp_path)
+    assert "the conformance traces (``proofs/traces/``)" in backers.render_rst(tmp_path)
+
+
+def test_write_replaces_only_the_table() -> None:
+    text = "# x\n\n## Every invariant and what backs it\n\nwords\n\n| a |\n| b |\n\n## To come\n"
+    out = backers.with_table(text, "| new |\n")
+    assert out == "# x\n\n## Every invariant and what backs it\n\nwords\n\n| new |\n\n## To come\n"
+    with pytest.raises(ValueError, match="no table"):
+        backers.readme_table("## Every invariant and what backs it\n\nno table\n## next\n")
