@@ -1,0 +1,207 @@
+"""The conformance traces of proofs/traces/: they replay, match their schema, and cannot drift.
+
+Each checked-in trace is fed input by input to the current guard core through
+``trioqueue.testing.traces.replay``, which must find every decision identical; the
+generator must write every file byte for byte as checked in; every trace must validate
+against ``proofs/traces/schema.json``. A replay must also be able to fail: a trace with one
+decision altered is refused, naming the step and the field. And any script hypothesis draws
+records to a trace that replays to itself (docs/porting.rst).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from trioqueue._core.rules import OutcomeKind, StopReason
+from trioqueue._core.wire import Verdict
+from trioqueue.testing.traces import (
+    FORMAT,
+    INPUT_KINDS,
+    dumps,
+    load,
+    record,
+    replay,
+    script_of,
+    traces_in,
+)
+
+TRACES = Path(__file__).resolve().parents[2] / "proofs" / "traces"
+SCHEMA = json.loads((TRACES / "schema.json").read_text(encoding="utf-8"))
+VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+PATHS = list(traces_in(TRACES))
+
+
+def load_generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("trace_generator", TRACES / "generate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GENERATOR = load_generator()
+
+
+def schema_errors(trace: Any) -> list[str]:
+    return [f"{list(e.absolute_path)}: {e.message}" for e in VALIDATOR.iter_errors(trace)]
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
+def test_trace_replays_identically(path: Path) -> None:
+    mismatches = replay(load(path))
+    assert not mismatches, "\n".join(map(str, mismatches))
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
+def test_trace_matches_the_schema(path: Path) -> None:
+    trace = load(path)
+    assert schema_errors(trace) == []
+    assert trace["format"] == FORMAT
+    assert trace["name"] == path.stem
+    assert trace["description"].strip(), "every trace says what it shows"
+
+
+def test_schema_is_a_valid_draft_2020_12_schema() -> None:
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("where", "change"),
+    [
+        ("an unknown input kind", lambda s: s["input"].update(kind="teleport")),
+        ("a decision missing", lambda s: s["decisions"].pop("next_wake")),
+        ("an unknown verdict", lambda s: s["input"].update(verdicts=[[1, "maybe"]])),
+        ("a third connection", lambda s: s["decisions"].update(connections_held=3)),
+    ],
+)
+def test_schema_refuses_a_malformed_trace(where: str, change: Any) -> None:
+    trace = load(TRACES / "healthy-renewals.json")
+    answers = [s for s in trace["steps"] if s["input"]["kind"] == "answer"]
+    change(answers[0])
+    assert schema_errors(trace), f"the schema let {where} through"
+
+
+def test_generator_reproduces_every_file_byte_for_byte() -> None:
+    expected = GENERATOR.expected_files()
+    assert sorted(p.name for p in expected) == sorted(p.name for p in PATHS), (
+        "a trace file the generator does not write, or one it writes that is not checked in"
+    )
+    stale = [p.name for p, text in expected.items() if p.read_text(encoding="utf-8") != text]
+    assert not stale, f"regenerate with `python proofs/traces/generate.py`: {stale}"
+
+
+def test_the_scenarios_cover_every_input_verdict_stop_and_outcome() -> None:
+    """The named scenarios, together, exercise every kind of input, every verdict, every
+    stop and every outcome: a port that replays them has met each rule at least once."""
+    steps = [
+        step for path in PATHS if not path.name.startswith("drawn-") for step in load(path)["steps"]
+    ]
+    kinds = {step["input"]["kind"] for step in steps}
+    verdicts = {v for step in steps for _, v in step["input"].get("verdicts", [])}
+    results = [step["decisions"]["result"] or {} for step in steps]
+    outcomes = [r["outcome"] for r in results if "outcome" in r]
+    outcomes += [o for r in results for o in r.get("outcomes", [])]
+    assert kinds == set(INPUT_KINDS)
+    assert verdicts == {v.value for v in Verdict}
+    assert {o["kind"] for o in outcomes} == {k.value for k in OutcomeKind}
+    assert {o["stop"] for o in outcomes} - {None} == {s.name for s in StopReason}
+    assert any(step["decisions"]["abandoned"] is not None for step in steps)
+    assert max(step["decisions"]["connections_held"] for step in steps) == 2
+
+
+# -- replay can fail ------------------------------------------------------------------------
+
+
+def altered(name: str, kind: str, field: str, change: Any) -> tuple[dict[str, Any], int]:
+    """The trace ``name`` with ``change`` applied to the decisions of its first ``kind``
+    step where ``field`` is set; and that step's index."""
+    trace = load(TRACES / f"{name}.json")
+    for index, step in enumerate(trace["steps"]):
+        decisions = step["decisions"]
+        if step["input"]["kind"] == kind and decisions[field] not in (None, []):
+            change(decisions)
+            return trace, index
+    raise AssertionError(f"{name} has no {kind} step to alter")
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "field", "change"),
+    [
+        (
+            "healthy-renewals",
+            "wake",
+            "renewal",
+            lambda d: d["renewal"].update(give_up_at=d["renewal"]["give_up_at"] + 0.125),
+        ),
+        ("healthy-renewals", "wake", "next_wake", lambda d: d.update(next_wake=20.125)),
+        ("wedged-renewal-abandoned", "wake", "abandoned", lambda d: d.update(abandoned=None)),
+        ("reclaimed", "answer", "stops", lambda d: d.update(stops=[])),
+        (
+            "cancel-directive",
+            "handler_exit",
+            "result",
+            lambda d: d["result"]["outcome"].update(kind="retry"),
+        ),
+        (
+            "shutdown-release",
+            "handler_exit",
+            "hooks",
+            lambda d: d["hooks"].reverse() or d["hooks"].append([1, "on_job_failed"]),
+        ),
+        (
+            "first-renewal-at-once",
+            "claim",
+            "connections_held",
+            lambda d: d.update(connections_held=2),
+        ),
+    ],
+)
+def test_replay_refuses_a_trace_with_one_decision_altered(
+    name: str, kind: str, field: str, change: Any
+) -> None:
+    trace, index = altered(name, kind, field, change)
+    mismatches = replay(trace)
+    assert [(m.step, m.field) for m in mismatches] == [(index, field)]
+    assert f"step {index} ({kind}): {field} differs" in str(mismatches[0])
+
+
+def test_replay_refuses_an_input_the_runtime_cannot_see() -> None:
+    trace = load(TRACES / "healthy-renewals.json")
+    trace["steps"][3]["input"]["at"] = -1.0  # time going back
+    mismatches = replay(trace)
+    assert [(m.step, m.field) for m in mismatches] == [(3, "input")]
+
+
+def test_replay_refuses_another_format() -> None:
+    trace = load(TRACES / "healthy-renewals.json")
+    trace["format"] = "trioqueue-trace/0"
+    assert [m.field for m in replay(trace)] == ["format"]
+
+
+# -- drawn scripts --------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(GENERATOR.scripts())
+def test_any_drawn_script_records_a_trace_that_replays_to_itself(script: dict[str, Any]) -> None:
+    trace = json.loads(dumps(record(script)))  # through JSON, as a port reads it
+    assert schema_errors(trace) == []
+    assert replay(trace) == []
+    assert record(script_of(trace)) == trace  # the trace holds its whole script
+
+
+def test_a_changed_copy_is_not_the_same_trace() -> None:
+    """The replay compares values, not identities: a deep copy replays, a changed one not."""
+    trace = load(TRACES / "late-answer-ignored.json")
+    assert replay(copy.deepcopy(trace)) == []
+    trace["steps"][-1]["decisions"]["unregistered"] = []
+    assert replay(trace)
