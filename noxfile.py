@@ -24,6 +24,7 @@ LINT_PATHS = (
     "noxfile.py",
     "docs/conf.py",
     "docs/render_rules.py",
+    "docs/render_timing.py",
 )
 
 

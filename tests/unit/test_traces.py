@@ -13,9 +13,11 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+from xml.etree import ElementTree
 
 import jsonschema
 import pytest
@@ -205,3 +207,35 @@ def test_a_changed_copy_is_not_the_same_trace() -> None:
     assert replay(copy.deepcopy(trace)) == []
     trace["steps"][-1]["decisions"]["unregistered"] = []
     assert replay(trace)
+
+
+# -- the timing diagrams of docs/protocol.rst -------------------------------------------------
+
+
+def load_renderer() -> ModuleType:
+    path = TRACES.parents[1] / "docs" / "render_timing.py"
+    spec = importlib.util.spec_from_file_location("render_timing", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_timing_diagrams_are_drawn_from_checked_in_traces(tmp_path: Path) -> None:
+    """Each diagram is well-formed SVG, drawn from its trace (one lane per batch, one bar
+    per renewal), and the same trace always gives the same bytes."""
+    renderer = load_renderer()
+    written = renderer.render_all(tmp_path)
+    assert [p.name for p in written] == [f"timing-{n}.svg" for n in renderer.DIAGRAMS]
+    for name, path in zip(renderer.DIAGRAMS, written, strict=True):
+        trace = load(TRACES / f"{name}.json")
+        svg = ElementTree.fromstring(path.read_text(encoding="utf-8"))
+        assert svg.tag == "{http://www.w3.org/2000/svg}svg"
+        labels = [t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text")]
+        batches = [s for s in trace["steps"] if (s["decisions"]["result"] or {}).get("accepted")]
+        assert sum(label.startswith("batch ") for label in labels) == len(batches)
+        renewals = [s for s in trace["steps"] if s["decisions"]["renewal"] is not None]
+        assert renewals and f"#{renewals[0]['decisions']['renewal']['token']}" in labels
+        assert renderer.render(trace) == path.read_text(encoding="utf-8")
+    assert ".. figure:: /_generated/timing-healthy-renewals.svg" in renderer.figures()

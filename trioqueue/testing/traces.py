@@ -57,6 +57,8 @@ __all__ = [
     "record",
     "replay",
     "script_of",
+    "timing_of",
+    "traces_in",
 ]
 
 #: The ``format`` field of every trace this module writes and reads.
