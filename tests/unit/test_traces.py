@@ -239,3 +239,14 @@ def test_timing_diagrams_are_drawn_from_checked_in_traces(tmp_path: Path) -> Non
         assert renewals and f"#{renewals[0]['decisions']['renewal']['token']}" in labels
         assert renderer.render(trace) == path.read_text(encoding="utf-8")
     assert ".. figure:: /_generated/timing-healthy-renewals.svg" in renderer.figures()
+
+
+def test_replay_tells_a_boolean_from_a_number() -> None:
+    """``true`` where the core decided ``1`` (or the reverse) is a mismatch, though Python
+    says ``True == 1``; ``30`` for ``30.0`` is not."""
+    trace = load(TRACES / "healthy-renewals.json")
+    trace["steps"][0]["decisions"]["connections_held"] = True
+    assert [m.field for m in replay(trace)] == ["connections_held"]
+    trace = load(TRACES / "healthy-renewals.json")
+    trace["steps"][0]["decisions"]["renewal"]["give_up_at"] = 30
+    assert replay(trace) == []

@@ -56,6 +56,7 @@ __all__ = [
     "load",
     "record",
     "replay",
+    "same",
     "script_of",
     "timing_of",
     "traces_in",
@@ -177,19 +178,6 @@ class Recorder:
 
     def claimed_jobs(self) -> list[int]:
         return sorted(self._jobs)
-
-    def scope_deadline(self, job_id: int) -> float:
-        return self._scopes[self._jobs[job_id].batch_id].deadline
-
-    def stopped(self, job_id: int) -> bool:
-        """The job's handler was told to stop: its scope fired, or its own stop came."""
-        batch_id = self._jobs[job_id].batch_id
-        scope = self._scopes.get(batch_id)
-        if scope is not None and scope.cancel_called:
-            return True
-        return batch_id in self.core.batch_ids() and (
-            self.core.job(batch_id, job_id).stop is not None
-        )
 
     def trace(self) -> Json:
         return {
@@ -523,7 +511,7 @@ def replay(trace: Mapping[str, Any]) -> list[Mismatch]:
         found = [
             Mismatch(index, kind, name, expected, actual.get(name))
             for name, expected in step["decisions"].items()
-            if actual.get(name) != expected
+            if not same(actual.get(name), expected)
         ]
         found += [
             Mismatch(index, kind, name, None, actual[name])
@@ -533,6 +521,20 @@ def replay(trace: Mapping[str, Any]) -> list[Mismatch]:
         if found:
             return found
     return []
+
+
+def same(a: Any, b: Any) -> bool:
+    """JSON values equal as a port would compare them: numbers by value (``30`` is
+    ``30.0``), but a boolean is no number (``true`` is not ``1``)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if a != b:
+        return False
+    return type(a) is type(b) or {type(a), type(b)} == {int, float}
 
 
 def dumps(trace: Mapping[str, Any]) -> str:
