@@ -4,8 +4,10 @@ Each checked-in trace is fed input by input to the current guard core through
 ``trioqueue.testing.traces.replay``, which must find every decision identical; the
 generator must write every file byte for byte as checked in; every trace must validate
 against ``proofs/traces/schema.json``. A replay must also be able to fail: a trace with one
-decision altered is refused, naming the step and the field. And any script hypothesis draws
-records to a trace that replays to itself (docs/porting.rst).
+decision altered is refused, naming the step and the field. Any script hypothesis draws
+records to a trace that replays to itself. And the recorder is checked against the real
+trio ``Guard``: played through it, every named trace leaves the runtime's core and cancel
+scopes where the recorder leaves its own (docs/porting.rst).
 """
 
 from __future__ import annotations
@@ -13,26 +15,38 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import math
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 from xml.etree import ElementTree
 
 import jsonschema
 import pytest
+import trio
+import trio.testing
 from hypothesis import HealthCheck, given, settings
 
+from trioqueue._backends.interface import Backend
+from trioqueue._core.guard_rules import GuardCore
+from trioqueue._core.progress import valid_progress
 from trioqueue._core.rules import OutcomeKind, StopReason
-from trioqueue._core.wire import Verdict
+from trioqueue._core.wire import RenewItem, Verdict
+from trioqueue._runtime.guard import Guard
+from trioqueue._types import Claimed, Job
 from trioqueue.testing.traces import (
     FORMAT,
     INPUT_KINDS,
+    Recorder,
+    decode_value,
     dumps,
     load,
     record,
     replay,
     script_of,
+    timing_of,
     traces_in,
 )
 
@@ -250,3 +264,153 @@ def test_replay_tells_a_boolean_from_a_number() -> None:
     trace = load(TRACES / "healthy-renewals.json")
     trace["steps"][0]["decisions"]["renewal"]["give_up_at"] = 30
     assert replay(trace) == []
+
+
+# -- the recorder drives the core as the trio runtime does ----------------------------------
+
+
+class ScriptedBackend:
+    """Just what the guard calls: the wall clock, and renewals that return (or raise) only
+    when the trace says so. The n-th call is the renewal with token n (no pool, no beats).
+    Each call waits shielded, so only the trace ends it, as a wedged driver call would."""
+
+    def __init__(self, wall_offset: float) -> None:
+        self.wall_offset = wall_offset
+        self.calls: list[tuple[trio.Event, list[Any]]] = []
+
+    def wall_time(self) -> float:
+        return trio.current_time() + self.wall_offset
+
+    async def renew(
+        self, items: Sequence[RenewItem], *, visibility_timeout: float, beat: object = None
+    ) -> Mapping[int, Verdict]:
+        done = trio.Event()
+        answer: list[Any] = []  # the trace's verdicts, or the exception to raise
+        self.calls.append((done, answer))
+        with trio.CancelScope(shield=True):
+            await done.wait()
+        if isinstance(answer[0], Exception):
+            raise answer[0]
+        verdicts: Mapping[int, Verdict] = answer[0]
+        return verdicts
+
+    def settle(self, token: int, answer: Mapping[int, Verdict] | Exception) -> None:
+        done, slot = self.calls[token - 1]
+        slot.append(answer)
+        done.set()
+
+
+def core_state(core: GuardCore) -> dict[str, Any]:
+    """What a guard core decided so far, beyond what a trace step records."""
+    current = core.current
+    return {
+        "current": None
+        if current is None
+        else (current.token, current.sent_at, current.give_up_at, current.items),
+        "abandoned": None if core.abandoned is None else core.abandoned.token,
+        "next_wake": core.next_wake(),
+        "batches": {
+            b: (
+                core.batch(b).lease_deadline,
+                core.batch(b).stop,
+                core.batch(b).lost,
+                [
+                    (j.job_id, j.stop, j.pending, j.renewed, j.progress)
+                    for j in core.batch(b).jobs.values()
+                ],
+            )
+            for b in core.batch_ids()
+        },
+    }
+
+
+NAMED = [p for p in PATHS if not p.name.startswith("drawn-")]
+
+
+@pytest.mark.parametrize("path", NAMED, ids=lambda p: p.stem)
+async def test_the_trio_runtime_makes_the_recorded_calls(
+    path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Played through the real ``Guard`` (its loop, its scopes, its renewal tasks) on a
+    clock that moves only to each input's time, a named trace leaves that guard's core
+    and cancel scopes exactly where the recorder leaves its own, after every step: the
+    recorder calls the core in the runtime's order. (The drawn traces are left out: they
+    may wake the guard when its own nap has not run out, or answer a settled token.)"""
+    autojump_clock.autojump_threshold = math.inf  # time moves only as the trace says
+    trace = load(path)
+    timing = timing_of(trace)
+    backend = ScriptedBackend(trace["wall_offset"])
+    guard = Guard(GuardCore(timing), cast(Backend, backend))
+    recorder = Recorder(timing, wall_offset=trace["wall_offset"])
+    handles: dict[int, Any] = {}
+    async with trio.open_nursery() as nursery:
+        await nursery.start(guard.run)
+        try:
+            for index, step in enumerate(trace["steps"]):
+                given = step["input"]
+                autojump_clock.jump(given["at"] - trio.current_time())
+                await trio.testing.wait_all_tasks_blocked()
+                # Read now, so that a deadline that passed stays passed (trio's scopes are
+                # cancelled when their deadline passes, whatever moves it later).
+                fired = {b: h.scope.cancel_called for b, h in handles.items()}
+                kind = given["kind"]
+                if kind == "claim":
+                    claimed = [
+                        Claimed(
+                            Job(
+                                j["job_id"],
+                                "q",
+                                None,
+                                j["attempt"],
+                                j["max_attempts"],
+                                j["claim_seq"],
+                            ),
+                            j["lease_until"],
+                            j["locked_after"],
+                        )
+                        for j in given["jobs"]
+                    ]
+                    handle = guard.register(claimed, given["claim_sent"])
+                    if handle is not None:
+                        handles[handle.batch_id] = handle
+                elif kind == "answer":
+                    backend.settle(given["token"], {j: Verdict(v) for j, v in given["verdicts"]})
+                elif kind == "fail":
+                    backend.settle(given["token"], RuntimeError("scripted"))
+                elif kind == "cancel_notice":
+                    guard.cancel_notice(given["job_id"])
+                elif kind == "progress":
+                    job_id = given["job_id"]
+                    batch_id = next(
+                        b for b, h in handles.items() if any(j.id == job_id for j in h.jobs)
+                    )
+                    value = valid_progress(decode_value(given["value"]))
+                    if value is not None:  # JobContext.report_progress
+                        guard.lease(batch_id, job_id).progress = value
+                elif kind == "handler_exit":
+                    job_id = given["job_id"]
+                    batch_id = next(
+                        b for b, h in handles.items() if any(j.id == job_id for j in h.jobs)
+                    )
+                    guard.job_done(batch_id, job_id)
+                    if all(not guard.lease(batch_id, j.id).pending for j in handles[batch_id].jobs):
+                        guard.unregister(batch_id)
+                        del handles[batch_id]
+                elif kind == "shutdown":
+                    guard.begin_shutdown(given["grace"])
+                await trio.testing.wait_all_tasks_blocked()
+                recorder.feed(given)
+                where = f"step {index} ({kind})"
+                assert core_state(guard.core) == core_state(recorder.core), where
+                scopes = {
+                    b: (h.scope.deadline, fired.get(b, False) or h.scope.cancel_called)
+                    for b, h in handles.items()
+                }
+                mirrored = {b: (s.deadline, s.cancel_called) for b, s in recorder._scopes.items()}
+                assert scopes == mirrored, where
+            nursery.cancel_scope.cancel()
+        finally:
+            for done, slot in backend.calls:  # let wedged calls go, even after a failure
+                if not done.is_set():
+                    slot.append(RuntimeError("test over"))
+                    done.set()

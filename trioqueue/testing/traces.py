@@ -220,15 +220,16 @@ class Recorder:
     def _sleep(self, until: float) -> list[Json]:
         """Let time pass to ``until`` as the runtime would: the guard wakes at each of its
         wake times, and each scope deadline passing is a tick."""
-        steps = self.catch_up(until, inclusive=True)
+        steps = self.catch_up(until)
         if until > self.now:
             steps += self.feed({"kind": "tick", "at": until})
         return steps
 
-    def catch_up(self, until: float, *, inclusive: bool = False) -> list[Json]:
-        """Feed what happens by itself before ``until`` (at ``until`` too, if
-        ``inclusive``): the guard's wakes at its ``next_wake``, and a tick at each scope
-        deadline, in time order (a wake first when both fall together)."""
+    def catch_up(self, until: float) -> list[Json]:
+        """Feed what happens by itself up to ``until``: the guard's wakes at its
+        ``next_wake`` (up to and at ``until``: under trio, time passes and timers fire
+        before anything else happens at that time), and a tick at each scope deadline
+        before ``until`` (one at ``until`` fires with the input there anyway)."""
         steps: list[Json] = []
         while True:
             wake = self.core.next_wake()
@@ -237,7 +238,7 @@ class Recorder:
                 default=math.inf,
             )
             when = max(self.now, min(wake, deadline))
-            if when > until or (when == until and not inclusive):
+            if when > until or (deadline < wake and when == until):
                 return steps
             before = (self.current_token(), self.abandoned_token(), wake)
             kind = "tick" if deadline < wake else "wake"
