@@ -26,6 +26,7 @@ LINT_PATHS = (
     "docs/render_rules.py",
     "docs/examples",
     "docs/render_reference.py",
+    "docs/render_timing.py",
 )
 
 

@@ -25,12 +25,16 @@ extensions = [
 ]
 
 # The protocol's rule tables are rendered from the code at every build (render_rules.py)
-# into _generated/, which docs/protocol.rst includes.
+# into _generated/, which docs/protocol.rst includes; so are its timing diagrams, drawn
+# from the conformance traces in proofs/traces/ (render_timing.py).
 sys.path.insert(0, str(_DOCS))
 from render_rules import render  # noqa: E402
+from render_timing import figures, render_all  # noqa: E402
 
 (_DOCS / "_generated").mkdir(exist_ok=True)
 (_DOCS / "_generated" / "rules.rst").write_text(render(), encoding="utf-8")
+render_all(_DOCS / "_generated")
+(_DOCS / "_generated" / "timing.rst").write_text(figures(), encoding="utf-8")
 
 # The guarantees (from proofs/backers.py) and the named queries beside the memory model's
 # methods, for docs/guarantees.rst and docs/reference-model.rst (render_reference.py).
