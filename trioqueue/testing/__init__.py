@@ -11,16 +11,13 @@
   a real worker pool on the memory backend, with scheduled faults (:func:`lose_lease`,
   :func:`cancel_job`, :func:`stuck_renewals`), and get back a :class:`HandlerRun` record
   to assert on (docs/howto/testing.rst).
+- :mod:`trioqueue.testing.traces` (import it by name): record and replay the conformance
+  traces of the lease protocol's core, for ports to other languages (docs/porting.rst).
 
 docs/testing.rst shows each of them at work, in examples that the tests run.
 """
 
 from __future__ import annotations
-
-# The package re-exports private modules: ``_conformance/`` (the suite, a module per
-# topic), ``_notices.py`` (``next_notice``, which the suite uses too), ``_harness.py``
-# (``run_handler`` and its scenarios and records); the faults live beside the memory
-# backend that carries them out (``trioqueue._backends.memory.faults``).
 
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +48,11 @@ from trioqueue.testing._harness import (
     stuck_renewals,
 )
 from trioqueue.testing._notices import next_notice
+
+# The package re-exports private modules: ``_conformance/`` (the suite, a module per
+# topic), ``_notices.py`` (``next_notice``, which the suite uses too), ``_harness.py``
+# (``run_handler`` and its scenarios and records); the faults live beside the memory
+# backend that carries them out (``trioqueue._backends.memory.faults``).
 
 if TYPE_CHECKING:
     from trioqueue.testing._conformance import BackendConformance
