@@ -101,3 +101,20 @@ def test_no_page_asks_for_a_table_of_contents() -> None:
     """Furo draws each page's contents itself, and shows ``.. contents::`` as an error box."""
     asking = [p.name for p in DOCS.rglob("*.rst") if ".. contents::" in p.read_text()]
     assert not asking, f"pages with a contents directive: {asking}"
+
+
+def test_code_blocks_of_the_pages_fit_the_page() -> None:
+    """Inline code blocks (shell, config files) fit the page like the examples do."""
+    long = []
+    for page in sorted(DOCS.rglob("*.rst")):
+        if "_build" in page.parts or "_generated" in page.parts:
+            continue
+        in_block = False
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if line.startswith(".. code-block::"):
+                in_block = True
+            elif in_block and line and not line.startswith(" "):
+                in_block = False
+            elif in_block and len(line) - 3 > PAGE_WIDTH:  # less the block's indent
+                long.append(f"{page.relative_to(DOCS)}:{number}")
+    assert not long, f"code block lines longer than {PAGE_WIDTH} characters: {long}"
