@@ -24,24 +24,33 @@ produce next is tried on a clone, in the order the runtime makes its calls:
 
 Time is discrete, and honestly so. The core never reads a clock: every decision it makes is
 a comparison of the ``now`` it is given against instants it holds (a batch's fence, lease,
-duration deadline, next due time; a renewal's give-up and abandon times; the shutdown
-deadline; ``next_wake()``). Between two consecutive such instants every one of those
-comparisons comes out the same. So time advances only to the next instant, or to the
-midpoint between now and it, once per interval: an event can then happen *at* each deadline
-and strictly *between* any two, that is early or late relative to each one, in every order.
-New instants appear only with events (a renewal sent, an answer, a registration), so the
-midpoints do not recurse without end. Values the core derives from ``now`` (a retry pause,
-the next beat) are taken at those representative instants only: the arithmetic over all
-real values is the z3 proofs' part (``timing.py``). Every time is a dyadic fraction, so
-float arithmetic is exact and the canonical key below needs no rounding.
+duration deadline, next due time, scope deadline; a renewal's give-up and abandon times; the
+shutdown deadline; ``next_wake()``). Between two consecutive such instants every one of those
+comparisons comes out the same. So time advances only to the next instant, or, while a
+driver call is out, to one point strictly between now and it (the midpoint, rounded down to
+a 1/16 s grid), once per interval: an answer can then come back *at* each deadline and
+strictly *between* any two, that is early or late relative to each one. New instants appear
+only with events (a renewal sent, an answer, a registration), and the in-between points lie
+on the grid, so time does not fragment without end. Values the core derives from ``now``
+(a retry pause, the next beat) are taken at these representative points only: the
+arithmetic over all real values is the z3 proofs' part (``timing.py``). Every time is a
+dyadic fraction, so float arithmetic is exact and the key below needs no rounding.
+
+Bounds of the scope beyond its budgets (each keeps the search to seconds): a handler exits
+and a batch registers at the instants only (a handler's exit derives no time from ``now``,
+so half-way it would see what it sees at the instant before); cancel notices and the
+shutdown also come in between while a renewal is out; a run ends once its last renewal
+statement has settled or been abandoned.
 
 The runtime's own pacing is modelled as it is: the guard runs after every poke (a
 registration, an answer, a cancel notice, a beat's exit) and when its wake time comes, and
 time does not pass while it is due to run, nor past an interruptible call's give-up time.
 
 States are deduplicated by a canonical key: every time relative to ``now``, tokens by role
-(current, abandoned), the heap's live entries only, the beat anchor modulo ``H``. The search
-is breadth first, so the first violation found has a shortest trace.
+(current, abandoned), the due heap's live entries only, the beat anchor modulo ``H``, and
+what can no longer matter left out (the times of a lost batch, the duration deadline of a
+batch whose stop is frozen, how long ago a call's give-up time passed). The search is
+breadth first, so the first violation found has a shortest trace.
 
 What is checked (docs/protocol.rst §4, §6, §9):
 
@@ -73,6 +82,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from trioqueue._core.guard_rules import BatchLease, Effects, GuardCore, JobLease, Renewal
@@ -259,6 +269,16 @@ def snapshot(core: GuardCore) -> object:
 
 
 # -- the checks ----------------------------------------------------------------------------
+
+
+@contextmanager
+def labelled(step: str) -> Iterator[None]:
+    """Name the event in a violation raised while it is carried out."""
+    try:
+        yield
+    except Violation as exc:
+        exc.step = step
+        raise
 
 
 def require(ok: bool, invariant: str, detail: str) -> None:
@@ -476,9 +496,11 @@ def answer(world: World, token: int, name: str, verdicts: dict[int, Verdict]) ->
     for item in renewal.items:  # the database renewed these no earlier than the send
         if verdicts.get(item.job_id) in RENEWING and item.job_id in w.granted:
             w.granted[item.job_id] = max(w.granted[item.job_id], renewal.sent_at + v)
-    absorb(w, effects)
-    check_verdicts_count(core, renewal, before, old_jobs, verdicts)
-    yield f"renewal {token} answers at {now}: {name}", w
+    label = f"renewal {token} answers at {now}: {name}"
+    with labelled(label):
+        absorb(w, effects)
+        check_verdicts_count(core, renewal, before, old_jobs, verdicts)
+    yield label, w
 
 
 def check_verdicts_count(
@@ -514,11 +536,14 @@ def fail(world: World, token: int) -> Iterator[Step]:
     w.poked = True
     role = _role(w.core, token)
     expected = {"current": None, "abandoned": abandoned_exit(w), "orphan": snapshot(w.core)}[role]
-    absorb(w, w.core.failed(token, w.now))
-    if expected is not None:
-        require(snapshot(w.core) == expected, "I6", f"the late failure of {token} changed the core")
     at_timeout = not call.wedged and w.now == call.renewal.give_up_at
-    yield f"renewal {token} {'times out' if at_timeout else 'fails'} at {w.now}", w
+    label = f"renewal {token} {'times out' if at_timeout else 'fails'} at {w.now}"
+    with labelled(label):
+        absorb(w, w.core.failed(token, w.now))
+        if expected is not None:
+            late = f"the late failure of {token} changed the core"
+            require(snapshot(w.core) == expected, "I6", late)
+    yield label, w
 
 
 def abandoned_exit(world: World) -> object:
@@ -540,9 +565,12 @@ def late_exit(world: World, token: int) -> Iterator[Step]:
         w.calls.pop(token)
         w.poked = True
         expected = abandoned_exit(w) if _role(w.core, token) == "abandoned" else snapshot(w.core)
-        absorb(w, w.core.answered(token, w.now, verdicts))
-        require(snapshot(w.core) == expected, "I6", f"the late answer of {token} changed the core")
-        yield f"renewal {token} answers late at {w.now}: {name}", w
+        label = f"renewal {token} answers late at {w.now}: {name}"
+        with labelled(label):
+            absorb(w, w.core.answered(token, w.now, verdicts))
+            late = f"the late answer of {token} changed the core"
+            require(snapshot(w.core) == expected, "I6", late)
+        yield label, w
 
 
 def register(world: World, scope: Scope) -> Iterator[Step]:
@@ -683,7 +711,8 @@ def successors(world: World, scope: Scope) -> Iterator[Step]:
         try:
             yield from steps
         except Violation as exc:
-            exc.step = f"{name} at {world.now}"
+            if exc.step == Violation.step:
+                exc.step = f"{name} at {world.now}"
             raise
 
 
