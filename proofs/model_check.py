@@ -144,12 +144,15 @@ class Call:
 
 @dataclass
 class World:
+    """One point of the search: the real core and everything around it."""
+
     core: GuardCore
     now: float = 0.0
     calls: dict[int, Call] = field(default_factory=dict)  # by token
     beat_out: bool = False
     poked: bool = False  # the guard task is due to run before time may pass
-    between: float | None = None  # the instant a midpoint step was taken towards
+    # The instant time last stepped towards: ``now < between`` while half-way there.
+    between: float | None = None
     registered: int = 0
     sent: int = 0
     wedged: int = 0  # of them, ignoring their timeout
