@@ -94,6 +94,7 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def proofs(session: nox.Session) -> None:
-    """The z3 proofs of proofs/ (and their negative twins): ``python proofs/run.py``."""
+    """proofs/: the z3 timing proofs and the guard's model check, each with its negative
+    twins (``python proofs/run.py``, about a minute)."""
     session.install(".[proofs]")
     session.run("python", "proofs/run.py")

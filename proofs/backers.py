@@ -94,6 +94,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
         "the lease stored in the row: while your handler runs, no other worker can claim "
         "its job (with synchronised clocks).",
         proofs=(_CLAIM, _RENEWAL),
+        model_check=True,
         tests=(
             Tests(_UNITS, ("test_I2_*",)),
             Tests(_GUARD, ("I2_fence_never_outlives_the_granted_lease",), _MACHINE),

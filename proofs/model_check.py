@@ -1,0 +1,942 @@
+"""The guard's sans-IO core, model-checked exhaustively in small scopes.
+
+Theory of operation
+-------------------
+A *world* is one real :class:`~trioqueue._core.guard_rules.GuardCore` (imported, never
+copied) plus what surrounds it: the clock, the driver calls still running, a lone beat, what
+the database granted, and how much of the scope's budget is spent. From each world every
+event the runtime (``trioqueue/_runtime/guard.py`` and ``batch.py``) or the database could
+produce next is tried on a clone, in the order the runtime makes its calls:
+
+- the guard task runs (``poll``, then ``next_renewal``; the statement is sent either on an
+  interruptible call, which comes back by its give-up time, or a *wedged* one, which ignores
+  its timeout: it comes back late, after being abandoned or superseded, or never);
+- a driver call comes back: an answer (every job renewed, as an honest database says it,
+  or one job ``cancel_requested``, ``reclaimed``, ``gone`` or left out, or nothing at all),
+  an error, or its timeout at give-up; then the guard is poked;
+- a batch registers (its first renewal is due at once); a handler exits (``job_done``,
+  after ``batch_stop`` when its scope had fired, as ``batch.py`` decides the outcome): at
+  any time, so a stopped handler may unwind for long; its batch leaves the guard with its
+  last job;
+- a cancel notice (``request_renewal``), the pool's shutdown (``begin_shutdown``), a lone
+  beat going (``begin_beat``) and coming back (``end_beat``);
+- time passes.
+
+Time is discrete, and honestly so. The core never reads a clock: every decision it makes is
+a comparison of the ``now`` it is given against instants it holds (a batch's fence, lease,
+duration deadline, next due time, scope deadline; a renewal's give-up and abandon times; the
+shutdown deadline; ``next_wake()``). Between two consecutive such instants every one of those
+comparisons comes out the same. So time advances only to the next instant, or, while a
+driver call is out, to one point strictly between now and it (the midpoint, rounded down to
+a 1/16 s grid), once per interval: an answer can then come back *at* each deadline and
+strictly *between* any two, that is early or late relative to each one. New instants appear
+only with events (a renewal sent, an answer, a registration), and the in-between points lie
+on the grid, so time does not fragment without end. Values the core derives from ``now``
+(a retry pause, the next beat) are taken at these representative points only: the
+arithmetic over all real values is the z3 proofs' part (``timing.py``). Every time is a
+dyadic fraction, so float arithmetic is exact and the key below needs no rounding.
+
+Bounds of the scope beyond its budgets (each keeps the search to seconds): a handler exits
+and a batch registers at the instants only (a handler's exit derives no time from ``now``,
+so half-way it would see what it sees at the instant before); cancel notices and the
+shutdown also come in between while a renewal is out; a run ends once its last renewal
+statement has settled or been abandoned.
+
+The runtime's own pacing is modelled as it is: the guard runs after every poke (a
+registration, an answer, a cancel notice, a beat's exit) and when its wake time comes, and
+time does not pass while it is due to run, nor past an interruptible call's give-up time.
+
+States are deduplicated by a canonical key: every time relative to ``now``, tokens by role
+(current, abandoned), the due heap's live entries only, the beat anchor modulo ``H``, and
+what can no longer matter left out (the times of a lost batch, the duration deadline of a
+batch whose stop is frozen, how long ago a call's give-up time passed). The search is
+breadth first, so the first violation found has a shortest trace.
+
+What is checked (docs/protocol.rst §4, §6, §9):
+
+- **I5** in every state: ``connections_held() <= 2``, and the driver calls really still
+  running (renewals not yet returned, plus a lone beat) are at most two and are the ones the
+  core counts.
+- **I6** in every state: an answer or failure for any token that is neither current nor
+  abandoned (settled, or never issued) changes nothing at all; and when the abandoned call
+  exits, whatever it says, the core only frees its slot (then polls, as documented).
+- **I8** on every transition: a batch's stop never changes once set, a lost lease stays
+  lost, a job lost to ``reclaimed``/``gone`` keeps that stop; over a whole run each job is
+  stopped at most once and cancelled at most once, and never stopped on a stopped batch.
+- **§4** in every state: a batch whose fence has not passed and which has a handler still
+  running on its row is carried by the current renewal or stays scheduled (a live heap
+  entry, due within ``H``, no later than the guard's wake); when the guard sends, every due
+  batch rides along; and an answer's verdicts count for a stopped batch too.
+- **I2** in every state: the fence is no later than what the modelled database granted
+  (from the claim, or ``sent_at + V`` of an answer the core accepted), plus ``GRACE`` while
+  a renewal carrying the batch is in flight.
+
+Each check has a negative twin: the same search over a core with one rule broken, which must
+find a counterexample (``TWINS``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+from trioqueue._core.guard_rules import BatchLease, Effects, GuardCore, JobLease, Renewal
+from trioqueue._core.rules import StopReason
+from trioqueue._core.timing import GRACE, Timing
+from trioqueue._core.wire import Verdict
+
+LOSES_ROW = (StopReason.RECLAIMED, StopReason.GONE)
+RENEWING = (Verdict.EXTENDED, Verdict.CANCEL_REQUESTED)
+#: One job's deviation from the honest answer; None leaves it out (counts as UNCHANGED).
+DEVIATIONS: tuple[Verdict | None, ...] = (
+    Verdict.CANCEL_REQUESTED,
+    Verdict.RECLAIMED,
+    Verdict.GONE,
+    None,
+)
+
+
+class Violation(Exception):
+    """An invariant failed; ``args[0]`` names it, ``step`` the event that broke it."""
+
+    step = "(the next step)"
+
+
+#: The in-between instants lie on this grid (s), so that they do not fragment time
+#: without end: an event at one starts new deadlines on the grid too.
+GRID = 1 / 16
+
+#: V = 2, H = 0.5, D = 1: a batch is renewed four times per lease, its duration stops it
+#: half-way through its first lease, and retry pauses range over [0.25 s, H]. Every time
+#: the search reaches is a dyadic fraction of a second: exact in floats.
+TIMING = Timing(visibility_timeout=2.0, heartbeat_interval=0.5, max_job_duration=1.0)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """How far the search goes. Jobs per batch: one entry per batch that may register."""
+
+    name: str
+    jobs_per_batch: tuple[int, ...]
+    renewals: int
+    notices: int = 1
+    shutdowns: int = 1
+    beats: int = 1
+    timing: Timing = TIMING
+    grace: float = 0.5  # shutdown grace
+    #: Each answer: the honest one, each of these for one job, and (several jobs) nothing.
+    deviations: tuple[Verdict | None, ...] = DEVIATIONS
+    wedged: int = 2  # calls sent that ignore their timeout
+
+
+@dataclass
+class Call:
+    """A renewal's driver call still running."""
+
+    renewal: Renewal
+    wedged: bool  # ignores its timeout: back late, after abandonment, or never
+
+
+@dataclass
+class World:
+    """One point of the search: the real core and everything around it."""
+
+    core: GuardCore
+    now: float = 0.0
+    calls: dict[int, Call] = field(default_factory=dict)  # by token
+    beat_out: bool = False
+    poked: bool = False  # the guard task is due to run before time may pass
+    # The instant time last stepped towards: ``now < between`` while half-way there.
+    between: float | None = None
+    registered: int = 0
+    sent: int = 0
+    wedged: int = 0  # of them, ignoring their timeout
+    notices: int = 0
+    shutdowns: int = 0
+    beats: int = 0
+    granted: dict[int, float] = field(default_factory=dict)  # the database's lease, per job
+    cancel_flag: frozenset[int] = frozenset()  # rows whose cancel flag is set
+    stopped: dict[int, int] = field(default_factory=dict)  # appearances in Effects.stops
+    cancelled: dict[int, int] = field(default_factory=dict)  # appearances in Effects.cancels
+
+
+# -- cloning and the canonical key ----------------------------------------------------------
+
+
+_BATCH_FIELDS = [f.name for f in dataclasses.fields(BatchLease) if f.name != "jobs"]
+_JOB_FIELDS = [f.name for f in dataclasses.fields(JobLease)]
+
+
+def _copy_job(job: JobLease) -> JobLease:
+    # Field by field: ``dataclasses.replace`` re-runs ``__init__`` and costs twice as much.
+    new = object.__new__(JobLease)
+    for name in _JOB_FIELDS:
+        setattr(new, name, getattr(job, name))
+    return new
+
+
+def _copy_batch(batch: BatchLease) -> BatchLease:
+    new = object.__new__(BatchLease)
+    for name in _BATCH_FIELDS:
+        setattr(new, name, getattr(batch, name))
+    new.jobs = {j: _copy_job(job) for j, job in batch.jobs.items()}
+    return new
+
+
+def clone_core(core: GuardCore) -> GuardCore:
+    """A copy of the core that shares only immutable parts (renewals, timing)."""
+    new = object.__new__(type(core))
+    new.__dict__.update(vars(core))
+    new._batches = {b: _copy_batch(batch) for b, batch in core._batches.items()}
+    new._job_batch = dict(core._job_batch)
+    new._due = list(core._due)
+    return new
+
+
+def clone(world: World) -> World:
+    return replace(
+        world,
+        core=clone_core(world.core),
+        calls=dict(world.calls),
+        granted=dict(world.granted),
+        stopped=dict(world.stopped),
+        cancelled=dict(world.cancelled),
+    )
+
+
+def _renewal_key(renewal: Renewal | None, now: float) -> object:
+    if renewal is None:
+        return None
+    return (renewal.batch_ids, renewal.items, renewal.sent_at - now, renewal.give_up_at - now)
+
+
+def _batch_key(core: GuardCore, batch: BatchLease, now: float) -> object:
+    """A batch as far as it can still matter: a lost lease, a stop already frozen or a
+    batch with nothing left to renew make some of its times irrelevant for good."""
+    jobs = tuple((j.job_id, j.pending, j.gone_seen, j.stop, j.renewed) for j in batch.jobs.values())
+    if batch.lost:  # nothing of it is read again but its jobs (job_done)
+        return (batch.batch_id, jobs, "lost")
+    # Only an unfrozen stop is still judged against the duration deadline.
+    duration = batch.duration_deadline - now if batch.stop is None else None
+    schedule = None
+    if any(j.renewed for j in batch.jobs.values()):
+        scheduled = (batch.next_due, batch.batch_id) in core._due
+        schedule = (batch.next_due - now, scheduled, batch.wanted)
+    return (batch.batch_id, jobs, batch.lease_deadline - now, duration, schedule, batch.stop)
+
+
+def _role(core: GuardCore, token: int) -> str:
+    if core.current is not None and core.current.token == token:
+        return "current"
+    if core.abandoned is not None and core.abandoned.token == token:
+        return "abandoned"
+    return "orphan"  # running, yet the core forgot it (only a broken core does that)
+
+
+def key(world: World) -> object:
+    """Everything that decides the future, times relative to ``now``, tokens by role."""
+    w, core, now = world, world.core, world.now
+    h = core.timing.heartbeat_interval
+    # Past its give-up time a call may come back at any moment; how long ago does not matter.
+    calls = tuple(
+        sorted(
+            (_role(core, t), c.wedged, max(c.renewal.give_up_at - now, 0.0))
+            for t, c in world.calls.items()
+        )
+    )
+    running = {j for b in core._batches.values() if not b.lost for j in b.jobs}
+    renewed = {j for b in core._batches.values() for j, job in b.jobs.items() if job.renewed}
+    return (
+        _renewal_key(core.current, now),
+        core.abandoned is not None,  # only its token is read again
+        core.beating,
+        core.shutdown_at - now,
+        None if core._anchor is None else (now - core._anchor) % h,
+        min(core._last_duration, h / 2),  # read only as the look-ahead, at most H / 2
+        tuple(_batch_key(core, b, now) for b in core._batches.values()),
+        calls,
+        world.beat_out,
+        world.poked,
+        None if world.between is None else world.between - now,
+        (w.registered, w.sent, w.wedged, w.notices, w.shutdowns, w.beats),
+        tuple(sorted((j, g - now) for j, g in world.granted.items() if j in running)),
+        world.cancel_flag & renewed,
+        tuple(sorted(world.stopped.items())),
+        tuple(sorted(world.cancelled.items())),
+    )
+
+
+def snapshot(core: GuardCore) -> object:
+    """Every field of the core, for before/after equality (I6)."""
+    batches = tuple(
+        (
+            tuple(getattr(b, name) for name in _BATCH_FIELDS),
+            tuple(tuple(getattr(j, name) for name in _JOB_FIELDS) for j in b.jobs.values()),
+        )
+        for b in core._batches.values()
+    )
+    rest = {k: v for k, v in vars(core).items() if k not in ("_batches", "_due", "_job_batch")}
+    return (batches, sorted(core._due), sorted(core._job_batch.items()), sorted(rest.items()))
+
+
+# -- the checks ----------------------------------------------------------------------------
+
+
+@contextmanager
+def labelled(step: str) -> Iterator[None]:
+    """Name the event in a violation raised while it is carried out."""
+    try:
+        yield
+    except Violation as exc:
+        exc.step = step
+        raise
+
+
+def require(ok: bool, invariant: str, detail: str) -> None:
+    if not ok:
+        raise Violation(f"{invariant}: {detail}")
+
+
+def runs_with_its_row(job: JobLease) -> bool:
+    """Its handler has not exited, and its row was not reclaimed or found gone."""
+    return job.pending and job.stop not in LOSES_ROW
+
+
+def check_state(world: World) -> None:
+    check_connections(world)
+    check_stale_answers(world)
+    check_still_renewed(world)
+    check_fence_granted(world)
+
+
+def check_connections(world: World) -> None:
+    """I5: at most two connections, counted by the core and by the calls really running."""
+    core = world.core
+    held = core.connections_held()
+    running = len(world.calls) + world.beat_out
+    require(held <= 2, "I5", f"the core holds {held} connections")
+    require(running <= 2, "I5", f"{running} driver calls hold a connection")
+    require(running == held, "I5", f"{running} calls running, the core counts {held}")
+    require(core.beating == world.beat_out, "I5", "the core's beat is not the one out")
+
+
+def check_stale_answers(world: World) -> None:
+    """I6: a token neither current nor abandoned (settled or never issued) changes nothing."""
+    core, now = world.core, world.now
+    live = {r.token for r in (core.current, core.abandoned) if r is not None}
+    verdicts = dict.fromkeys(world.granted, Verdict.RECLAIMED)
+    before = snapshot(core)
+    # The core tells tokens apart only as live or not: a settled one, the newest that is
+    # not live, and two never issued (before the first, the next one) stand for them all.
+    settled = [t for t in range(1, core._next_token) if t not in live][-1:]
+    for token in [0, *settled, core._next_token]:
+        answered = core.answered(token, now, verdicts)
+        failed = core.failed(token, now)
+        require(answered == failed == Effects(), "I6", f"token {token} had effects")
+    require(snapshot(core) == before, "I6", "an answer for a stale token changed the core")
+
+
+def check_still_renewed(world: World) -> None:
+    """§4: a batch with a handler running on a row still leased stays renewed."""
+    core, now = world.core, world.now
+    h = core.timing.heartbeat_interval
+    current = core.current
+    for b, batch in core._batches.items():
+        if core.fence_time(batch) <= now:
+            continue  # the lease is lost: only the fence ends renewals early
+        if not any(runs_with_its_row(job) for job in batch.jobs.values()):
+            continue
+        if current is not None and b in current.batch_ids:
+            continue
+        what = f"batch {b} (stop {batch.stop}) with a handler running"
+        require((batch.next_due, b) in core._due, "§4", f"{what} is not scheduled")
+        require(batch.next_due <= now + h, "§4", f"{what} is due only at {batch.next_due}")
+        if current is None:
+            require(core.next_wake() <= batch.next_due, "§4", f"the guard sleeps past {what}")
+
+
+def check_fence_granted(world: World) -> None:
+    """I2: the fence ends by the database's lease of every running job."""
+    core = world.core
+    for b, batch in core._batches.items():
+        running = [j.job_id for j in batch.jobs.values() if runs_with_its_row(j)]
+        if not running:
+            continue
+        granted = min(world.granted[j] for j in running)
+        in_flight = core.current is not None and b in core.current.batch_ids
+        fence = core.fence_time(batch)
+        require(
+            fence <= granted + (GRACE if in_flight else 0.0),
+            "I2",
+            f"batch {b}: fence {fence} past the granted {granted}",
+        )
+
+
+def stops_of(core: GuardCore) -> dict[int, tuple[StopReason | None, bool, dict[int, object]]]:
+    return {
+        b: (batch.stop, batch.lost, {j: job.stop for j, job in batch.jobs.items()})
+        for b, batch in core._batches.items()
+    }
+
+
+def check_frozen(
+    before: dict[int, tuple[StopReason | None, bool, dict[int, object]]], core: GuardCore
+) -> None:
+    """I8 across one transition: a stop, a lost lease and a lost row are for good."""
+    for b, (stop, lost, jobs) in before.items():
+        batch = core._batches.get(b)
+        if batch is None:
+            continue
+        require(stop is None or batch.stop is stop, "I8", f"batch {b}: {stop} became {batch.stop}")
+        require(not lost or batch.lost, "I8", f"batch {b}: a lost lease came back")
+        for j, was in jobs.items():
+            if was in LOSES_ROW:
+                require(batch.jobs[j].stop is was, "I8", f"job {j}: {was} changed")
+
+
+def absorb(world: World, effects: Effects) -> None:
+    """Carry out the effects as the runtime does, checking I8 (and the abandon rule, I5)."""
+    core = world.core
+    for b, j, _reason in effects.stops:
+        world.stopped[j] = world.stopped.get(j, 0) + 1
+        require(world.stopped[j] == 1, "I8", f"job {j} stopped twice")
+        require(core._batches[b].stop is None, "I8", f"job {j} stopped on a stopped batch")
+    for _b, j in effects.cancels:
+        world.cancelled[j] = world.cancelled.get(j, 0) + 1
+        require(world.cancelled[j] == 1, "I8", f"job {j} cancelled twice")
+    if effects.abandoned is not None:
+        call = world.calls.get(effects.abandoned)
+        require(call is not None, "I5", "abandoned a call that is not running")
+        assert call is not None
+        require(world.now >= call.renewal.abandon_at, "I5", "abandoned before give-up + grace")
+
+
+# -- the events ----------------------------------------------------------------------------
+
+Step = tuple[str, World]
+
+
+def guard_runs(world: World, scope: Scope) -> Iterator[Step]:
+    """The guard task wakes: ``poll``, then sends the renewal the core offers, if any."""
+    w = clone(world)
+    core, now = w.core, w.now
+    w.poked = False
+    absorb(w, core.poll(now))
+    if w.sent >= scope.renewals:
+        yield "guard runs (renewal budget spent)", w
+        return
+    due = set() if core.current is not None else due_batches(core, now)
+    renewal = core.next_renewal(now)
+    if renewal is None:
+        require(not due, "§4", f"due batches {sorted(due)} left without a renewal")
+        yield "guard runs", w
+        return
+    require(due <= renewal.batch_ids, "§4", f"due {sorted(due)}, sent {sorted(renewal.batch_ids)}")
+    w.sent += 1
+    for wedged in (False, True)[: 1 + (w.wedged < scope.wedged)]:
+        sent = clone(w)
+        sent.calls[renewal.token] = Call(renewal, wedged)
+        sent.wedged += wedged
+        how = "wedged" if wedged else "interruptible"
+        yield f"guard sends renewal {renewal.token} of {sorted(renewal.batch_ids)} ({how})", sent
+
+
+def due_batches(core: GuardCore, now: float) -> set[int]:
+    """Batches scheduled by now whose lease is live and which have a job to renew."""
+    return {
+        b
+        for b, batch in core._batches.items()
+        if (batch.next_due, b) in core._due
+        and batch.next_due <= now
+        and core.fence_time(batch) > now
+        and any(job.renewed for job in batch.jobs.values())
+    }
+
+
+def verdict_choices(
+    world: World, renewal: Renewal, deviations: tuple[Verdict | None, ...]
+) -> Iterator[tuple[str, dict[int, Verdict]]]:
+    """The honest answer, each single-job deviation from it, and an empty answer."""
+    honest = {
+        item.job_id: Verdict.CANCEL_REQUESTED
+        if item.job_id in world.cancel_flag
+        else Verdict.EXTENDED
+        for item in renewal.items
+    }
+    yield "all renewed", honest
+    for item in renewal.items:
+        for deviation in deviations:
+            if deviation is honest[item.job_id]:
+                continue
+            verdicts = dict(honest)
+            if deviation is None:
+                del verdicts[item.job_id]
+            else:
+                verdicts[item.job_id] = deviation
+            name = "left out" if deviation is None else deviation.value
+            yield f"job {item.job_id} {name}", verdicts
+    if len(renewal.items) > 1:
+        yield "nothing", {}
+
+
+def call_returns(world: World, scope: Scope) -> Iterator[Step]:
+    """A running driver call comes back: answer, error, or (interruptible) its timeout."""
+    for token, call in world.calls.items():
+        if call.wedged != (world.now > call.renewal.give_up_at):
+            # An interruptible call is back by its give-up time (move_on_at); a wedged one
+            # is told apart only by coming back later (earlier, it is an interruptible one).
+            continue
+        is_current = world.core.current is not None and world.core.current.token == token
+        if is_current:
+            for name, verdicts in verdict_choices(world, call.renewal, scope.deviations):
+                yield from answer(world, token, name, verdicts)
+        else:  # what it says must not matter (I6): two answers and an error suffice
+            yield from late_exit(world, token)
+        yield from fail(world, token)
+
+
+def answer(world: World, token: int, name: str, verdicts: dict[int, Verdict]) -> Iterator[Step]:
+    w = clone(world)
+    core, now = w.core, w.now
+    renewal = w.calls.pop(token).renewal
+    w.poked = True
+    v = core.timing.visibility_timeout
+    w.cancel_flag |= {j for j, x in verdicts.items() if x is Verdict.CANCEL_REQUESTED}
+    before = {b: _copy_batch(core._batches[b]) for b in renewal.batch_ids if b in core._batches}
+    old_jobs = {b: batch.jobs for b, batch in before.items()}
+    effects = core.answered(token, now, verdicts)
+    for item in renewal.items:  # the database renewed these no earlier than the send
+        if verdicts.get(item.job_id) in RENEWING and item.job_id in w.granted:
+            w.granted[item.job_id] = max(w.granted[item.job_id], renewal.sent_at + v)
+    label = f"renewal {token} answers at {now}: {name}"
+    with labelled(label):
+        absorb(w, effects)
+        check_verdicts_count(core, renewal, before, old_jobs, verdicts)
+    yield label, w
+
+
+def check_verdicts_count(
+    core: GuardCore,
+    renewal: Renewal,
+    before: dict[int, BatchLease],
+    old_jobs: dict[int, dict[int, JobLease]],
+    verdicts: dict[int, Verdict],
+) -> None:
+    """§4: an answer in time counts for every batch it carried, stopped or not."""
+    v = core.timing.visibility_timeout
+    for b, old in before.items():
+        batch = core._batches[b]
+        if batch.lost:
+            continue
+        carried = [j for j, job in old_jobs[b].items() if job.renewed]
+        renewed_all = all(verdicts.get(j) in RENEWING for j in carried)
+        expected = max(old.lease_deadline, renewal.sent_at + v) if renewed_all else None
+        if expected is not None:
+            require(
+                batch.lease_deadline >= expected,
+                "§4",
+                f"batch {b} (stop {old.stop}) renewed by every verdict, lease not extended",
+            )
+        for j in carried:
+            if verdicts.get(j) is Verdict.RECLAIMED:
+                require(not batch.jobs[j].renewed, "§4", f"job {j}: reclaimed, still renewed")
+
+
+def fail(world: World, token: int) -> Iterator[Step]:
+    w = clone(world)
+    call = w.calls.pop(token)
+    w.poked = True
+    role = _role(w.core, token)
+    expected = {"current": None, "abandoned": abandoned_exit(w), "orphan": snapshot(w.core)}[role]
+    at_timeout = not call.wedged and w.now == call.renewal.give_up_at
+    label = f"renewal {token} {'times out' if at_timeout else 'fails'} at {w.now}"
+    with labelled(label):
+        absorb(w, w.core.failed(token, w.now))
+        if expected is not None:
+            late = f"the late failure of {token} changed the core"
+            require(snapshot(w.core) == expected, "I6", late)
+    yield label, w
+
+
+def abandoned_exit(world: World) -> object:
+    """What the core must look like after the abandoned call exits: its slot freed, then a
+    poll (docs/protocol.rst §6), and nothing else."""
+    core = clone_core(world.core)
+    core.abandoned = None
+    core.poll(world.now)
+    return snapshot(core)
+
+
+def late_exit(world: World, token: int) -> Iterator[Step]:
+    """The abandoned (or an orphaned) call answers late: it must count as a mere exit."""
+    for name, verdicts in (
+        ("all renewed", dict.fromkeys(world.granted, Verdict.EXTENDED)),
+        ("all reclaimed", dict.fromkeys(world.granted, Verdict.RECLAIMED)),
+    ):
+        w = clone(world)
+        w.calls.pop(token)
+        w.poked = True
+        expected = abandoned_exit(w) if _role(w.core, token) == "abandoned" else snapshot(w.core)
+        label = f"renewal {token} answers late at {w.now}: {name}"
+        with labelled(label):
+            absorb(w, w.core.answered(token, w.now, verdicts))
+            late = f"the late answer of {token} changed the core"
+            require(snapshot(w.core) == expected, "I6", late)
+        yield label, w
+
+
+def register(world: World, scope: Scope) -> Iterator[Step]:
+    core = world.core
+    if world.registered >= len(scope.jobs_per_batch) or core.shutdown_at != math.inf:
+        return
+    if world.between is not None and world.now < world.between:
+        return  # batches register at the instants only
+    w = clone(world)
+    core, now, v = w.core, w.now, scope.timing.visibility_timeout
+    b = w.registered + 1
+    jobs = [(10 * b + i, 1) for i in range(scope.jobs_per_batch[b - 1])]
+    # The claim's own lease: its rows locked at once, leased for V from then.
+    accepted = core.register(
+        b, jobs, claim_sent=now, now=now, wall_now=now, row_deadlines=[now + v] * len(jobs)
+    )
+    require(accepted, "I7", f"batch {b} refused with a live lease")
+    w.registered = b
+    w.poked = True
+    for j, _ in jobs:
+        w.granted[j] = now + v
+    yield f"batch {b} registers at {now}", w
+
+
+def job_done(world: World) -> Iterator[Step]:
+    """A handler exits (whenever: a stopped one may unwind for long)."""
+    if world.between is not None and world.now < world.between:
+        return  # half-way, it would see what it sees at the instant before (no new times)
+    for b, batch in world.core._batches.items():
+        for j, job in batch.jobs.items():
+            if not job.pending:
+                continue
+            w = clone(world)
+            core, now = w.core, w.now
+            if core.scope_deadline(b) <= now and job.stop is None:
+                core.batch_stop(b, now)  # batch.py decides the outcome from it
+            core.job_done(b, j)
+            del w.granted[j]
+            if not any(job.pending for job in core._batches[b].jobs.values()):
+                core.unregister(b)
+            yield f"job {j} handler exits at {now}", w
+
+
+def notice(world: World, scope: Scope) -> Iterator[Step]:
+    if world.notices >= scope.notices:
+        return
+    for batch in world.core._batches.values():
+        for j in batch.jobs:
+            w = clone(world)
+            w.notices += 1
+            w.cancel_flag |= {j}
+            if w.core.request_renewal(j, w.now):
+                w.poked = True
+            yield f"cancel notice for job {j} at {w.now}", w
+
+
+def shutdown(world: World, scope: Scope) -> Iterator[Step]:
+    if world.shutdowns >= scope.shutdowns:
+        return
+    w = clone(world)
+    w.shutdowns += 1
+    absorb(w, w.core.begin_shutdown(w.now, scope.grace))
+    yield f"shutdown begins at {w.now}", w
+
+
+def beats(world: World, scope: Scope) -> Iterator[Step]:
+    if world.beat_out:
+        w = clone(world)
+        w.beat_out = False
+        w.poked = True
+        absorb(w, w.core.end_beat(w.now))
+        yield f"lone beat exits at {w.now}", w
+    elif world.beats < scope.beats and world.core.connections_held() == 0:
+        w = clone(world)
+        w.beats += 1
+        require(w.core.begin_beat(), "I5", "a lone beat refused with no connection held")
+        w.beat_out = True
+        yield f"lone beat goes at {w.now}", w
+
+
+def instants(world: World) -> list[float]:
+    """Every instant after now at which a comparison the core makes can change."""
+    core, now = world.core, world.now
+    times = [core.next_wake(), core.shutdown_at]
+    for renewal in (core.current, core.abandoned):
+        if renewal is not None:
+            times += [renewal.give_up_at, renewal.abandon_at]
+    for b, batch in core._batches.items():
+        times += [
+            core.fence_time(batch),
+            batch.lease_deadline,
+            batch.duration_deadline,
+            batch.next_due,
+            core.scope_deadline(b),
+        ]
+    return sorted(t for t in times if now < t < math.inf)
+
+
+def advance(world: World) -> Iterator[Step]:
+    """Time passes: to the next instant, or half-way there (once per instant)."""
+    if world.poked:
+        return  # the guard runs first
+    for call in world.calls.values():
+        if not call.wedged and world.now >= call.renewal.give_up_at:
+            return  # the interruptible call returns at its give-up time first
+    future = instants(world)
+    if not future:
+        return
+    target = future[0]
+    choices = [(target, f"time passes to {target}")]
+    # Half-way, on the grid: one instant strictly inside the interval, if the grid has one.
+    half = math.floor((world.now + target) / 2 / GRID) * GRID
+    if world.calls and world.between != target and world.now < half:
+        choices.append((half, f"time passes to {half}, half-way to {target}"))
+    for when, name in choices:
+        w = clone(world)
+        w.now = when
+        w.between = target
+        w.poked = when >= w.core.next_wake()
+        yield name, w
+
+
+def successors(world: World, scope: Scope) -> Iterator[Step]:
+    if world.sent >= scope.renewals and world.core.current is None:
+        return  # the run ends once its last statement has settled or been abandoned
+    events: list[tuple[str, Iterator[Step]]] = [
+        ("a call returns", call_returns(world, scope)),
+        ("a batch registers", register(world, scope)),
+        ("a handler exits", job_done(world)),
+        ("a cancel notice", notice(world, scope)),
+        ("shutdown", shutdown(world, scope)),
+        ("a lone beat", beats(world, scope)),
+        ("time passes", advance(world)),
+    ]
+    if world.poked:
+        events.insert(0, ("the guard runs", guard_runs(world, scope)))
+    for name, steps in events:
+        try:
+            yield from steps
+        except Violation as exc:
+            if exc.step == Violation.step:
+                exc.step = f"{name} at {world.now}"
+            raise
+
+
+# -- the search ----------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    scope: str
+    core: str
+    states: int
+    transitions: int
+    depth: int
+    seconds: float
+    violation: str | None = None
+    trace: list[str] = field(default_factory=list)
+
+
+def explore(
+    scope: Scope, make_core: Callable[[Timing], GuardCore] = GuardCore, limit: int = 10**7
+) -> Result:
+    """Breadth-first search of every world reachable within the scope (at most ``limit``
+    states: a search cut short says so in its result)."""
+    began = time.perf_counter()
+    start = World(core=make_core(scope.timing))
+    first = key(start)
+    parent: dict[object, tuple[object, str] | None] = {first: None}
+    depth = {first: 0}
+    queue: deque[tuple[object, World]] = deque([(first, start)])
+    transitions = 0
+    name = getattr(make_core, "__name__", "GuardCore")
+
+    def result(violation: str | None = None, trace: list[str] | None = None) -> Result:
+        took = time.perf_counter() - began
+        deepest = max(depth.values())
+        return Result(
+            scope.name, name, len(parent), transitions, deepest, took, violation, trace or []
+        )
+
+    def trace_to(k: object, last: str) -> list[str]:
+        steps = [last]
+        link = parent[k]
+        while link is not None:
+            k, label = link
+            steps.append(label)
+            link = parent[k]
+        return steps[::-1]
+
+    while queue:
+        if len(parent) > limit:
+            return result(f"cut short after {limit} states")
+        k, world = queue.popleft()
+        frozen = stops_of(world.core)
+        steps = successors(world, scope)
+        while True:
+            try:
+                label, nxt = next(steps)
+            except StopIteration:
+                break
+            except Violation as exc:
+                return result(str(exc), trace_to(k, exc.step))
+            transitions += 1
+            nk = key(nxt)
+            try:
+                check_frozen(frozen, nxt.core)
+                if nk not in parent:
+                    check_state(nxt)
+            except Violation as exc:
+                return result(str(exc), trace_to(k, label))
+            if nk not in parent:
+                parent[nk] = (k, label)
+                depth[nk] = depth[k] + 1
+                queue.append((nk, nxt))
+    return result()
+
+
+# -- the negative twins: one rule broken each ------------------------------------------------
+
+
+class AbandonsWithoutSlot(GuardCore):
+    """Abandons a stuck renewal even while another one (or a lone beat) holds the spare
+    connection: I5 must fail."""
+
+    def _slot_taken(self) -> bool:
+        return False
+
+
+class AcceptsStaleTokens(GuardCore):
+    """Settles the current renewal with any token: I6 must fail."""
+
+    def _settle(self, token: int, now: float) -> Renewal | None:
+        current = self.current
+        if current is None:
+            return None
+        return super()._settle(current.token, now)
+
+
+class DropsStoppedBatches(GuardCore):
+    """Stops renewing a batch once its scope is stopped: §4 must fail."""
+
+    @staticmethod
+    def _renewable(batch: BatchLease) -> bool:
+        return batch.stop is None and not batch.lost and any(j.renewed for j in batch.jobs.values())
+
+
+class IgnoresStoppedVerdicts(GuardCore):
+    """Ignores the verdicts for a stopped batch: §4 (its verdicts count) must fail."""
+
+    def _apply_verdicts(
+        self,
+        batch: BatchLease,
+        renewal: Renewal,
+        now: float,
+        verdicts: Mapping[int, Verdict],
+        effects: Effects,
+    ) -> None:
+        if batch.stop is None:
+            super()._apply_verdicts(batch, renewal, now, verdicts, effects)
+        else:
+            self._schedule_retry(batch, now)
+
+
+class StopsStoppedBatches(GuardCore):
+    """Delivers a job's stop even when its batch's scope already stopped it: I8 must fail."""
+
+    @staticmethod
+    def _stop_job(batch: BatchLease, job: JobLease, reason: StopReason, effects: Effects) -> None:
+        job.renewed = False
+        job.stop = reason
+        effects.stops.append((batch.batch_id, job.job_id, reason))
+
+
+class LeaseFromAnswer(GuardCore):
+    """Counts a renewed lease from the answer's arrival, not the send: I2 must fail."""
+
+    def answered(self, token: int, now: float, verdicts: Mapping[int, Verdict]) -> Effects:
+        current = self.current
+        if current is not None and current.token == token:
+            self.current = replace(current, sent_at=now)
+        return super().answered(token, now, verdicts)
+
+
+#: (broken core, the invariant its counterexample must name).
+TWINS: list[tuple[type[GuardCore], str]] = [
+    (AbandonsWithoutSlot, "I5"),
+    (AcceptsStaleTokens, "I6"),
+    (StopsStoppedBatches, "I8"),
+    (DropsStoppedBatches, "§4"),
+    (IgnoresStoppedVerdicts, "§4"),
+    (LeaseFromAnswer, "I2"),
+]
+
+#: The scopes ``proofs/run.py`` explores, each exhaustively (see proofs/README.md).
+#: Every one has V = 2, H = 0.5, D = 1, up to two wedged calls, and handlers that exit at
+#: any instant; they differ in what else may happen.
+SCOPES: list[Scope] = [
+    Scope(
+        "3 batches x 1 job, 2 renewals, every verdict",
+        jobs_per_batch=(1, 1, 1),
+        renewals=2,
+        notices=0,
+        shutdowns=0,
+        beats=0,
+    ),
+    Scope(
+        "2 batches x 1 job, 4 renewals, renewed or left out",
+        jobs_per_batch=(1, 1),
+        renewals=4,
+        notices=0,
+        shutdowns=0,
+        beats=0,
+        deviations=(None,),
+    ),
+    Scope(
+        "1 batch x 1 job, 3 renewals, every verdict, shutdown",
+        jobs_per_batch=(1,),
+        renewals=3,
+        notices=0,
+        beats=0,
+    ),
+    Scope(
+        "1 batch x 2 jobs, 2 renewals, every verdict, a cancel notice",
+        jobs_per_batch=(2,),
+        renewals=2,
+        shutdowns=0,
+        beats=0,
+    ),
+    Scope(
+        "1 batch x 1 job, 4 renewals, every verdict, a lone beat",
+        jobs_per_batch=(1,),
+        renewals=4,
+        notices=0,
+        shutdowns=0,
+    ),
+]
+
+#: Where the negative twins are searched: each must come back with a counterexample.
+TWIN_SCOPE = Scope(
+    "2 batches x 1 job, 3 renewals, every verdict",
+    jobs_per_batch=(1, 1),
+    renewals=3,
+    notices=0,
+    shutdowns=0,
+    beats=0,
+)
+
+
+def twin_found(result: Result, invariant: str) -> bool:
+    """The twin's search ended on a counterexample to the invariant it breaks."""
+    return result.violation is not None and result.violation.startswith(f"{invariant}:")
