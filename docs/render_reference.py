@@ -18,9 +18,10 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+
+from render_rules import list_table  # docs/ is on the path: conf.py and the tests put it there
 
 from trioqueue._backends.memory.model import MemoryModel
 from trioqueue._backends.postgres.sql import QUERIES
@@ -110,12 +111,12 @@ def render_queries() -> str:
             model = "PostgreSQL only"
             what = POSTGRES_ONLY.get(name, _sql_comment(query))
         rows.append((f"``{name}``", model, what))
-    queries = _table(
+    queries = list_table(
         "The named queries of ``queries.sql`` and the model's methods",
         ("named query", "model", "what it does"),
         rows,
     )
-    model_only = _table(
+    model_only = list_table(
         "The model's methods with no query of their own",
         ("method", "what it is for"),
         [
@@ -144,14 +145,6 @@ def render_guarantees() -> str:
     """The guarantees and their backers (``proofs/backers.py``), as reStructuredText."""
     text: str = _load_backers().render_rst(ROOT)
     return text
-
-
-def _table(caption: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = [f".. list-table:: {caption}", "   :header-rows: 1", ""]
-    for row in [header, *rows]:
-        lines.append(f"   * - {row[0]}")
-        lines.extend(f"     - {cell}" for cell in row[1:])
-    return "\n".join(lines) + "\n"
 
 
 def write(folder: Path) -> None:

@@ -39,12 +39,12 @@ def render() -> str:
     ]
     return "\n".join(
         [
-            _table(
+            list_table(
                 "What a renewal's verdict does (``VERDICT_RULES``)",
                 ("verdict", "renews the lease", "ends the attempt as", "cancel", "believed"),
                 verdicts,
             ),
-            _table(
+            list_table(
                 "What a stop comes to (``STOP_OUTCOMES``)",
                 ("stop", "outcome", "written to the row"),
                 stops,
@@ -53,7 +53,7 @@ def render() -> str:
     )
 
 
-def _table(caption: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def list_table(caption: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = [f".. list-table:: {caption}", "   :header-rows: 1", ""]
     for row in [header, *rows]:
         lines.append(f"   * - {row[0]}")
