@@ -224,7 +224,7 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         "CREATE UNIQUE INDEX schema_migrations_pkey ON {schema}.schema_migrations USING btree (version)",
         "CREATE UNIQUE INDEX workers_pkey ON {schema}.workers USING btree (worker_id)",
     ],
-    "storage": [("jobs", ["fillfactor=80"])],  # 0006
+    "storage": [("jobs", ["fillfactor=60"])],  # 0006
     "constraints": sorted(
         [
             ("jobs", "CHECK ((attempts >= 0))"),
