@@ -495,10 +495,12 @@ renewed AS (
     -- now() and must not shorten the lease a newer renewal gave, nor overwrite the progress
     -- that renewal stored with its own older value (docs/protocol.rst §6).
     SET not_visible_until = greatest(j.not_visible_until, now() + make_interval(secs => $4::float8)),
-        -- The floor moves only once it has passed (migration 0006): until then the renewal
-        -- changes no indexed column and is a HOT update (docs/performance.rst, "Renewals").
+        -- The floor moves only when it is a quarter of a lease from passing (migration
+        -- 0006): until then the renewal changes no indexed column and is a HOT update
+        -- (docs/performance.rst). Lifted that early, it never passes under a live lease
+        -- renewed at least every V/4, so claims never read such a lease as a candidate.
         lease_floor = CASE
-            WHEN j.lease_floor <= now()
+            WHEN j.lease_floor <= now() + make_interval(secs => $4::float8 / 4)
                 THEN greatest(j.not_visible_until, now() + make_interval(secs => $4::float8))
             ELSE j.lease_floor
         END,

@@ -6,10 +6,9 @@
 
 -- A lower bound of a running row's lease: lease_floor <= not_visible_until, always. The
 -- claim sets both to the new lease; a renewal moves not_visible_until and leaves the floor,
--- except once the floor has passed (then it lifts it to the new lease): a lease in flight
--- costs one index entry per visibility_timeout, not one per heartbeat. Rows from before
--- this migration (and rows never claimed) have '-infinity': always a candidate, never
--- missed.
+-- except when the floor is within a quarter of a lease of passing (then it lifts it to the
+-- new lease): a lease in flight costs one index entry per 3/4 visibility_timeout, not one
+-- per heartbeat. Rows never claimed have '-infinity'.
 ALTER TABLE {schema}.jobs ADD COLUMN lease_floor timestamptz NOT NULL DEFAULT '-infinity';
 UPDATE {schema}.jobs SET lease_floor = not_visible_until WHERE status = 'running';
 
