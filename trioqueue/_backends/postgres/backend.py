@@ -1385,7 +1385,8 @@ def _is_bigint(value: int) -> bool:
 def _ints(values: Iterable[int]) -> list[str]:
     """Ids or claim_seqs as a text[] parameter (see queries.sql). A value out of bigint range
     names no row, so 0, which names none either, stands in for it."""
-    return [str(value) if _is_bigint(value) else "0" for value in values]
+    # (The range check inline: a call per value was half the cost for 10,000 jobs.)
+    return [str(value) if -_INT64 - 1 <= value <= _INT64 else "0" for value in values]
 
 
 def _fences(items: Sequence[RenewItem | Ack | Failure | Release]) -> tuple[list[str], list[str]]:
