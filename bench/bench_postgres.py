@@ -4,6 +4,7 @@
     python bench/bench_postgres.py drain --jobs 50000       # drain: pools vs the raw bound
     python bench/bench_postgres.py drain-features --jobs 5000   # drain: flow control on vs off
     python bench/bench_postgres.py heartbeat --inflight 1000 10000 --beats 5
+    python bench/bench_postgres.py renewals --inflight 1000 10000 --rounds 6
     python bench/bench_postgres.py latency --samples 200
     python bench/bench_postgres.py beat --renewed 10 --samples 500
     python bench/bench_postgres.py schedule --schedules 10 1000 --samples 200
@@ -31,7 +32,23 @@ drain-features: (not part of ``all``) the pools' drain, without the bound, once 
 heartbeat: N sleeping jobs in flight (batches of 50): renewal statements started per
            heartbeat, the time of each (the backend's ``renew`` call, timed, waited for up to
            2 minutes after the window), the jobs it named and the rows it wrote (its
-           ``extended`` verdicts: one row UPDATE each).
+           ``extended`` verdicts: one row UPDATE each). The write cost: WAL bytes per row
+           renewed and per job in flight per beat (``pg_current_wal_insert_lsn()`` before
+           and after the window: the whole server's WAL, so other sessions on it count
+           too), and the HOT share of the jobs table's updates in the window
+           (``n_tup_hot_upd / n_tup_upd`` of ``pg_stat_user_tables``; once every job runs,
+           every update is a renewal). Backends flush those counters lazily (within 10 s
+           when idle), so each reading waits 11 s first: the run is ~25 s longer per size.
+           Then 50 claims of the queue, timed, with every job still leased: nothing to
+           take, but each looks for expired leases among those in flight -> p50, p95.
+renewals:  the renewal statement alone, in the worst case for HOT updates: N jobs claimed
+           at once (every row of every page in flight), then renewed ``--rounds`` times
+           by the backend's ``renew`` on one connection -> time per statement p50 and max,
+           WAL bytes per row renewed (``pg_current_wal_insert_lsn()``: the whole
+           server's), and the HOT share of those updates (``n_tup_hot_upd / n_tup_upd``
+           of the jobs table, the connection's counters flushed first with
+           ``pg_stat_force_next_flush()``, so exact). ``--fillfactor`` sets the jobs
+           table's before the jobs are enqueued (default: the migrations').
 beat:      the worker registry's cost: one renewal of ``--renewed`` leased jobs, alone and
            carrying the pool's beat (the same statement), and a lone beat, each timed
            ``--samples`` times -> p50 and p95.
@@ -77,6 +94,7 @@ from _jobs import Countdown, noop
 
 import trioqueue
 from trioqueue._backends.postgres.embedded import fast_commits, find_postgres
+from trioqueue._core.wire import RenewItem
 
 QUEUE = "bench"
 ENQUEUE_CHUNK = 5000
@@ -293,16 +311,80 @@ async def heartbeat(dsn: str, jobs: int, beats: int, interval: float) -> dict[st
             await running.done.wait()
             since = time.perf_counter()
             await trio.sleep(interval * 3)  # let the first beats settle into the pool beat
+            await trio.sleep(FLUSHED)  # the claims' counters, flushed
+            before = await write_counters(backend)
             started = backend.statistics().calls["renew"]
+            began = time.perf_counter()
             await trio.sleep(interval * beats)
             issued = backend.statistics().calls["renew"]
+            ended = time.perf_counter()
+            wal = await write_counters(backend)
+            await trio.sleep(FLUSHED)  # the window's counters, flushed (and a few more)
+            after = await write_counters(backend)
+            claims = await empty_claims(backend, CLAIM_SAMPLES)
             with trio.move_on_after(120):  # let slow statements finish, to time them
                 while len(record) < issued:  # noqa: ASYNC110 - a bench, polling is fine
                     await trio.sleep(0.05)
             renewals = [r for r in record if r.began + r.seconds >= since]  # ran after "since"
             nursery.cancel_scope.cancel()
     statements = issued - started
-    return _renewal_summary(renewals, statements / beats)
+    summary = _renewal_summary(renewals, statements / beats)
+    # Rows renewed in the window: those of the statements begun in it.
+    rows = sum(r.extended for r in renewals if began <= r.began < ended and r.extended > 0)
+    wal_bytes = wal.wal_lsn - before.wal_lsn
+    updates = after.updates - before.updates
+    summary["wal_bytes_per_row"] = wal_bytes / rows if rows else math.nan
+    summary["wal_bytes_per_job_beat"] = wal_bytes / (jobs * beats)
+    summary["hot_share"] = (
+        (after.hot_updates - before.hot_updates) / updates if updates else math.nan
+    )
+    summary["updates_counted"] = updates
+    summary["claim_ms_p50"] = percentile(claims, 0.5) * 1000
+    summary["claim_ms_p95"] = percentile(claims, 0.95) * 1000
+    return summary
+
+
+#: Claims timed with the jobs in flight.
+CLAIM_SAMPLES = 50
+
+
+async def empty_claims(backend: trioqueue.PostgresBackend, samples: int) -> list[float]:
+    """Seconds per claim of the queue while every job of it is leased: nothing to take,
+    but the claim still looks for expired leases among those in flight."""
+    times = []
+    for _ in range(samples):
+        began = time.perf_counter()
+        claimed = await backend.claim(
+            QUEUE, limit=50, worker_id="bench-probe", visibility_timeout=30
+        )
+        times.append(time.perf_counter() - began)
+        assert not claimed, "a lease expired during the heartbeat bench"
+    return times
+
+
+#: Seconds to wait for the table counters of every backend to be flushed (PostgreSQL flushes
+#: a busy backend's at most once a second, an idle one's within 10 seconds).
+FLUSHED = 11.0
+
+
+@dataclass(frozen=True)
+class Counters:
+    """The server's WAL insert position, and the jobs table's row update counters."""
+
+    wal_lsn: int
+    updates: int
+    hot_updates: int
+
+
+async def write_counters(backend: trioqueue.PostgresBackend) -> Counters:
+    async with backend.acquire() as connection:
+        row = await connection.fetchrow(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint AS lsn, "
+            "t.n_tup_upd, t.n_tup_hot_upd FROM pg_stat_user_tables AS t "
+            "WHERE t.schemaname = $1 AND t.relname = 'jobs'",
+            backend.schema,
+        )
+    return Counters(row["lsn"], row["n_tup_upd"], row["n_tup_hot_upd"])
 
 
 def _renewal_summary(renewals: Sequence[Renewal], per_beat: float) -> dict[str, float]:
@@ -317,6 +399,50 @@ def _renewal_summary(renewals: Sequence[Renewal], per_beat: float) -> dict[str, 
         "ms_p50": percentile(times, 0.5) * 1000,
         "ms_max": max(times) * 1000,
     }
+
+
+# -- renewals ----------------------------------------------------------------------------
+
+
+async def renewal_rounds(
+    dsn: str, jobs: int, rounds: int, fillfactor: int | None
+) -> dict[str, float]:
+    """The renewal of ``jobs`` jobs claimed at once, ``rounds`` times, on one connection."""
+    async with fresh_backend(dsn, max_connections=1) as backend:
+        if fillfactor is not None:
+            async with backend.acquire() as connection:
+                await connection.execute(
+                    f'ALTER TABLE "{backend.schema}".jobs SET (fillfactor = {int(fillfactor)})'
+                )
+        await fill(backend, jobs)
+        claimed: list[Any] = []
+        while len(claimed) < jobs:
+            claimed += await backend.claim(
+                QUEUE, limit=jobs, worker_id="bench", visibility_timeout=3600
+            )
+        items = [RenewItem(c.job.id, c.job.claim_seq, None) for c in claimed]
+        before = await flushed_counters(backend)
+        times = []
+        for _ in range(rounds):
+            began = time.perf_counter()
+            await backend.renew(items, visibility_timeout=3600)
+            times.append(time.perf_counter() - began)
+        after = await flushed_counters(backend)
+    updates = after.updates - before.updates
+    return {
+        "ms_p50": percentile(times, 0.5) * 1000,
+        "ms_max": max(times) * 1000,
+        "wal_bytes_per_row": (after.wal_lsn - before.wal_lsn) / (jobs * rounds),
+        "hot_share": (after.hot_updates - before.hot_updates) / updates if updates else math.nan,
+        "updates": updates,
+    }
+
+
+async def flushed_counters(backend: trioqueue.PostgresBackend) -> Counters:
+    """``write_counters`` with the (one) connection's table counters flushed first."""
+    async with backend.acquire() as connection:
+        await connection.execute("SELECT pg_stat_force_next_flush()")
+    return await write_counters(backend)
 
 
 # -- latency ------------------------------------------------------------------------------
@@ -595,6 +721,37 @@ def run_heartbeat(dsn: str, args: argparse.Namespace) -> None:
             f"  time per renewal statement     p50 {result['ms_p50']:.1f} ms, "
             f"max {result['ms_max']:.1f} ms"
         )
+        print(
+            f"  WAL per row renewed            {result['wal_bytes_per_row']:,.0f} bytes "
+            f"({result['wal_bytes_per_job_beat']:,.0f} per job in flight per beat)"
+        )
+        print(
+            f"  claim, nothing claimable       p50 {result['claim_ms_p50']:.2f} ms, "
+            f"p95 {result['claim_ms_p95']:.2f} ms ({CLAIM_SAMPLES} claims)"
+        )
+        print(
+            f"  HOT share of the renewals      {result['hot_share']:.1%} "
+            f"(of {result['updates_counted']:,.0f} row updates counted)"
+        )
+
+
+def run_renewals(dsn: str, args: argparse.Namespace) -> None:
+    fillfactor = "the migrations'" if args.fillfactor is None else str(args.fillfactor)
+    for jobs in args.inflight:
+        result = trio.run(renewal_rounds, dsn, jobs, args.rounds, args.fillfactor)
+        print(
+            f"renewals: {jobs:,} jobs claimed at once, renewed {args.rounds} times "
+            f"(fillfactor {fillfactor})"
+        )
+        print(
+            f"  time per renewal statement     p50 {result['ms_p50']:.1f} ms, "
+            f"max {result['ms_max']:.1f} ms"
+        )
+        print(f"  WAL per row renewed            {result['wal_bytes_per_row']:,.0f} bytes")
+        print(
+            f"  HOT share                      {result['hot_share']:.1%} "
+            f"(of {result['updates']:,.0f} row updates)"
+        )
 
 
 def run_latency(dsn: str, args: argparse.Namespace) -> None:
@@ -643,6 +800,7 @@ BENCHES: dict[str, Callable[[str, argparse.Namespace], None]] = {
     "beat": run_beat,
     "waits": run_waits,
     "heartbeat": run_heartbeat,
+    "renewals": run_renewals,
     "latency": run_latency,
     "schedule": run_schedule,
 }
@@ -663,6 +821,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=2, help="drain: batches per pool")
     parser.add_argument("--inflight", type=int, nargs="+", default=[1000, 10_000])
     parser.add_argument("--beats", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=6, help="renewals: renewals of each job")
+    parser.add_argument(
+        "--fillfactor", type=int, help="renewals: the jobs table's (default: the migrations')"
+    )
     parser.add_argument("--heartbeat", type=float, default=1.0, help="heartbeat interval (s)")
     parser.add_argument("--samples", type=int, default=200, help="latency, beat: samples")
     parser.add_argument("--renewed", type=int, default=10, help="beat: jobs per renewal")

@@ -206,7 +206,8 @@ async def expire_postgres(backend: PostgresBackend, job_id: int) -> None:
     async with backend.acquire() as connection:
         status = await connection.fetchval(
             f'UPDATE "{backend.schema}".jobs SET not_visible_until = now() - interval '
-            f"'1 second' WHERE id = $1 AND status = 'running' RETURNING status",
+            f"'1 second', lease_floor = now() - interval '1 second' "  # (migration 0006)
+            f"WHERE id = $1 AND status = 'running' RETURNING status",
             job_id,
         )
     assert status == "running", f"job {job_id} is not running in PostgreSQL"

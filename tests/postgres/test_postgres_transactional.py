@@ -103,7 +103,8 @@ def bumping_transactions(
                 async with backend.acquire() as other:
                     await other.execute(
                         f'UPDATE "{backend.schema}".jobs '
-                        f"SET claim_seq = claim_seq + 1, not_visible_until = now() WHERE id = $1",
+                        "SET claim_seq = claim_seq + 1, not_visible_until = now(), "
+                        "lease_floor = now() WHERE id = $1",
                         item.job_id,
                     )
             return await self._tx.commit_with_ack(item)

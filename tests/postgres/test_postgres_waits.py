@@ -286,8 +286,8 @@ async def test_a_claim_that_dead_letters_a_job_wakes_its_waiter(backend: Postgre
     await claim(backend)
     async with backend.acquire() as connection:  # its worker died: the lease ran out
         await connection.execute(
-            f"UPDATE \"{backend.schema}\".jobs SET not_visible_until = now() - interval '1 second' "
-            "WHERE id = $1",
+            f"UPDATE \"{backend.schema}\".jobs SET not_visible_until = now() - interval '1 second', "
+            "lease_floor = now() - interval '1 second' WHERE id = $1",
             job_id,
         )
     [info] = await wait_while(backend, [job_id], lambda: claim(backend))

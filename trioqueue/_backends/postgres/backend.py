@@ -164,6 +164,9 @@ _INT64 = 2**63 - 1
 #: hold and joins them as if they were few: for 10,000 jobs it was measured 45x slower (26 s
 #: instead of 0.56 s), so larger renewals ask for a plan made for their arguments.
 _GENERIC_PLAN_ITEMS = 100
+#: The renew statement's verdicts by their text (a dict lookup: ``Verdict(text)`` per row
+#: was a tenth of the Python time of a 10,000-job renewal).
+_VERDICTS = {verdict.value: verdict for verdict in Verdict}
 #: Enough jobs for any claim; larger limits are clamped to it.
 _MAX_CLAIM = 2**31 - 1
 
@@ -1073,7 +1076,7 @@ class PostgresBackend:
             lease,
             *_beat_arguments(beat),
         )
-        verdicts.update((row["id"], Verdict(row["verdict"])) for row in rows)
+        verdicts.update((row["id"], _VERDICTS[row["verdict"]]) for row in rows)
         return verdicts
 
     async def ack(self, items: Sequence[Ack]) -> list[bool]:
@@ -1382,7 +1385,8 @@ def _is_bigint(value: int) -> bool:
 def _ints(values: Iterable[int]) -> list[str]:
     """Ids or claim_seqs as a text[] parameter (see queries.sql). A value out of bigint range
     names no row, so 0, which names none either, stands in for it."""
-    return [str(value) if _is_bigint(value) else "0" for value in values]
+    # (The range check inline: a call per value was half the cost for 10,000 jobs.)
+    return [str(value) if -_INT64 - 1 <= value <= _INT64 else "0" for value in values]
 
 
 def _fences(items: Sequence[RenewItem | Ack | Failure | Release]) -> tuple[list[str], list[str]]:
