@@ -756,7 +756,9 @@ class MemoryBackend:
         """Make a running job's lease expire now (one second ago), as if its worker died.
 
         The PostgreSQL equivalent is ``UPDATE jobs SET not_visible_until = now() - interval
-        '1 second' WHERE id = ...``. The row stays ``running``: the next claim takes it again,
+        '1 second', lease_floor = now() - interval '1 second' WHERE id = ...`` (a claim
+        looks for expired leases by their floor, docs/postgres.rst). The row stays
+        ``running``: the next claim takes it again,
         or dead-letters it when its attempts are used up or it was asked to cancel.
 
         Raises:
