@@ -2,28 +2,40 @@
 
     python bench/bench_memory.py                 # everything, default sizes
     python bench/bench_memory.py throughput --jobs 50000
-    python bench/bench_memory.py inflight --jobs 10000 --beats 10
+    python bench/bench_memory.py inflight --jobs 10000 --beats 10 --batch 50
 
 throughput: no-op jobs per second through one pool (framework overhead: claim, guard
-            registration and first beat, handler task, ack), batch 1 and batch 10.
-inflight:   N sleeping jobs in flight: renewal statements per beat (should be 1), CPU per
-            beat (guard + the memory backend's renewal), and memory per in-flight job
-            (tracemalloc and RSS growth from before the claims to all handlers running).
+            registration and first beat, the handler's scope, ack, hook), at batch 1, 10
+            and 50 with 100 job slots each (batch x concurrency = 1 x 100, 10 x 10,
+            50 x 2), then the same with one batch at a time (concurrency 1). Last, the
+            memory backend's own claim + ack of the same jobs with no pool at all: what
+            is left of a pool's time per job is the runtime's.
+inflight:   N sleeping jobs in flight (batches of --batch): renewal statements per beat
+            (should be 1), CPU per beat (guard + the memory backend's renewal), memory per
+            in-flight job (tracemalloc and RSS growth from before the claims to all
+            handlers running), and the traced bytes per job by where they were allocated.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import linecache
 import logging
 import resource
 import time
 import tracemalloc
+from typing import Any
 
 import trio
 from _jobs import Countdown, noop
 
 import trioqueue
+from trioqueue._types import Ack
+
+#: (batch size, concurrency) of the throughput runs: 100 job slots in each of the first
+#: three, so that only the batching differs; then one batch at a time.
+THROUGHPUT_RUNS = ((1, 100), (10, 10), (50, 2), (1, 1), (10, 1), (50, 1))
 
 
 def _rss_bytes() -> int:
@@ -34,10 +46,7 @@ def _rss_bytes() -> int:
 async def throughput(jobs: int, batch_size: int, concurrency: int) -> float:
     finished = Countdown(jobs)
     async with trioqueue.open_memory(connections=concurrency + 4) as backend:
-        for start in range(0, jobs, 1000):
-            await backend.enqueue_many(
-                "bench", [{"n": i} for i in range(start, min(jobs, start + 1000))]
-            )
+        await _enqueue(backend, jobs)
         config = trioqueue.WorkerConfig(
             handler=noop,
             queue="bench",
@@ -55,17 +64,57 @@ async def throughput(jobs: int, batch_size: int, concurrency: int) -> float:
     return jobs / elapsed
 
 
-async def inflight(jobs: int, beats: int, heartbeat: float) -> dict[str, float]:
+async def backend_alone(jobs: int, batch_size: int) -> float:
+    """The memory backend's own claim and ack of ``jobs`` jobs, ``batch_size`` at a time."""
+    async with trioqueue.open_memory(connections=4) as backend:
+        await _enqueue(backend, jobs)
+        began = time.perf_counter()
+        while True:
+            claimed = await backend.claim(
+                "bench", limit=batch_size, worker_id="bench", visibility_timeout=60
+            )
+            if not claimed:
+                break
+            await backend.ack([Ack(c.job.id, c.job.claim_seq, None, None) for c in claimed])
+        elapsed = time.perf_counter() - began
+    return jobs / elapsed
+
+
+async def _enqueue(backend: trioqueue.MemoryBackend, jobs: int) -> None:
+    for start in range(0, jobs, 1000):
+        await backend.enqueue_many(
+            "bench", [{"n": i} for i in range(start, min(jobs, start + 1000))]
+        )
+
+
+#: Where traced bytes were allocated, by file (the first match names the line's owner).
+_OWNERS = (
+    ("trio/", "trio (tasks, scopes, events)"),
+    ("trioqueue/_runtime/", "trioqueue runtime"),
+    ("trioqueue/_core/", "trioqueue core (leases)"),
+    ("trioqueue/_backends/", "memory backend (rows, claims)"),
+    ("_jobs.py", "the handler (bench)"),
+)
+
+
+def _owner(filename: str) -> str:
+    for needle, owner in _OWNERS:
+        if needle in filename.replace("\\", "/"):
+            return owner
+    return "other"
+
+
+async def inflight(
+    jobs: int, beats: int, heartbeat: float, batch_size: int, top: int
+) -> dict[str, Any]:
     running = Countdown(jobs)
     async with trioqueue.open_memory(connections=16) as backend:
-        for start in range(0, jobs, 1000):
-            await backend.enqueue_many(
-                "bench", [{"n": i} for i in range(start, min(jobs, start + 1000))]
-            )
+        await _enqueue(backend, jobs)
         config = trioqueue.WorkerConfig(
             handler=running.sleeper,
             queue="bench",
-            concurrency=jobs,
+            concurrency=-(-jobs // batch_size),
+            batch_size=batch_size,
             visibility_timeout=heartbeat * 30,
             heartbeat_interval=heartbeat,
             shutdown_grace=0,
@@ -73,6 +122,7 @@ async def inflight(jobs: int, beats: int, heartbeat: float) -> dict[str, float]:
         )
         gc.collect()
         tracemalloc.start()
+        snapshot_before = tracemalloc.take_snapshot()
         traced_before = tracemalloc.get_traced_memory()[0]
         rss_before = _rss_bytes()
         async with trio.open_nursery() as nursery:
@@ -82,6 +132,7 @@ async def inflight(jobs: int, beats: int, heartbeat: float) -> dict[str, float]:
             gc.collect()
             traced = tracemalloc.get_traced_memory()[0] - traced_before
             rss = _rss_bytes() - rss_before
+            snapshot = tracemalloc.take_snapshot()
             tracemalloc.stop()
             renewals_before = backend.statistics()["calls"]["renew"]
             cpu_before = time.process_time()
@@ -89,12 +140,31 @@ async def inflight(jobs: int, beats: int, heartbeat: float) -> dict[str, float]:
             cpu = time.process_time() - cpu_before
             renewals = backend.statistics()["calls"]["renew"] - renewals_before
             nursery.cancel_scope.cancel()
+    ignore = tracemalloc.Filter(False, tracemalloc.__file__)
+    diffs = snapshot.filter_traces([ignore]).compare_to(
+        snapshot_before.filter_traces([ignore]), "lineno"
+    )
+    by_line = [
+        (d.size_diff / jobs, d.count_diff / jobs, d.traceback[0]) for d in diffs if d.size_diff
+    ]
+    by_owner: dict[str, float] = {}
+    for size, _, frame in by_line:
+        by_owner[_owner(frame.filename)] = by_owner.get(_owner(frame.filename), 0) + size
     return {
         "statements_per_beat": renewals / beats,
         "cpu_ms_per_beat": cpu * 1000 / beats,
         "traced_bytes_per_job": traced / jobs,
         "rss_bytes_per_job": rss / jobs,
+        "by_owner": sorted(by_owner.items(), key=lambda kv: -kv[1]),
+        "by_line": sorted(by_line, key=lambda row: -row[0])[:top],
     }
+
+
+def _site(frame: tracemalloc.Frame) -> str:
+    """``package/file.py:line`` and the line's text."""
+    parts = frame.filename.replace("\\", "/").split("/")
+    text = linecache.getline(frame.filename, frame.lineno).strip()
+    return f"{'/'.join(parts[-2:])}:{frame.lineno}  {text[:60]}"
 
 
 def main() -> None:
@@ -107,25 +177,37 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=None)
     parser.add_argument("--beats", type=int, default=10)
     parser.add_argument("--heartbeat", type=float, default=1.0)
+    parser.add_argument("--batch", type=int, default=1, help="inflight: jobs per batch")
+    parser.add_argument("--top", type=int, default=25, help="inflight: allocation sites shown")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     if args.which in ("all", "throughput"):
         jobs = args.jobs or 20_000
-        for batch_size, concurrency in ((1, 1), (1, 10), (10, 1), (10, 10)):
+        for batch_size, concurrency in THROUGHPUT_RUNS:
             rate = trio.run(throughput, jobs, batch_size, concurrency)
             print(
-                f"throughput  batch={batch_size:<3} concurrency={concurrency:<3} {rate:>9,.0f} jobs/s"
+                f"throughput  batch={batch_size:<3} concurrency={concurrency:<3} "
+                f"{rate:>9,.0f} jobs/s"
             )
+        for batch_size in (1, 10, 50):
+            rate = trio.run(backend_alone, jobs, batch_size)
+            print(f"backend     batch={batch_size:<3} claim+ack alone  {rate:>9,.0f} jobs/s")
     if args.which in ("all", "inflight"):
         jobs = args.jobs or 10_000
-        result = trio.run(inflight, jobs, args.beats, args.heartbeat)
-        print(f"inflight    jobs={jobs}")
+        result = trio.run(inflight, jobs, args.beats, args.heartbeat, args.batch, args.top)
+        print(f"inflight    jobs={jobs} batch={args.batch}")
         print(f"  renewal statements per beat   {result['statements_per_beat']:.2f}")
         print(f"  CPU per beat (guard+backend)  {result['cpu_ms_per_beat']:.1f} ms")
         print(
             f"  memory per in-flight job      {result['traced_bytes_per_job']:.0f} B traced, "
             f"{result['rss_bytes_per_job']:.0f} B RSS"
         )
+        print("  traced bytes per job, by owner:")
+        for owner, size in result["by_owner"]:
+            print(f"    {size:7.0f} B  {owner}")
+        print("  traced bytes per job, by allocation site (blocks per job):")
+        for size, count, frame in result["by_line"]:
+            print(f"    {size:7.0f} B  {count:5.2f}  {_site(frame)}")
 
 
 if __name__ == "__main__":

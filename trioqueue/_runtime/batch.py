@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -72,6 +73,8 @@ UNRECORDED = (
 )
 #: The first pause after a refused connection; each later one doubles, up to H.
 CONNECT_RETRY_FIRST = 0.05
+#: The name of a batch's task.
+_BATCH = "trioqueue.batch"
 COMMIT_IN_DOUBT = (
     "the transaction's commit may or may not have happened ({error}); nothing else is "
     "written: the row's lease settles it"
@@ -101,26 +104,47 @@ class BatchRunner:
         self._timing = timing
         self._monitor = monitor
         self._handler_is_async = is_async_callable(config.handler)
+        self._trio_thread = threading.get_ident()  # made in the trio thread, by the pool
         # Sync handlers get threads of their own, so they never queue behind other code's.
         self._threads = trio.CapacityLimiter(config.concurrency * config.batch_size)
         self._transactions: TransactionalBackend | None = (
             transactions_of(writer.backend) if config.transactional else None
         )
 
+    def start(self, batches: trio.Nursery, handle: BatchHandle) -> None:
+        """Start the task of one registered batch, which frees its slot of the pool at its
+        end."""
+        if len(handle.jobs) == 1:
+            # The common case: the batch task is the attempt itself, its scope the batch
+            # scope: no nursery, no extra task, coroutine or scope per job.
+            job = handle.jobs[0]
+            batches.start_soon(self._attempt, handle, job, handle.scope, None, name=_BATCH)
+        else:
+            batches.start_soon(self.run, handle, name=_BATCH)
+
     async def run(self, handle: BatchHandle) -> None:
-        """Run one registered batch to its end, then free its slot of the pool."""
+        """Run one registered batch of several jobs to its end."""
         try:
-            if len(handle.jobs) == 1:  # the common case: no nursery, no extra task or scope
-                await self._attempt(handle, handle.jobs[0], handle.scope)
-                return
+            inbox = None if self._transactions is not None else _Inbox(len(handle.jobs))
             with handle.scope:
                 async with trio.open_nursery() as work:
                     for job in handle.jobs:
                         scope = handle.job_scopes[job.id]
-                        work.start_soon(self._attempt, handle, job, scope, name="trioqueue.job")
+                        work.start_soon(
+                            self._attempt, handle, job, scope, inbox, name="trioqueue.job"
+                        )
+                    if inbox is not None:
+                        # Shielded from the batch scope, as each job's settling is: a fence
+                        # firing meanwhile must not interrupt the write of an outcome that
+                        # was decided in time.
+                        with trio.CancelScope(shield=True):
+                            await self._settle_from(handle, inbox)
         finally:
-            self._guard.unregister(handle.batch_id)
-            self._slots.release()
+            self._end_batch(handle)
+
+    def _end_batch(self, handle: BatchHandle) -> None:
+        self._guard.unregister(handle.batch_id)
+        self._slots.release()
 
     async def reject(self, claimed: list[Claimed]) -> None:
         """A batch that arrived expired: hooks say claimed then unavailable; no handler."""
@@ -138,31 +162,48 @@ class BatchRunner:
 
     # -- one job ------------------------------------------------------------------------
 
-    async def _attempt(self, handle: BatchHandle, job: Job, scope: trio.CancelScope) -> None:
+    async def _attempt(
+        self, handle: BatchHandle, job: Job, scope: trio.CancelScope, inbox: _Inbox | None
+    ) -> None:
         """One job: ``scope`` is its own, or the batch scope itself in a batch of one.
 
+        Its outcome is decided as soon as its work ends (I8). With an ``inbox`` (a batch of
+        several jobs, not transactional) the batch task writes it, with those of the jobs
+        that finished meanwhile; else the job settles it itself. A batch of one also ends
+        its batch here: this coroutine is the batch task's.
+
         In transactional mode the handler's transaction is entered inside the scope but left
-        only in :meth:`_settle`, after the outcome is decided: committed with the ack, or
-        rolled back before anything else is written.
+        only in :meth:`_settle_alone`, after the outcome is decided: committed with the ack,
+        or rolled back before anything else is written.
         """
         error: str | None = None
         result: str | None = None  # the handler's return value as JSON text
         held = AsyncExitStack() if self._transactions is not None else None
         tx: JobTransaction | None = None
-        refused: list[str] = []  # why the handler's connection was refused, latest last
-        self._monitor.watch(job.id, self._config.blocking_threshold)
+        # Why the handler's connection was refused, latest last (transactional mode only).
+        refused: list[str] | None = None if held is None else []
         observer = self._observer
         started = trio.current_time() if observer is not None else 0.0
         try:
+            self._monitor.watch(job.id, self._config.blocking_threshold)
             with scope:
                 try:
                     if self._config.on_job_claimed is not None:
                         await self._config.on_job_claimed(job)  # under the scope; counts for D
                     if held is not None:
+                        assert refused is not None
                         tx = await self._open_transaction(job, held, refused)
                     lease = self._guard.lease(handle.batch_id, job.id)
                     connection = None if tx is None else tx.connection
-                    ctx = JobContext(job, lease, handle.scope, scope, connection, self._resources)
+                    ctx = JobContext(
+                        job,
+                        lease,
+                        handle.scope,
+                        scope,
+                        connection,
+                        self._resources,
+                        self._trio_thread,
+                    )
                     # Called here rather than through a helper: a coroutine frame less for
                     # every job in flight (memory per job is a bench goal).
                     if self._handler_is_async:
@@ -183,17 +224,22 @@ class BatchRunner:
                         extra=job_fields(job, "raised"),
                     )
         finally:
-            self._monitor.unwatch()
-            if observer is not None:
-                observer.handler_finished(self._config.queue, trio.current_time() - started)
-            no_connection = refused[-1] if refused and tx is None else None
-            outcome, stop = self._decide(handle, job, error, no_connection)
-            with trio.CancelScope(shield=True):
-                try:
-                    await self._settle(handle, job, outcome, stop, tx, held, result)
-                finally:
-                    if held is not None:
-                        await held.aclose()  # a no-op once _settle closed it
+            try:
+                self._monitor.unwatch()
+                if observer is not None:
+                    observer.handler_finished(self._config.queue, trio.current_time() - started)
+                no_connection = refused[-1] if refused and tx is None else None
+                done = _Finished(job, *self._decide(handle, job, error, no_connection), result)
+                if inbox is not None:
+                    inbox.put(done)
+                else:
+                    with trio.CancelScope(shield=True):
+                        await self._settle_alone(handle, done, tx, held)
+            finally:
+                if inbox is not None:
+                    inbox.leave()
+                elif len(handle.jobs) == 1:
+                    self._end_batch(handle)
 
     async def _open_transaction(
         self, job: Job, held: AsyncExitStack, refused: list[str]
@@ -266,44 +312,55 @@ class BatchRunner:
         )
         return outcome, lease.stop or batch_stop
 
-    async def _settle(
+    async def _settle_from(self, handle: BatchHandle, inbox: _Inbox) -> None:
+        """Write the outcomes of the batch's jobs as they finish, all that finished
+        meanwhile at once, until every job has left."""
+        while finished := await inbox.take():
+            await self._settle(handle, finished)
+
+    async def _settle_alone(
         self,
         handle: BatchHandle,
-        job: Job,
-        outcome: Outcome,
-        stop: StopReason | None,
-        tx: JobTransaction | None = None,
-        held: AsyncExitStack | None = None,
-        result: str | None = None,
+        done: _Finished,
+        tx: JobTransaction | None,
+        held: AsyncExitStack | None,
     ) -> None:
+        """Settle one job by itself: in transactional mode, its transaction first."""
         try:
-            committed: bool | None = None
             if held is not None:
-                outcome, committed = await self._end_transaction(
-                    handle, job, outcome, tx, held, result
+                done.outcome, done.applied = await self._end_transaction(
+                    handle, done.job, done.outcome, tx, held, done.result
                 )
-            delay = self._retry_delay(job) if outcome.kind is OutcomeKind.RETRY else 0.0
-            if committed is not None:
-                applied: bool | Recorded | None = committed
-            else:
-                try:
-                    applied = await self._write(handle, job, outcome, delay, result)
-                except _Unrecorded as exc:
-                    outcome, applied = Outcome(OutcomeKind.UNAVAILABLE, str(exc)), None
-                    stop = StopReason.LEASE_EXPIRED  # its fence passed while writing
-                if outcome.kind is OutcomeKind.RETRY and applied is Recorded.FINAL:
+            await self._settle(handle, [done])
+        finally:
+            if held is not None:
+                await held.aclose()  # a no-op once _end_transaction closed it
+
+    async def _settle(self, handle: BatchHandle, finished: list[_Finished]) -> None:
+        """Write the outcomes of jobs whose work has ended, in one hand-over to the writer;
+        then, per job, its hook."""
+        try:
+            for done in finished:
+                if done.outcome.kind is OutcomeKind.RETRY and done.applied is None:
+                    done.delay = self._retry_delay(done.job)
+            await self._write(handle, [done for done in finished if done.applied is None])
+            for done in finished:
+                if done.outcome.kind is OutcomeKind.RETRY and done.applied is Recorded.FINAL:
                     # The backend knew better: the job was asked to cancel before this worker
                     # heard (a cancelled job is never retried), and stored the error so.
-                    message = f"cancelled: cancel requested ({outcome.message})"
-                    outcome, stop = Outcome(OutcomeKind.FAILED, message), StopReason.CANCELLED
+                    message = f"cancelled: cancel requested ({done.outcome.message})"
+                    done.outcome = Outcome(OutcomeKind.FAILED, message)
+                    done.stop = StopReason.CANCELLED
         finally:
             # Only now, with its claim hook and handler exited and its outcome written, is
-            # the job renewed no more: a stopped handler still unwinding keeps its lease
+            # a job renewed no more: a stopped handler still unwinding keeps its lease
             # (docs/protocol.rst §4).
-            self._guard.job_done(handle.batch_id, job.id)
-        if self._observer is not None:
-            self._observe(outcome, applied, stop)
-        await self._report(job, outcome, applied, delay)
+            for done in finished:
+                self._guard.job_done(handle.batch_id, done.job.id)
+        for done in finished:
+            if self._observer is not None:
+                self._observe(done.outcome, done.applied, done.stop)
+            await self._report(done.job, done.outcome, done.applied, done.delay)
 
     def _observe(
         self, outcome: Outcome, applied: bool | Recorded | None, stop: StopReason | None
@@ -388,64 +445,68 @@ class BatchRunner:
             )
             return _DEFAULT_BACKOFF(job.attempt)
 
-    async def _write(
-        self, handle: BatchHandle, job: Job, outcome: Outcome, delay: float, result: str | None
-    ) -> bool | Recorded | None:
-        """Write the outcome, fenced by claim_seq; retried while the lease holds.
-
-        Returns:
-            None if there is nothing to write; False if the fence kept it out; for a
-            failure, what the backend recorded; else True.
-
-        Raises:
-            _Unrecorded: every try failed, and the lease has run out meanwhile.
+    async def _write(self, handle: BatchHandle, finished: list[_Finished]) -> None:
+        """Write the outcomes, fenced by claim_seq; those that fail are retried while the
+        lease holds. Sets each one's ``applied``: None if there is nothing to write; False
+        if the fence kept it out; for a failure, what the backend recorded; else True. An
+        outcome that could not be written before the lease ran out becomes unavailable.
         """
-        if outcome.kind is OutcomeKind.UNAVAILABLE:
-            return None
-        progress = self._guard.lease(handle.batch_id, job.id).progress
-        while True:
-            try:
-                return await self._write_once(job, outcome, delay, progress, result)
-            except Exception as exc:
-                # While the handler's outcome is unwritten its lease is still renewed
-                # (docs/protocol.rst §4), so an error that retrying cannot fix would spin
-                # here for ever: give the attempt up at once; its lease then lapses.
-                lost = self._guard.fence_passed(handle.batch_id)
-                if lost or not is_transient(exc):
-                    why = "until the lease expired" if lost else "in a way retrying cannot fix"
-                    log.error(
-                        "job %d: could not record %s: %r",
-                        job.id,
-                        outcome.kind.value,
-                        exc,
-                        extra=job_fields(job, "record_failed"),
-                    )
-                    raise _Unrecorded(
-                        UNRECORDED.format(kind=outcome.kind.value, why=why, error=exc)
-                    ) from exc
-                log.warning(
-                    "job %d: recording %s failed, retrying: %r",
-                    job.id,
-                    outcome.kind.value,
-                    exc,
-                    extra=job_fields(job, "record_retry"),
-                )
+        todo = [done for done in finished if done.outcome.kind is not OutcomeKind.UNAVAILABLE]
+        while todo:
+            items = [self._item(handle, done) for done in todo]
+            answers = await self._writer.write(items)
+            retry: list[_Finished] = []
+            for done, answer in zip(todo, answers, strict=True):
+                if not isinstance(answer, Exception):
+                    done.applied = False if answer is None else answer
+                elif self._gives_up(handle, done, answer):
+                    done.outcome = Outcome(OutcomeKind.UNAVAILABLE, done.unrecorded)
+                    done.stop = StopReason.LEASE_EXPIRED  # its fence passed while writing
+                else:
+                    retry.append(done)
+            if retry:
                 remaining = handle.scope.deadline - trio.current_time()
                 await trio.sleep(retry_delay(self._timing.heartbeat_interval, remaining))
+            todo = retry
 
-    async def _write_once(
-        self, job: Job, outcome: Outcome, delay: float, progress: float | None, result: str | None
-    ) -> bool | Recorded:
-        kind = outcome.kind
+    def _gives_up(self, handle: BatchHandle, done: _Finished, exc: Exception) -> bool:
+        """Whether a failed write of ``done`` is given up (and why, in ``done.unrecorded``),
+        or tried again."""
+        job, kind = done.job, done.outcome.kind.value
+        # While the handler's outcome is unwritten its lease is still renewed
+        # (docs/protocol.rst §4), so an error that retrying cannot fix would spin here for
+        # ever: give the attempt up at once; its lease then lapses.
+        lost = self._guard.fence_passed(handle.batch_id)
+        if lost or not is_transient(exc):
+            why = "until the lease expired" if lost else "in a way retrying cannot fix"
+            log.error(
+                "job %d: could not record %s: %r",
+                job.id,
+                kind,
+                exc,
+                extra=job_fields(job, "record_failed"),
+            )
+            done.unrecorded = UNRECORDED.format(kind=kind, why=why, error=exc)
+            return True
+        log.warning(
+            "job %d: recording %s failed, retrying: %r",
+            job.id,
+            kind,
+            exc,
+            extra=job_fields(job, "record_retry"),
+        )
+        return False
+
+    def _item(self, handle: BatchHandle, done: _Finished) -> Ack | Release | Failure:
+        """The fenced write of ``done``'s outcome, with the job's latest progress."""
+        job, kind = done.job, done.outcome.kind
+        progress = self._guard.lease(handle.batch_id, job.id).progress
         if kind is OutcomeKind.SUCCEEDED:
-            item: Ack | Release | Failure = Ack(job.id, job.claim_seq, progress, result)
-        elif kind is OutcomeKind.RELEASE:
-            item = Release(job.id, job.claim_seq, progress)
-        else:
-            retry = delay if kind is OutcomeKind.RETRY else None
-            item = Failure(job.id, job.claim_seq, outcome.message or "", retry, progress)
-        written = await self._writer.write(item)
-        return False if written is None else written
+            return Ack(job.id, job.claim_seq, progress, done.result)
+        if kind is OutcomeKind.RELEASE:
+            return Release(job.id, job.claim_seq, progress)
+        retry = done.delay if kind is OutcomeKind.RETRY else None
+        return Failure(job.id, job.claim_seq, done.outcome.message or "", retry, progress)
 
     async def _report(
         self, job: Job, outcome: Outcome, applied: bool | Recorded | None, delay: float
@@ -560,8 +621,56 @@ def _close(result: object) -> None:
         result.close()
 
 
-class _Unrecorded(Exception):
-    """An outcome that could not be written before the attempt's lease ran out."""
+class _Finished:
+    """A job whose work has ended: its outcome, decided then (I8), and what its write did."""
+
+    __slots__ = ("applied", "delay", "job", "outcome", "result", "stop", "unrecorded")
+
+    def __init__(
+        self, job: Job, outcome: Outcome, stop: StopReason | None, result: str | None
+    ) -> None:
+        self.job = job
+        self.outcome = outcome
+        self.stop = stop  # the stop that decided the outcome, if any
+        self.result = result  # the handler's return value as JSON text
+        #: None until written (and when there is nothing to write); False: fenced out;
+        #: for a failure, what the backend recorded; else True.
+        self.applied: bool | Recorded | None = None
+        self.delay = 0.0  # before a retry
+        self.unrecorded = ""  # why the write was given up, if it was
+
+
+class _Inbox:
+    """Where the jobs of a batch leave their decided outcomes for the batch task to write.
+
+    One per batch of several jobs: the batch task waits here once for every job that
+    finished meanwhile, rather than each job waiting for its own write.
+    """
+
+    __slots__ = ("_finished", "_running", "_wake")
+
+    def __init__(self, running: int) -> None:
+        self._finished: list[_Finished] = []
+        self._running = running  # jobs whose task has not left yet
+        self._wake = trio.Event()
+
+    def put(self, done: _Finished) -> None:
+        self._finished.append(done)
+        self._wake.set()
+
+    def leave(self) -> None:
+        """A job's task is ending (called even if deciding its outcome failed)."""
+        self._running -= 1
+        self._wake.set()
+
+    async def take(self) -> list[_Finished]:
+        """Every outcome left since the last take, once there is one; empty once every job
+        has left and nothing is left to take."""
+        while not self._finished and self._running:
+            await self._wake.wait()
+            self._wake = trio.Event()
+        taken, self._finished = self._finished, []
+        return taken
 
 
 def describe(group: BaseExceptionGroup[Exception]) -> str:
