@@ -1,20 +1,29 @@
 """One batch: its claim hooks and handlers in one cancel scope, then one outcome per job.
 
-The nursery tree of a batch::
+The nursery tree of a batch of several jobs::
 
     batch task
     └── batch CancelScope         deadline = min(lease fence, registration + D, shutdown)
-        └── work nursery          (a batch of one job runs it in the batch task itself)
-            └── one task per job
-                ├── job CancelScope      cancel directive, reclaimed, gone
-                │       on_job_claimed(job), [open the job's transaction,] handler(payload, ctx)
-                └── shielded settle      [commit with the ack, or roll back,] the fenced
-                                         write of its outcome, then its hook
+        └── work nursery
+            ├── one task per job
+            │   └── job CancelScope      cancel directive, reclaimed, gone
+            │           on_job_claimed(job), handler(payload, ctx); decides its outcome
+            │           and leaves it in the batch's inbox
+            └── shielded settling        (the batch task itself) the fenced writes of
+                                         every outcome left since its last write, in one
+                                         hand-over to the writer; then their hooks
+
+A batch of one job has no nursery, no job task and no job scope: the batch task runs the
+job under the batch scope and settles it itself, shielded. So does each job of a
+transactional batch, since its ack commits its own transaction (below).
 
 When a job's work ends, for whatever reason, its outcome is decided at once, so nothing that
 happens later can change it (invariant I8). The write runs shielded from the batch scope: a
 fence that fires meanwhile must not interrupt the ack of a job that finished in time, and
-the write is fenced by ``claim_seq`` anyway.
+the write is fenced by ``claim_seq`` anyway. A job is renewed until its outcome is written
+(docs/protocol.rst §4). Writing per batch rather than per job is what keeps the runtime's
+cost per job low (docs/performance.rst): one wait for the writer, not a shielded scope, an
+event and a wait per job. The hooks of a batch's finished jobs then run one after the other.
 
 Transactional mode: after the claim hook, still inside the job's scope (so the lease fence
 bounds the wait for a connection), the job opens a transaction through the backend's
@@ -176,74 +185,90 @@ class BatchRunner:
         only in :meth:`_settle_alone`, after the outcome is decided: committed with the ack,
         or rolled back before anything else is written.
         """
+        # Few locals here: this frame lives as long as the handler runs, twice over (the
+        # coroutine, and the frame object trio makes of a task's first frame).
         error: str | None = None
         result: str | None = None  # the handler's return value as JSON text
-        held = AsyncExitStack() if self._transactions is not None else None
-        tx: JobTransaction | None = None
-        # Why the handler's connection was refused, latest last (transactional mode only).
-        refused: list[str] | None = None if held is None else []
-        observer = self._observer
-        started = trio.current_time() if observer is not None else 0.0
+        txs = _TxState() if self._transactions is not None else None
+        started = trio.current_time() if self._observer is not None else 0.0
         try:
             self._monitor.watch(job.id, self._config.blocking_threshold)
             with scope:
                 try:
                     if self._config.on_job_claimed is not None:
                         await self._config.on_job_claimed(job)  # under the scope; counts for D
-                    if held is not None:
-                        assert refused is not None
-                        tx = await self._open_transaction(job, held, refused)
-                    lease = self._guard.lease(handle.batch_id, job.id)
-                    connection = None if tx is None else tx.connection
-                    ctx = JobContext(
-                        job,
-                        lease,
-                        handle.scope,
-                        scope,
-                        connection,
-                        self._resources,
-                        self._trio_thread,
-                    )
+                    if txs is not None:
+                        await self._open_transaction(job, txs)
                     # Called here rather than through a helper: a coroutine frame less for
                     # every job in flight (memory per job is a bench goal).
                     if self._handler_is_async:
                         # Encoded here, so a value with no JSON form fails the attempt
                         # like any handler error (docs/usage.rst, "Results").
-                        result = encode_result(await self._config.handler(job.payload, ctx))
+                        result = encode_result(
+                            await self._config.handler(
+                                job.payload, self._context(handle, job, scope, txs)
+                            )
+                        )
                     else:
+                        ctx = self._context(handle, job, scope, txs)
                         result = await self._run_in_thread(job, ctx)
                 except* _NoConnection:
-                    pass  # not the handler's failure: `refused` says why
+                    pass  # not the handler's failure: `txs.refused` says why
                 except* Exception as group:
-                    error = describe(group)
-                    log.info(
-                        "job %d attempt %d raised: %s",
-                        job.id,
-                        job.attempt,
-                        error,
-                        extra=job_fields(job, "raised"),
-                    )
+                    error = self._raised(job, group)
         finally:
             try:
-                self._monitor.unwatch()
-                if observer is not None:
-                    observer.handler_finished(self._config.queue, trio.current_time() - started)
-                no_connection = refused[-1] if refused and tx is None else None
-                done = _Finished(job, *self._decide(handle, job, error, no_connection), result)
+                self._monitor.unwatch()  # from this frame, as watch()
+                done = self._finished(handle, job, error, result, txs, started)
                 if inbox is not None:
                     inbox.put(done)
                 else:
                     with trio.CancelScope(shield=True):
-                        await self._settle_alone(handle, done, tx, held)
+                        await self._settle_alone(handle, done, txs)
             finally:
                 if inbox is not None:
                     inbox.leave()
                 elif len(handle.jobs) == 1:
                     self._end_batch(handle)
 
-    async def _open_transaction(
-        self, job: Job, held: AsyncExitStack, refused: list[str]
-    ) -> JobTransaction:
+    def _context(
+        self, handle: BatchHandle, job: Job, scope: trio.CancelScope, txs: _TxState | None
+    ) -> JobContext:
+        lease = self._guard.lease(handle.batch_id, job.id)
+        connection = None if txs is None or txs.tx is None else txs.tx.connection
+        return JobContext(
+            job, lease, handle.scope, scope, connection, self._resources, self._trio_thread
+        )
+
+    def _raised(self, job: Job, group: BaseExceptionGroup[Exception]) -> str:
+        """Log what the handler (or claim hook) raised; its ``last_error`` text."""
+        error = describe(group)
+        log.info(
+            "job %d attempt %d raised: %s",
+            job.id,
+            job.attempt,
+            error,
+            extra=job_fields(job, "raised"),
+        )
+        return error
+
+    def _finished(
+        self,
+        handle: BatchHandle,
+        job: Job,
+        error: str | None,
+        result: str | None,
+        txs: _TxState | None,
+        started: float,
+    ) -> _Finished:
+        """The job's work has ended: its outcome, decided now (I8)."""
+        if self._observer is not None:
+            self._observer.handler_finished(self._config.queue, trio.current_time() - started)
+        refused = None if txs is None or txs.tx is not None else txs.refused
+        no_connection = refused[-1] if refused else None
+        return _Finished(job, *self._decide(handle, job, error, no_connection), result)
+
+    async def _open_transaction(self, job: Job, txs: _TxState) -> None:
         """Enter the job's transaction, waiting out connections the server refuses.
 
         A refused connection (too many clients, a role's connection limit) is not the
@@ -258,9 +283,11 @@ class BatchRunner:
         pause = CONNECT_RETRY_FIRST
         while True:
             try:
-                return await held.enter_async_context(self._transactions.job_transaction())
+                transaction = self._transactions.job_transaction()
+                txs.tx = await txs.held.enter_async_context(transaction)
+                return
             except ConnectionUnavailable as exc:
-                refused.append(str(exc))
+                txs.refused.append(str(exc))
                 if trio.current_time() + pause > give_up:
                     log.warning(
                         "job %d: no database connection for its handler: %s",
@@ -319,22 +346,18 @@ class BatchRunner:
             await self._settle(handle, finished)
 
     async def _settle_alone(
-        self,
-        handle: BatchHandle,
-        done: _Finished,
-        tx: JobTransaction | None,
-        held: AsyncExitStack | None,
+        self, handle: BatchHandle, done: _Finished, txs: _TxState | None
     ) -> None:
         """Settle one job by itself: in transactional mode, its transaction first."""
         try:
-            if held is not None:
+            if txs is not None:
                 done.outcome, done.applied = await self._end_transaction(
-                    handle, done.job, done.outcome, tx, held, done.result
+                    handle, done.job, done.outcome, txs.tx, txs.held, done.result
                 )
             await self._settle(handle, [done])
         finally:
-            if held is not None:
-                await held.aclose()  # a no-op once _end_transaction closed it
+            if txs is not None:
+                await txs.held.aclose()  # a no-op once _end_transaction closed it
 
     async def _settle(self, handle: BatchHandle, finished: list[_Finished]) -> None:
         """Write the outcomes of jobs whose work has ended, in one hand-over to the writer;
@@ -619,6 +642,18 @@ def _close(result: object) -> None:
     async generator that never started holds nothing to close)."""
     if inspect.iscoroutine(result) or inspect.isgenerator(result):
         result.close()
+
+
+class _TxState:
+    """A transactional attempt's transaction: held open from the handler's start until
+    its outcome is decided and settled."""
+
+    __slots__ = ("held", "refused", "tx")
+
+    def __init__(self) -> None:
+        self.held = AsyncExitStack()
+        self.tx: JobTransaction | None = None  # None until entered
+        self.refused: list[str] = []  # why connections were refused, latest last
 
 
 class _Finished:
