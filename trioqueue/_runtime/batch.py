@@ -82,6 +82,8 @@ UNRECORDED = (
 )
 #: The first pause after a refused connection; each later one doubles, up to H.
 CONNECT_RETRY_FIRST = 0.05
+#: A hook of WorkerConfig: the job first, then what the hook's kind adds.
+Hook = Callable[..., Awaitable[None]]
 #: The name of a batch's task.
 _BATCH = "trioqueue.batch"
 COMMIT_IN_DOUBT = (
@@ -383,7 +385,12 @@ class BatchRunner:
         for done in finished:
             if self._observer is not None:
                 self._observe(done.outcome, done.applied, done.stop)
-            await self._report(done.job, done.outcome, done.applied, done.delay)
+            hook, args = self._report(done.job, done.outcome, done.applied, done.delay)
+            if hook is not None:  # awaited here, not through _hook: a coroutine less per job
+                try:
+                    await hook(done.job, *args)
+                except Exception:
+                    self._hook_raised(hook, done.job)
 
     def _observe(
         self, outcome: Outcome, applied: bool | Recorded | None, stop: StopReason | None
@@ -531,14 +538,16 @@ class BatchRunner:
         retry = done.delay if kind is OutcomeKind.RETRY else None
         return Failure(job.id, job.claim_seq, done.outcome.message or "", retry, progress)
 
-    async def _report(
+    def _report(
         self, job: Job, outcome: Outcome, applied: bool | Recorded | None, delay: float
-    ) -> None:
+    ) -> tuple[Hook | None, tuple[Any, ...]]:
+        """Log how the attempt ended; the hook to call for it, and its arguments after the
+        job."""
         config, kind = self._config, outcome.kind
         if applied is False:
             log.warning("job %d: %s", job.id, NOT_RECORDED, extra=job_fields(job, "fenced_out"))
-            await self._hook(config.on_job_unavailable, job, NOT_RECORDED)
-        elif kind is OutcomeKind.SUCCEEDED:
+            return config.on_job_unavailable, (NOT_RECORDED,)
+        if kind is OutcomeKind.SUCCEEDED:
             if log.isEnabledFor(logging.INFO):  # the hot path: no fields built for nothing
                 log.info(
                     "job %d succeeded (attempt %d)",
@@ -546,8 +555,8 @@ class BatchRunner:
                     job.attempt,
                     extra=job_fields(job, "succeeded"),
                 )
-            await self._hook(config.on_job_succeeded, job)
-        elif kind is OutcomeKind.RETRY:
+            return config.on_job_succeeded, ()
+        if kind is OutcomeKind.RETRY:
             log.info(
                 "job %d attempt %d failed, retry in %.2fs: %s",
                 job.id,
@@ -556,30 +565,31 @@ class BatchRunner:
                 outcome.message,
                 extra=job_fields(job, "retry"),
             )
-            await self._hook(config.on_job_retry, job, delay)
-        elif kind is OutcomeKind.FAILED:
+            return config.on_job_retry, (delay,)
+        if kind is OutcomeKind.FAILED:
             log.warning(
                 "job %d failed: %s", job.id, outcome.message, extra=job_fields(job, "failed")
             )
-            await self._hook(config.on_job_failed, job, outcome.message or "")
-        else:
-            level = logging.INFO if kind is OutcomeKind.RELEASE else logging.WARNING
-            event = kind.value  # release or unavailable
-            log.log(level, "job %d: %s", job.id, outcome.message, extra=job_fields(job, event))
-            await self._hook(config.on_job_unavailable, job, outcome.message or "")
+            return config.on_job_failed, (outcome.message or "",)
+        level = logging.INFO if kind is OutcomeKind.RELEASE else logging.WARNING
+        event = kind.value  # release or unavailable
+        log.log(level, "job %d: %s", job.id, outcome.message, extra=job_fields(job, event))
+        return config.on_job_unavailable, (outcome.message or "",)
 
-    async def _hook(self, hook: Callable[..., Awaitable[None]] | None, *args: Any) -> None:
+    async def _hook(self, hook: Hook | None, job: Job, *args: Any) -> None:
         if hook is None:
             return
         try:
-            await hook(*args)
+            await hook(job, *args)
         except Exception:
-            # Every hook's first argument is the job.
-            log.exception(
-                "hook %s raised; carrying on",
-                getattr(hook, "__name__", hook),
-                extra=job_fields(args[0], "hook_raised"),
-            )
+            self._hook_raised(hook, job)
+
+    def _hook_raised(self, hook: Hook, job: Job) -> None:
+        log.exception(
+            "hook %s raised; carrying on",
+            getattr(hook, "__name__", hook),
+            extra=job_fields(job, "hook_raised"),
+        )
 
 
 async def _tell_thread_when_stopped(ctx: JobContext) -> None:

@@ -737,6 +737,8 @@ class MemoryModel:
 
     @staticmethod
     def _store_progress(row: Row, progress: float | None) -> None:
+        if progress is None:  # none reported: most jobs, so no check for it
+            return
         # The runtime filters progress already; a backend must never store junk anyway.
         value = valid_progress(progress)
         if value is not None:
