@@ -212,8 +212,9 @@ class BatchRunner:
                             )
                         )
                     else:
-                        ctx = self._context(handle, job, scope, txs)
-                        result = await self._run_in_thread(job, ctx)
+                        result = await self._run_in_thread(
+                            job, self._context(handle, job, scope, txs)
+                        )
                 except* _NoConnection:
                     pass  # not the handler's failure: `txs.refused` says why
                 except* Exception as group:
@@ -221,12 +222,11 @@ class BatchRunner:
         finally:
             try:
                 self._monitor.unwatch()  # from this frame, as watch()
-                done = self._finished(handle, job, error, result, txs, started)
                 if inbox is not None:
-                    inbox.put(done)
+                    inbox.put(self._finished(handle, job, error, result, txs, started))
                 else:
                     with trio.CancelScope(shield=True):
-                        await self._settle_alone(handle, done, txs)
+                        await self._settle_alone(handle, job, error, result, txs, started)
             finally:
                 if inbox is not None:
                     inbox.leave()
@@ -348,10 +348,18 @@ class BatchRunner:
             await self._settle(handle, finished)
 
     async def _settle_alone(
-        self, handle: BatchHandle, done: _Finished, txs: _TxState | None
+        self,
+        handle: BatchHandle,
+        job: Job,
+        error: str | None,
+        result: str | None,
+        txs: _TxState | None,
+        started: float,
     ) -> None:
-        """Settle one job by itself: in transactional mode, its transaction first."""
+        """Decide and settle one job by itself: in transactional mode, its transaction
+        first."""
         try:
+            done = self._finished(handle, job, error, result, txs, started)
             if txs is not None:
                 done.outcome, done.applied = await self._end_transaction(
                     handle, done.job, done.outcome, txs.tx, txs.held, done.result
