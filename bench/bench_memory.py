@@ -90,21 +90,45 @@ async def _enqueue(backend: trioqueue.MemoryBackend, jobs: int) -> None:
         )
 
 
-#: Where traced bytes were allocated, by file (the first match names the line's owner).
-_OWNERS = (
-    ("trio/", "trio (tasks, scopes, events)"),
-    ("trioqueue/_runtime/", "trioqueue runtime"),
-    ("trioqueue/_core/", "trioqueue core (leases)"),
-    ("trioqueue/_backends/", "memory backend (rows, claims)"),
-    ("_jobs.py", "the handler (bench)"),
-)
+#: What traced bytes are, told by where they were allocated ("file:line text"; the first
+#: rule with a matching needle names it). Per job at batch 1, per batch things are per job.
+_WHAT = (
+    (
+        "the handler's own coroutines and its wait (the bench's trio.sleep_forever)",
+        ("trio/_timeouts.py", "_core/_traps.py", "WaitTaskRescheduled", "bench/_jobs.py",
+         "await self._config.handler("),
+    ),
+    (
+        "task: trio's Task and its context, the attempt's coroutine, the frame object "
+        "trio makes of it",
+        ("trio/_util.py", "_run.py:1979 ", "_run.py:1959 ", "_run.Task>", "self.tasks.add",
+         "nursery._children.add", "_child_nurseries"),
+    ),
+    (
+        "cancel scope (the job's; in a batch of one the batch's): the scope, its "
+        "CancelStatus and two sets, trio's deadline heap, the with's __exit__",
+        ("CancelStatus", "CancelScope(", "job_scopes=", "with scope:", "_run.py:268 ",
+         "_run.py:298 ", "_parent._children.add", "_cancel_status._tasks.add"),
+    ),
+    ("JobContext", ("JobContext(",)),
+    (
+        "the guard's records: JobLease; per batch BatchLease, its dict, due entry, "
+        "deadlines, BatchHandle",
+        ("_core/guard_rules.py", "_core/fence.py", "_runtime/guard.py"),
+    ),
+    ("the blocking monitor's entry", ("_runtime/monitor.py",)),
+    ("the payload (decoded JSON) and the Job", ("json/", "Job(")),
+    ("the memory backend (its waiting-heap entry, Claimed)", ("_backends/",)),
+)  # fmt: skip
 
 
-def _owner(filename: str) -> str:
-    for needle, owner in _OWNERS:
-        if needle in filename.replace("\\", "/"):
-            return owner
-    return "other"
+def _what(frame: tracemalloc.Frame) -> str:
+    site = f"{frame.filename}:{frame.lineno} " + linecache.getline(frame.filename, frame.lineno)
+    site = site.replace("\\", "/")
+    for what, needles in _WHAT:
+        if any(needle in site for needle in needles):
+            return what
+    return "other (per batch: its task, nursery, inbox; the claim's lists)"
 
 
 async def inflight(
@@ -150,15 +174,15 @@ async def inflight(
     by_line = [
         (d.size_diff / jobs, d.count_diff / jobs, d.traceback[0]) for d in diffs if d.size_diff
     ]
-    by_owner: dict[str, float] = {}
+    by_what: dict[str, float] = {}
     for size, _, frame in by_line:
-        by_owner[_owner(frame.filename)] = by_owner.get(_owner(frame.filename), 0) + size
+        by_what[_what(frame)] = by_what.get(_what(frame), 0) + size
     return {
         "statements_per_beat": renewals / beats,
         "cpu_ms_per_beat": cpu * 1000 / beats,
         "traced_bytes_per_job": traced / jobs,
         "rss_bytes_per_job": rss / jobs,
-        "by_owner": sorted(by_owner.items(), key=lambda kv: -kv[1]),
+        "by_what": sorted(by_what.items(), key=lambda kv: -kv[1]),
         "by_line": sorted(by_line, key=lambda row: -row[0])[:top],
     }
 
@@ -208,9 +232,9 @@ def main() -> None:
             f"  memory per in-flight job      {result['traced_bytes_per_job']:.0f} B traced, "
             f"{result['rss_bytes_per_job']:.0f} B RSS"
         )
-        print("  traced bytes per job, by owner:")
-        for owner, size in result["by_owner"]:
-            print(f"    {size:7.0f} B  {owner}")
+        print("  traced bytes per job, by what they are:")
+        for what, size in result["by_what"]:
+            print(f"    {size:7.0f} B  {what}")
         print("  traced bytes per job, by allocation site (blocks per job):")
         for size, count, frame in result["by_line"]:
             print(f"    {size:7.0f} B  {count:5.2f}  {_site(frame)}")
