@@ -14,6 +14,7 @@ from tests._pool_harness import Recorder, config
 from trioqueue._backends.memory.model import MemoryModel
 from trioqueue._backends.validation import EnqueueRequest
 from trioqueue._core.wire import RenewItem
+from trioqueue.testing import error
 
 
 async def test_jobs_finishing_together_share_one_write_and_a_late_one_stays_renewed(
@@ -68,3 +69,28 @@ def test_a_renewed_row_keeps_one_waiting_entry_and_still_expires() -> None:
     assert model.claim(109.0, "q", 1, "w2", 10.0) == []  # leased until 110
     [again] = model.claim(110.5, "q", 1, "w2", 10.0)
     assert again.job.id == job_id and again.job.attempt == 2
+
+
+async def test_a_failed_batch_write_is_retried_for_the_batch_and_the_other_kind_stands(
+    autojump_clock: object,
+) -> None:
+    """Batch of three ending together: two successes and one failure. The ack statement
+    fails once (transiently): both acks are written again, together, after a pause; the
+    failure, sent in its own statement, was recorded the first time."""
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        backend.inject("ack", error(times=1))
+        payloads = [{"sleep": 1}, {"sleep": 1, "fail_attempts": 1}, {"sleep": 1}]
+        ids = [await backend.enqueue("q", p, max_attempts=1) for p in payloads]
+        cfg = config(rec, batch_size=3, visibility_timeout=4, heartbeat_interval=1)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        with trio.fail_after(30):
+            await rec.wait_for("succeeded", count=2)
+        calls = backend.statistics()["calls"]
+        jobs = [await backend.get_job(job_id) for job_id in ids]
+        nursery.cancel_scope.cancel()
+    assert (calls["ack"], calls["fail"]) == (2, 1)
+    assert [job.status for job in jobs] == ["succeeded", "failed", "succeeded"]
+    assert rec.of("failed")[0].at == 1
+    assert all(e.at > 1 for e in rec.of("succeeded"))
+    assert rec.of("unavailable") == []

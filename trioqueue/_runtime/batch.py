@@ -371,26 +371,38 @@ class BatchRunner:
 
     async def _settle(self, handle: BatchHandle, finished: list[_Finished]) -> None:
         """Write the outcomes of jobs whose work has ended, in one hand-over to the writer;
-        then, per job, its hook."""
-        try:
-            for done in finished:
-                if done.outcome.kind is OutcomeKind.RETRY and done.applied is None:
+        those whose write failed are written again after a pause while the lease holds.
+        As soon as a job's outcome is written (or given up), it is renewed no more and its
+        hook runs."""
+        todo: list[_Finished] = []
+        ready: list[_Finished] = []  # committed with its transaction, or nothing to write
+        for done in finished:
+            if done.applied is not None or done.outcome.kind is OutcomeKind.UNAVAILABLE:
+                ready.append(done)
+            else:
+                if done.outcome.kind is OutcomeKind.RETRY:
                     done.delay = self._retry_delay(done.job)
-            await self._write(handle, [done for done in finished if done.applied is None])
-            for done in finished:
-                if done.outcome.kind is OutcomeKind.RETRY and done.applied is Recorded.FINAL:
-                    # The backend knew better: the job was asked to cancel before this worker
-                    # heard (a cancelled job is never retried), and stored the error so.
-                    message = f"cancelled: cancel requested ({done.outcome.message})"
-                    done.outcome = Outcome(OutcomeKind.FAILED, message)
-                    done.stop = StopReason.CANCELLED
+                todo.append(done)
+        try:
+            await self._settled(handle, ready)
+            while todo:
+                written, todo = await self._write(handle, todo)
+                await self._settled(handle, written)
+                if todo:
+                    remaining = handle.scope.deadline - trio.current_time()
+                    await trio.sleep(retry_delay(self._timing.heartbeat_interval, remaining))
         finally:
+            for done in finished:  # whatever happened (no-op for the jobs already done)
+                self._guard.job_done(handle.batch_id, done.job.id)
+
+    async def _settled(self, handle: BatchHandle, settled: list[_Finished]) -> None:
+        """Jobs whose outcome is written or given up: renewed no more, then their hooks."""
+        for done in settled:
             # Only now, with its claim hook and handler exited and its outcome written, is
             # a job renewed no more: a stopped handler still unwinding keeps its lease
             # (docs/protocol.rst §4).
-            for done in finished:
-                self._guard.job_done(handle.batch_id, done.job.id)
-        for done in finished:
+            self._guard.job_done(handle.batch_id, done.job.id)
+        for done in settled:
             if self._observer is not None:
                 self._observe(done.outcome, done.applied, done.stop)
             hook, args = self._report(done.job, done.outcome, done.applied, done.delay)
@@ -483,29 +495,37 @@ class BatchRunner:
             )
             return _DEFAULT_BACKOFF(job.attempt)
 
-    async def _write(self, handle: BatchHandle, finished: list[_Finished]) -> None:
-        """Write the outcomes, fenced by claim_seq; those that fail are retried while the
-        lease holds. Sets each one's ``applied``: None if there is nothing to write; False
+    async def _write(
+        self, handle: BatchHandle, todo: list[_Finished]
+    ) -> tuple[list[_Finished], list[_Finished]]:
+        """Write the outcomes once, fenced by claim_seq. Sets each one's ``applied``: False
         if the fence kept it out; for a failure, what the backend recorded; else True. An
-        outcome that could not be written before the lease ran out becomes unavailable.
+        outcome whose write failed and is given up becomes unavailable (``applied`` None).
+
+        Returns:
+            The outcomes settled (written or given up), and those to write again.
         """
-        todo = [done for done in finished if done.outcome.kind is not OutcomeKind.UNAVAILABLE]
-        while todo:
-            items = [self._item(handle, done) for done in todo]
-            answers = await self._writer.write(items)
-            retry: list[_Finished] = []
-            for done, answer in zip(todo, answers, strict=True):
-                if not isinstance(answer, Exception):
-                    done.applied = False if answer is None else answer
-                elif self._gives_up(handle, done, answer):
-                    done.outcome = Outcome(OutcomeKind.UNAVAILABLE, done.unrecorded)
-                    done.stop = StopReason.LEASE_EXPIRED  # its fence passed while writing
-                else:
-                    retry.append(done)
-            if retry:
-                remaining = handle.scope.deadline - trio.current_time()
-                await trio.sleep(retry_delay(self._timing.heartbeat_interval, remaining))
-            todo = retry
+        answers = await self._writer.write([self._item(handle, done) for done in todo])
+        settled: list[_Finished] = []
+        retry: list[_Finished] = []
+        for done, answer in zip(todo, answers, strict=True):
+            if not isinstance(answer, Exception):
+                done.applied = False if answer is None else answer
+                if done.outcome.kind is OutcomeKind.RETRY and answer is Recorded.FINAL:
+                    # The backend knew better: the job was asked to cancel before this
+                    # worker heard (a cancelled job is never retried), and stored the error
+                    # so.
+                    message = f"cancelled: cancel requested ({done.outcome.message})"
+                    done.outcome = Outcome(OutcomeKind.FAILED, message)
+                    done.stop = StopReason.CANCELLED
+                settled.append(done)
+            elif self._gives_up(handle, done, answer):
+                done.outcome = Outcome(OutcomeKind.UNAVAILABLE, done.unrecorded)
+                done.stop = StopReason.LEASE_EXPIRED  # its fence passed while writing
+                settled.append(done)
+            else:
+                retry.append(done)
+        return settled, retry
 
     def _gives_up(self, handle: BatchHandle, done: _Finished, exc: Exception) -> bool:
         """Whether a failed write of ``done`` is given up (and why, in ``done.unrecorded``),
