@@ -7,13 +7,15 @@
 throughput: no-op jobs per second through one pool (framework overhead: claim, guard
             registration and first beat, the handler's scope, ack, hook), at batch 1, 10
             and 50 with 100 job slots each (batch x concurrency = 1 x 100, 10 x 10,
-            50 x 2), then the same with one batch at a time (concurrency 1). Last, the
+            50 x 2), then the same with one batch at a time (concurrency 1); with the
+            process's CPU per job, steadier than the rate on a shared machine. Last, the
             memory backend's own claim + ack of the same jobs with no pool at all: what
             is left of a pool's time per job is the runtime's.
 inflight:   N sleeping jobs in flight (batches of --batch): renewal statements per beat
             (should be 1), CPU per beat (guard + the memory backend's renewal), memory per
             in-flight job (tracemalloc and RSS growth from before the claims to all
-            handlers running), and the traced bytes per job by where they were allocated.
+            handlers running), and the traced bytes per job by what they are and by
+            where they were allocated (--top sites).
 """
 
 from __future__ import annotations
