@@ -1,20 +1,29 @@
 """One batch: its claim hooks and handlers in one cancel scope, then one outcome per job.
 
-The nursery tree of a batch::
+The nursery tree of a batch of several jobs::
 
     batch task
     └── batch CancelScope         deadline = min(lease fence, registration + D, shutdown)
-        └── work nursery          (a batch of one job runs it in the batch task itself)
-            └── one task per job
-                ├── job CancelScope      cancel directive, reclaimed, gone
-                │       on_job_claimed(job), [open the job's transaction,] handler(payload, ctx)
-                └── shielded settle      [commit with the ack, or roll back,] the fenced
-                                         write of its outcome, then its hook
+        └── work nursery
+            ├── one task per job
+            │   └── job CancelScope      cancel directive, reclaimed, gone
+            │           on_job_claimed(job), handler(payload, ctx); decides its outcome
+            │           and leaves it in the batch's inbox
+            └── shielded settling        (the batch task itself) the fenced writes of
+                                         every outcome left since its last write, in one
+                                         hand-over to the writer; then their hooks
+
+A batch of one job has no nursery, no job task and no job scope: the batch task runs the
+job under the batch scope and settles it itself, shielded. So does each job of a
+transactional batch, since its ack commits its own transaction (below).
 
 When a job's work ends, for whatever reason, its outcome is decided at once, so nothing that
 happens later can change it (invariant I8). The write runs shielded from the batch scope: a
 fence that fires meanwhile must not interrupt the ack of a job that finished in time, and
-the write is fenced by ``claim_seq`` anyway.
+the write is fenced by ``claim_seq`` anyway. A job is renewed until its outcome is written
+(docs/protocol.rst §4). Writing per batch rather than per job is what keeps the runtime's
+cost per job low (docs/performance.rst): one wait for the writer, not a shielded scope, an
+event and a wait per job. The hooks of a batch's finished jobs then run one after the other.
 
 Transactional mode: after the claim hook, still inside the job's scope (so the lease fence
 bounds the wait for a connection), the job opens a transaction through the backend's
@@ -32,6 +41,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -72,6 +82,10 @@ UNRECORDED = (
 )
 #: The first pause after a refused connection; each later one doubles, up to H.
 CONNECT_RETRY_FIRST = 0.05
+#: A hook of WorkerConfig: the job first, then what the hook's kind adds.
+Hook = Callable[..., Awaitable[None]]
+#: The name of a batch's task.
+_BATCH = "trioqueue.batch"
 COMMIT_IN_DOUBT = (
     "the transaction's commit may or may not have happened ({error}); nothing else is "
     "written: the row's lease settles it"
@@ -101,26 +115,47 @@ class BatchRunner:
         self._timing = timing
         self._monitor = monitor
         self._handler_is_async = is_async_callable(config.handler)
+        self._trio_thread = threading.get_ident()  # made in the trio thread, by the pool
         # Sync handlers get threads of their own, so they never queue behind other code's.
         self._threads = trio.CapacityLimiter(config.concurrency * config.batch_size)
         self._transactions: TransactionalBackend | None = (
             transactions_of(writer.backend) if config.transactional else None
         )
 
+    def start(self, batches: trio.Nursery, handle: BatchHandle) -> None:
+        """Start the task of one registered batch, which frees its slot of the pool at its
+        end."""
+        if len(handle.jobs) == 1:
+            # The common case: the batch task is the attempt itself, its scope the batch
+            # scope: no nursery, no extra task, coroutine or scope per job.
+            job = handle.jobs[0]
+            batches.start_soon(self._attempt, handle, job, handle.scope, None, name=_BATCH)
+        else:
+            batches.start_soon(self.run, handle, name=_BATCH)
+
     async def run(self, handle: BatchHandle) -> None:
-        """Run one registered batch to its end, then free its slot of the pool."""
+        """Run one registered batch of several jobs to its end."""
         try:
-            if len(handle.jobs) == 1:  # the common case: no nursery, no extra task or scope
-                await self._attempt(handle, handle.jobs[0], handle.scope)
-                return
+            inbox = None if self._transactions is not None else _Inbox(len(handle.jobs))
             with handle.scope:
                 async with trio.open_nursery() as work:
                     for job in handle.jobs:
                         scope = handle.job_scopes[job.id]
-                        work.start_soon(self._attempt, handle, job, scope, name="trioqueue.job")
+                        work.start_soon(
+                            self._attempt, handle, job, scope, inbox, name="trioqueue.job"
+                        )
+                    if inbox is not None:
+                        # Shielded from the batch scope, as each job's settling is: a fence
+                        # firing meanwhile must not interrupt the write of an outcome that
+                        # was decided in time.
+                        with trio.CancelScope(shield=True):
+                            await self._settle_from(handle, inbox)
         finally:
-            self._guard.unregister(handle.batch_id)
-            self._slots.release()
+            self._end_batch(handle)
+
+    def _end_batch(self, handle: BatchHandle) -> None:
+        self._guard.unregister(handle.batch_id)
+        self._slots.release()
 
     async def reject(self, claimed: list[Claimed]) -> None:
         """A batch that arrived expired: hooks say claimed then unavailable; no handler."""
@@ -138,66 +173,104 @@ class BatchRunner:
 
     # -- one job ------------------------------------------------------------------------
 
-    async def _attempt(self, handle: BatchHandle, job: Job, scope: trio.CancelScope) -> None:
+    async def _attempt(
+        self, handle: BatchHandle, job: Job, scope: trio.CancelScope, inbox: _Inbox | None
+    ) -> None:
         """One job: ``scope`` is its own, or the batch scope itself in a batch of one.
 
+        Its outcome is decided as soon as its work ends (I8). With an ``inbox`` (a batch of
+        several jobs, not transactional) the batch task writes it, with those of the jobs
+        that finished meanwhile; else the job settles it itself. A batch of one also ends
+        its batch here: this coroutine is the batch task's.
+
         In transactional mode the handler's transaction is entered inside the scope but left
-        only in :meth:`_settle`, after the outcome is decided: committed with the ack, or
-        rolled back before anything else is written.
+        only in :meth:`_settle_alone`, after the outcome is decided: committed with the ack,
+        or rolled back before anything else is written.
         """
+        # Few locals here: this frame lives as long as the handler runs, twice over (the
+        # coroutine, and the frame object trio makes of a task's first frame).
         error: str | None = None
         result: str | None = None  # the handler's return value as JSON text
-        held = AsyncExitStack() if self._transactions is not None else None
-        tx: JobTransaction | None = None
-        refused: list[str] = []  # why the handler's connection was refused, latest last
-        self._monitor.watch(job.id, self._config.blocking_threshold)
-        observer = self._observer
-        started = trio.current_time() if observer is not None else 0.0
+        txs = _TxState() if self._transactions is not None else None
+        started = trio.current_time() if self._observer is not None else 0.0
         try:
+            self._monitor.watch(job.id, self._config.blocking_threshold)
             with scope:
                 try:
                     if self._config.on_job_claimed is not None:
                         await self._config.on_job_claimed(job)  # under the scope; counts for D
-                    if held is not None:
-                        tx = await self._open_transaction(job, held, refused)
-                    lease = self._guard.lease(handle.batch_id, job.id)
-                    connection = None if tx is None else tx.connection
-                    ctx = JobContext(job, lease, handle.scope, scope, connection, self._resources)
+                    if txs is not None:
+                        await self._open_transaction(job, txs)
                     # Called here rather than through a helper: a coroutine frame less for
                     # every job in flight (memory per job is a bench goal).
                     if self._handler_is_async:
                         # Encoded here, so a value with no JSON form fails the attempt
                         # like any handler error (docs/usage.rst, "Results").
-                        result = encode_result(await self._config.handler(job.payload, ctx))
+                        result = encode_result(
+                            await self._config.handler(
+                                job.payload, self._context(handle, job, scope, txs)
+                            )
+                        )
                     else:
-                        result = await self._run_in_thread(job, ctx)
+                        result = await self._run_in_thread(
+                            job, self._context(handle, job, scope, txs)
+                        )
                 except* _NoConnection:
-                    pass  # not the handler's failure: `refused` says why
+                    pass  # not the handler's failure: `txs.refused` says why
                 except* Exception as group:
-                    error = describe(group)
-                    log.info(
-                        "job %d attempt %d raised: %s",
-                        job.id,
-                        job.attempt,
-                        error,
-                        extra=job_fields(job, "raised"),
-                    )
+                    error = self._raised(job, group)
         finally:
-            self._monitor.unwatch()
-            if observer is not None:
-                observer.handler_finished(self._config.queue, trio.current_time() - started)
-            no_connection = refused[-1] if refused and tx is None else None
-            outcome, stop = self._decide(handle, job, error, no_connection)
-            with trio.CancelScope(shield=True):
-                try:
-                    await self._settle(handle, job, outcome, stop, tx, held, result)
-                finally:
-                    if held is not None:
-                        await held.aclose()  # a no-op once _settle closed it
+            try:
+                self._monitor.unwatch()  # from this frame, as watch()
+                if inbox is not None:
+                    inbox.put(self._finished(handle, job, error, result, txs, started))
+                else:
+                    with trio.CancelScope(shield=True):
+                        await self._settle_alone(handle, job, error, result, txs, started)
+            finally:
+                if inbox is not None:
+                    inbox.leave()
+                elif len(handle.jobs) == 1:
+                    self._end_batch(handle)
 
-    async def _open_transaction(
-        self, job: Job, held: AsyncExitStack, refused: list[str]
-    ) -> JobTransaction:
+    def _context(
+        self, handle: BatchHandle, job: Job, scope: trio.CancelScope, txs: _TxState | None
+    ) -> JobContext:
+        lease = self._guard.lease(handle.batch_id, job.id)
+        connection = None if txs is None or txs.tx is None else txs.tx.connection
+        return JobContext(
+            job, lease, handle.scope, scope, connection, self._resources, self._trio_thread
+        )
+
+    def _raised(self, job: Job, group: BaseExceptionGroup[Exception]) -> str:
+        """Log what the handler (or claim hook) raised; its ``last_error`` text."""
+        error = describe(group)
+        log.info(
+            "job %d attempt %d raised: %s",
+            job.id,
+            job.attempt,
+            error,
+            extra=job_fields(job, "raised"),
+        )
+        return error
+
+    def _finished(
+        self,
+        handle: BatchHandle,
+        job: Job,
+        error: str | None,
+        result: str | None,
+        txs: _TxState | None,
+        started: float,
+    ) -> _Finished:
+        """The job's work has ended: its outcome, decided now (I8)."""
+        if self._observer is not None:
+            self._observer.handler_finished(self._config.queue, trio.current_time() - started)
+        refused = None if txs is None or txs.tx is not None else txs.refused
+        no_connection = refused[-1] if refused else None
+        return _Finished(job, *self._decide(handle, job, error, no_connection), result)
+
+    async def _open_transaction(self, job: Job, txs: _TxState) -> None:
         """Enter the job's transaction, waiting out connections the server refuses.
 
         A refused connection (too many clients, a role's connection limit) is not the
@@ -212,9 +285,11 @@ class BatchRunner:
         pause = CONNECT_RETRY_FIRST
         while True:
             try:
-                return await held.enter_async_context(self._transactions.job_transaction())
+                transaction = self._transactions.job_transaction()
+                txs.tx = await txs.held.enter_async_context(transaction)
+                return
             except ConnectionUnavailable as exc:
-                refused.append(str(exc))
+                txs.refused.append(str(exc))
                 if trio.current_time() + pause > give_up:
                     log.warning(
                         "job %d: no database connection for its handler: %s",
@@ -266,44 +341,76 @@ class BatchRunner:
         )
         return outcome, lease.stop or batch_stop
 
-    async def _settle(
+    async def _settle_from(self, handle: BatchHandle, inbox: _Inbox) -> None:
+        """Write the outcomes of the batch's jobs as they finish, all that finished
+        meanwhile at once, until every job has left."""
+        while finished := await inbox.take():
+            await self._settle(handle, finished)
+
+    async def _settle_alone(
         self,
         handle: BatchHandle,
         job: Job,
-        outcome: Outcome,
-        stop: StopReason | None,
-        tx: JobTransaction | None = None,
-        held: AsyncExitStack | None = None,
-        result: str | None = None,
+        error: str | None,
+        result: str | None,
+        txs: _TxState | None,
+        started: float,
     ) -> None:
+        """Decide and settle one job by itself: in transactional mode, its transaction
+        first."""
         try:
-            committed: bool | None = None
-            if held is not None:
-                outcome, committed = await self._end_transaction(
-                    handle, job, outcome, tx, held, result
+            done = self._finished(handle, job, error, result, txs, started)
+            if txs is not None:
+                done.outcome, done.applied = await self._end_transaction(
+                    handle, done.job, done.outcome, txs.tx, txs.held, done.result
                 )
-            delay = self._retry_delay(job) if outcome.kind is OutcomeKind.RETRY else 0.0
-            if committed is not None:
-                applied: bool | Recorded | None = committed
-            else:
-                try:
-                    applied = await self._write(handle, job, outcome, delay, result)
-                except _Unrecorded as exc:
-                    outcome, applied = Outcome(OutcomeKind.UNAVAILABLE, str(exc)), None
-                    stop = StopReason.LEASE_EXPIRED  # its fence passed while writing
-                if outcome.kind is OutcomeKind.RETRY and applied is Recorded.FINAL:
-                    # The backend knew better: the job was asked to cancel before this worker
-                    # heard (a cancelled job is never retried), and stored the error so.
-                    message = f"cancelled: cancel requested ({outcome.message})"
-                    outcome, stop = Outcome(OutcomeKind.FAILED, message), StopReason.CANCELLED
+            await self._settle(handle, [done])
         finally:
+            if txs is not None:
+                await txs.held.aclose()  # a no-op once _end_transaction closed it
+
+    async def _settle(self, handle: BatchHandle, finished: list[_Finished]) -> None:
+        """Write the outcomes of jobs whose work has ended, in one hand-over to the writer;
+        those whose write failed are written again after a pause while the lease holds.
+        As soon as a job's outcome is written (or given up), it is renewed no more and its
+        hook runs."""
+        todo: list[_Finished] = []
+        ready: list[_Finished] = []  # committed with its transaction, or nothing to write
+        for done in finished:
+            if done.applied is not None or done.outcome.kind is OutcomeKind.UNAVAILABLE:
+                ready.append(done)
+            else:
+                if done.outcome.kind is OutcomeKind.RETRY:
+                    done.delay = self._retry_delay(done.job)
+                todo.append(done)
+        try:
+            await self._settled(handle, ready)
+            while todo:
+                written, todo = await self._write(handle, todo)
+                await self._settled(handle, written)
+                if todo:
+                    remaining = handle.scope.deadline - trio.current_time()
+                    await trio.sleep(retry_delay(self._timing.heartbeat_interval, remaining))
+        finally:
+            for done in finished:  # whatever happened (no-op for the jobs already done)
+                self._guard.job_done(handle.batch_id, done.job.id)
+
+    async def _settled(self, handle: BatchHandle, settled: list[_Finished]) -> None:
+        """Jobs whose outcome is written or given up: renewed no more, then their hooks."""
+        for done in settled:
             # Only now, with its claim hook and handler exited and its outcome written, is
-            # the job renewed no more: a stopped handler still unwinding keeps its lease
+            # a job renewed no more: a stopped handler still unwinding keeps its lease
             # (docs/protocol.rst §4).
-            self._guard.job_done(handle.batch_id, job.id)
-        if self._observer is not None:
-            self._observe(outcome, applied, stop)
-        await self._report(job, outcome, applied, delay)
+            self._guard.job_done(handle.batch_id, done.job.id)
+        for done in settled:
+            if self._observer is not None:
+                self._observe(done.outcome, done.applied, done.stop)
+            hook, args = self._report(done.job, done.outcome, done.applied, done.delay)
+            if hook is not None:  # awaited here, not through _hook: a coroutine less per job
+                try:
+                    await hook(done.job, *args)
+                except Exception:
+                    self._hook_raised(hook, done.job)
 
     def _observe(
         self, outcome: Outcome, applied: bool | Recorded | None, stop: StopReason | None
@@ -389,72 +496,86 @@ class BatchRunner:
             return _DEFAULT_BACKOFF(job.attempt)
 
     async def _write(
-        self, handle: BatchHandle, job: Job, outcome: Outcome, delay: float, result: str | None
-    ) -> bool | Recorded | None:
-        """Write the outcome, fenced by claim_seq; retried while the lease holds.
+        self, handle: BatchHandle, todo: list[_Finished]
+    ) -> tuple[list[_Finished], list[_Finished]]:
+        """Write the outcomes once, fenced by claim_seq. Sets each one's ``applied``: False
+        if the fence kept it out; for a failure, what the backend recorded; else True. An
+        outcome whose write failed and is given up becomes unavailable (``applied`` None).
 
         Returns:
-            None if there is nothing to write; False if the fence kept it out; for a
-            failure, what the backend recorded; else True.
-
-        Raises:
-            _Unrecorded: every try failed, and the lease has run out meanwhile.
+            The outcomes settled (written or given up), and those to write again.
         """
-        if outcome.kind is OutcomeKind.UNAVAILABLE:
-            return None
+        answers = await self._writer.write([self._item(handle, done) for done in todo])
+        settled: list[_Finished] = []
+        retry: list[_Finished] = []
+        for done, answer in zip(todo, answers, strict=True):
+            if not isinstance(answer, Exception):
+                done.applied = False if answer is None else answer
+                if done.outcome.kind is OutcomeKind.RETRY and answer is Recorded.FINAL:
+                    # The backend knew better: the job was asked to cancel before this
+                    # worker heard (a cancelled job is never retried), and stored the error
+                    # so.
+                    message = f"cancelled: cancel requested ({done.outcome.message})"
+                    done.outcome = Outcome(OutcomeKind.FAILED, message)
+                    done.stop = StopReason.CANCELLED
+                settled.append(done)
+            elif self._gives_up(handle, done, answer):
+                done.outcome = Outcome(OutcomeKind.UNAVAILABLE, done.unrecorded)
+                done.stop = StopReason.LEASE_EXPIRED  # its fence passed while writing
+                settled.append(done)
+            else:
+                retry.append(done)
+        return settled, retry
+
+    def _gives_up(self, handle: BatchHandle, done: _Finished, exc: Exception) -> bool:
+        """Whether a failed write of ``done`` is given up (and why, in ``done.unrecorded``),
+        or tried again."""
+        job, kind = done.job, done.outcome.kind.value
+        # While the handler's outcome is unwritten its lease is still renewed
+        # (docs/protocol.rst §4), so an error that retrying cannot fix would spin here for
+        # ever: give the attempt up at once; its lease then lapses.
+        lost = self._guard.fence_passed(handle.batch_id)
+        if lost or not is_transient(exc):
+            why = "until the lease expired" if lost else "in a way retrying cannot fix"
+            log.error(
+                "job %d: could not record %s: %r",
+                job.id,
+                kind,
+                exc,
+                extra=job_fields(job, "record_failed"),
+            )
+            done.unrecorded = UNRECORDED.format(kind=kind, why=why, error=exc)
+            return True
+        log.warning(
+            "job %d: recording %s failed, retrying: %r",
+            job.id,
+            kind,
+            exc,
+            extra=job_fields(job, "record_retry"),
+        )
+        return False
+
+    def _item(self, handle: BatchHandle, done: _Finished) -> Ack | Release | Failure:
+        """The fenced write of ``done``'s outcome, with the job's latest progress."""
+        job, kind = done.job, done.outcome.kind
         progress = self._guard.lease(handle.batch_id, job.id).progress
-        while True:
-            try:
-                return await self._write_once(job, outcome, delay, progress, result)
-            except Exception as exc:
-                # While the handler's outcome is unwritten its lease is still renewed
-                # (docs/protocol.rst §4), so an error that retrying cannot fix would spin
-                # here for ever: give the attempt up at once; its lease then lapses.
-                lost = self._guard.fence_passed(handle.batch_id)
-                if lost or not is_transient(exc):
-                    why = "until the lease expired" if lost else "in a way retrying cannot fix"
-                    log.error(
-                        "job %d: could not record %s: %r",
-                        job.id,
-                        outcome.kind.value,
-                        exc,
-                        extra=job_fields(job, "record_failed"),
-                    )
-                    raise _Unrecorded(
-                        UNRECORDED.format(kind=outcome.kind.value, why=why, error=exc)
-                    ) from exc
-                log.warning(
-                    "job %d: recording %s failed, retrying: %r",
-                    job.id,
-                    outcome.kind.value,
-                    exc,
-                    extra=job_fields(job, "record_retry"),
-                )
-                remaining = handle.scope.deadline - trio.current_time()
-                await trio.sleep(retry_delay(self._timing.heartbeat_interval, remaining))
-
-    async def _write_once(
-        self, job: Job, outcome: Outcome, delay: float, progress: float | None, result: str | None
-    ) -> bool | Recorded:
-        kind = outcome.kind
         if kind is OutcomeKind.SUCCEEDED:
-            item: Ack | Release | Failure = Ack(job.id, job.claim_seq, progress, result)
-        elif kind is OutcomeKind.RELEASE:
-            item = Release(job.id, job.claim_seq, progress)
-        else:
-            retry = delay if kind is OutcomeKind.RETRY else None
-            item = Failure(job.id, job.claim_seq, outcome.message or "", retry, progress)
-        written = await self._writer.write(item)
-        return False if written is None else written
+            return Ack(job.id, job.claim_seq, progress, done.result)
+        if kind is OutcomeKind.RELEASE:
+            return Release(job.id, job.claim_seq, progress)
+        retry = done.delay if kind is OutcomeKind.RETRY else None
+        return Failure(job.id, job.claim_seq, done.outcome.message or "", retry, progress)
 
-    async def _report(
+    def _report(
         self, job: Job, outcome: Outcome, applied: bool | Recorded | None, delay: float
-    ) -> None:
+    ) -> tuple[Hook | None, tuple[Any, ...]]:
+        """Log how the attempt ended; the hook to call for it, and its arguments after the
+        job."""
         config, kind = self._config, outcome.kind
         if applied is False:
             log.warning("job %d: %s", job.id, NOT_RECORDED, extra=job_fields(job, "fenced_out"))
-            await self._hook(config.on_job_unavailable, job, NOT_RECORDED)
-        elif kind is OutcomeKind.SUCCEEDED:
+            return config.on_job_unavailable, (NOT_RECORDED,)
+        if kind is OutcomeKind.SUCCEEDED:
             if log.isEnabledFor(logging.INFO):  # the hot path: no fields built for nothing
                 log.info(
                     "job %d succeeded (attempt %d)",
@@ -462,8 +583,8 @@ class BatchRunner:
                     job.attempt,
                     extra=job_fields(job, "succeeded"),
                 )
-            await self._hook(config.on_job_succeeded, job)
-        elif kind is OutcomeKind.RETRY:
+            return config.on_job_succeeded, ()
+        if kind is OutcomeKind.RETRY:
             log.info(
                 "job %d attempt %d failed, retry in %.2fs: %s",
                 job.id,
@@ -472,30 +593,31 @@ class BatchRunner:
                 outcome.message,
                 extra=job_fields(job, "retry"),
             )
-            await self._hook(config.on_job_retry, job, delay)
-        elif kind is OutcomeKind.FAILED:
+            return config.on_job_retry, (delay,)
+        if kind is OutcomeKind.FAILED:
             log.warning(
                 "job %d failed: %s", job.id, outcome.message, extra=job_fields(job, "failed")
             )
-            await self._hook(config.on_job_failed, job, outcome.message or "")
-        else:
-            level = logging.INFO if kind is OutcomeKind.RELEASE else logging.WARNING
-            event = kind.value  # release or unavailable
-            log.log(level, "job %d: %s", job.id, outcome.message, extra=job_fields(job, event))
-            await self._hook(config.on_job_unavailable, job, outcome.message or "")
+            return config.on_job_failed, (outcome.message or "",)
+        level = logging.INFO if kind is OutcomeKind.RELEASE else logging.WARNING
+        event = kind.value  # release or unavailable
+        log.log(level, "job %d: %s", job.id, outcome.message, extra=job_fields(job, event))
+        return config.on_job_unavailable, (outcome.message or "",)
 
-    async def _hook(self, hook: Callable[..., Awaitable[None]] | None, *args: Any) -> None:
+    async def _hook(self, hook: Hook | None, job: Job, *args: Any) -> None:
         if hook is None:
             return
         try:
-            await hook(*args)
+            await hook(job, *args)
         except Exception:
-            # Every hook's first argument is the job.
-            log.exception(
-                "hook %s raised; carrying on",
-                getattr(hook, "__name__", hook),
-                extra=job_fields(args[0], "hook_raised"),
-            )
+            self._hook_raised(hook, job)
+
+    def _hook_raised(self, hook: Hook, job: Job) -> None:
+        log.exception(
+            "hook %s raised; carrying on",
+            getattr(hook, "__name__", hook),
+            extra=job_fields(job, "hook_raised"),
+        )
 
 
 async def _tell_thread_when_stopped(ctx: JobContext) -> None:
@@ -560,8 +682,68 @@ def _close(result: object) -> None:
         result.close()
 
 
-class _Unrecorded(Exception):
-    """An outcome that could not be written before the attempt's lease ran out."""
+class _TxState:
+    """A transactional attempt's transaction: held open from the handler's start until
+    its outcome is decided and settled."""
+
+    __slots__ = ("held", "refused", "tx")
+
+    def __init__(self) -> None:
+        self.held = AsyncExitStack()
+        self.tx: JobTransaction | None = None  # None until entered
+        self.refused: list[str] = []  # why connections were refused, latest last
+
+
+class _Finished:
+    """A job whose work has ended: its outcome, decided then (I8), and what its write did."""
+
+    __slots__ = ("applied", "delay", "job", "outcome", "result", "stop", "unrecorded")
+
+    def __init__(
+        self, job: Job, outcome: Outcome, stop: StopReason | None, result: str | None
+    ) -> None:
+        self.job = job
+        self.outcome = outcome
+        self.stop = stop  # the stop that decided the outcome, if any
+        self.result = result  # the handler's return value as JSON text
+        #: None until written (and when there is nothing to write); False: fenced out;
+        #: for a failure, what the backend recorded; else True.
+        self.applied: bool | Recorded | None = None
+        self.delay = 0.0  # before a retry
+        self.unrecorded = ""  # why the write was given up, if it was
+
+
+class _Inbox:
+    """Where the jobs of a batch leave their decided outcomes for the batch task to write.
+
+    One per batch of several jobs: the batch task waits here once for every job that
+    finished meanwhile, rather than each job waiting for its own write.
+    """
+
+    __slots__ = ("_finished", "_running", "_wake")
+
+    def __init__(self, running: int) -> None:
+        self._finished: list[_Finished] = []
+        self._running = running  # jobs whose task has not left yet
+        self._wake = trio.Event()
+
+    def put(self, done: _Finished) -> None:
+        self._finished.append(done)
+        self._wake.set()
+
+    def leave(self) -> None:
+        """A job's task is ending (called even if deciding its outcome failed)."""
+        self._running -= 1
+        self._wake.set()
+
+    async def take(self) -> list[_Finished]:
+        """Every outcome left since the last take, once there is one; empty once every job
+        has left and nothing is left to take."""
+        while not self._finished and self._running:
+            await self._wake.wait()
+            self._wake = trio.Event()
+        taken, self._finished = self._finished, []
+        return taken
 
 
 def describe(group: BaseExceptionGroup[Exception]) -> str:

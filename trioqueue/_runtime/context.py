@@ -39,6 +39,7 @@ class JobContext:
         job_scope: trio.CancelScope,
         connection: Any = None,
         resources: Any = None,
+        trio_thread: int | None = None,
     ) -> None:
         self._job = job
         self._resources = resources
@@ -46,7 +47,8 @@ class JobContext:
         self._batch_scope = batch_scope
         self._job_scope = job_scope
         self._connection = connection
-        self._trio_thread = threading.get_ident()
+        # The runtime passes the id it read once: an int object less per job in flight.
+        self._trio_thread = threading.get_ident() if trio_thread is None else trio_thread
         # Set by the runtime for handlers in a worker thread, which must not touch trio.
         self._stop_seen = False
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import trio
 
@@ -36,14 +37,18 @@ from trioqueue._types import Claimed, Job, PoolBeat, PoolRegistration
 log = logging.getLogger("trioqueue.guard")
 
 
+_NO_SCOPES: Mapping[int, trio.CancelScope] = MappingProxyType({})
+
+
 @dataclass(eq=False, slots=True)
 class BatchHandle:
     """The runtime side of one registered batch: its scope and one scope per job."""
 
     batch_id: int
-    jobs: list[Job]
+    jobs: tuple[Job, ...]
     scope: trio.CancelScope
-    job_scopes: dict[int, trio.CancelScope] = field(default_factory=dict)
+    #: Empty for a batch of one job (shared, never written: a dict less per such batch).
+    job_scopes: Mapping[int, trio.CancelScope] = field(default_factory=lambda: _NO_SCOPES)
 
     def scope_of(self, job_id: int) -> trio.CancelScope:
         """The job's own scope; a batch of one job uses the batch scope (saves memory)."""
@@ -97,9 +102,11 @@ class Guard:
             return None
         handle = BatchHandle(
             batch_id=batch_id,
-            jobs=[c.job for c in claimed],
+            jobs=tuple(c.job for c in claimed),
             scope=trio.CancelScope(deadline=self.core.scope_deadline(batch_id)),
-            job_scopes={c.job.id: trio.CancelScope() for c in claimed} if len(claimed) > 1 else {},
+            job_scopes={c.job.id: trio.CancelScope() for c in claimed}
+            if len(claimed) > 1
+            else _NO_SCOPES,
         )
         self._batches[batch_id] = handle
         self.poke()  # the first beat is immediate

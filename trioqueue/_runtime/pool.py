@@ -357,7 +357,7 @@ class _Pool:
             self.slots.release()
             batches.start_soon(self.runner.reject, claimed)
         else:
-            batches.start_soon(self.runner.run, handle, name="trioqueue.batch")
+            self.runner.start(batches, handle)
 
     # -- notices ------------------------------------------------------------------------
 

@@ -1,16 +1,17 @@
 """The outcome writer: one statement per kind for every outcome that is ready together.
 
 Jobs of a batch often finish in the same scheduling round, and many batches finish close
-together under load. Each settle task hands its fenced write to the writer and waits; the
-writer sends everything queued meanwhile as one ``ack``, one ``fail`` and one ``release``
-call. Under load that turns N round trips into a few, which is what keeps the PostgreSQL
-backend's bridge crossings off the per-job path.
+together under load. A batch hands the fenced writes of every job that finished since its
+last hand-over to the writer in one call, and waits once; the writer sends everything
+queued meanwhile, from every batch, as one ``ack``, one ``fail`` and one ``release`` call.
+Under load that turns N round trips into a few, which is what keeps the PostgreSQL
+backend's bridge crossings off the per-job path, and one wait per batch (not per job) keeps
+the runtime's own cost off it too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import trio
 
@@ -22,13 +23,19 @@ Write = Ack | Failure | Release
 #: Per item: applied or not (acks, releases); for a failure, what it became, or None.
 Result = bool | Recorded | None
 
+#: Stands in for the answer to an item the writer never sent (only when it is stopped).
+_NOT_SENT = BackendError("the outcome writer stopped before sending this outcome")
 
-@dataclass(eq=False)
+
 class _Pending:
-    item: Write
-    done: trio.Event = field(default_factory=trio.Event)
-    result: Result = None
-    error: BaseException | None = None
+    """One hand-over: its items, and per item the backend's answer or the error."""
+
+    __slots__ = ("done", "items", "results")
+
+    def __init__(self, items: Sequence[Write]) -> None:
+        self.items = items
+        self.results: list[Result | Exception] = [_NOT_SENT] * len(items)
+        self.done = trio.Event()
 
 
 class OutcomeWriter:
@@ -45,20 +52,19 @@ class OutcomeWriter:
         """The backend written to (batches open transactions on it in transactional mode)."""
         return self._backend
 
-    async def write(self, item: Write) -> Result:
-        """Write ``item`` with whatever else is ready: for an ack or a release, True if the
-        fence let it through; for a failure, what it was recorded as (None: fenced out).
+    async def write(self, items: Sequence[Write]) -> list[Result | Exception]:
+        """Write ``items`` with whatever else is ready.
 
-        Raises:
-            Exception: whatever the backend raised for the statement that carried it.
+        Returns:
+            Per item: for an ack or a release, True if the fence let it through; for a
+            failure, what it was recorded as (None: fenced out); or the exception the
+            backend raised for the statement that carried it.
         """
-        pending = _Pending(item)
+        pending = _Pending(items)
         self._queue.append(pending)
         self._wake.set()
         await pending.done.wait()
-        if pending.error is not None:
-            raise pending.error
-        return pending.result
+        return pending.results
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -66,33 +72,38 @@ class OutcomeWriter:
             await self._wake.wait()
             self._wake = trio.Event()
             batch, self._queue = self._queue, []
-            for kind in (Ack, Failure, Release):
-                group = [p for p in batch if type(p.item) is kind]
-                if group:
-                    await self._send(group)
+            groups: dict[type, list[tuple[_Pending, int]]] = {Ack: [], Failure: [], Release: []}
+            for pending in batch:
+                for index, item in enumerate(pending.items):
+                    groups[type(item)].append((pending, index))
+            try:
+                for group in groups.values():
+                    if group:
+                        await self._send(group)
+            finally:
+                for pending in batch:
+                    pending.done.set()
 
-    async def _send(self, group: list[_Pending]) -> None:
+    async def _send(self, group: list[tuple[_Pending, int]]) -> None:
+        """One statement for ``group`` (items of one kind); each item's answer or error."""
         try:
             with trio.fail_after(self._timeout):
-                results = await self._call(group)
+                results = await self._call([pending.items[index] for pending, index in group])
         except trio.TooSlowError:
-            error: BaseException = BackendError(f"outcome write timed out after {self._timeout:g}s")
-            for pending in group:
-                pending.error = error
+            error: Exception = BackendError(f"outcome write timed out after {self._timeout:g}s")
+            for pending, index in group:
+                pending.results[index] = error
         except Exception as exc:
-            for pending in group:
-                pending.error = exc
+            for pending, index in group:
+                pending.results[index] = exc
         else:
-            for pending, result in zip(group, results, strict=True):
-                pending.result = result
-        finally:
-            for pending in group:
-                pending.done.set()
+            for (pending, index), result in zip(group, results, strict=True):
+                pending.results[index] = result
 
-    async def _call(self, group: list[_Pending]) -> Sequence[Result]:
-        first = group[0].item
+    async def _call(self, items: list[Write]) -> Sequence[Result]:
+        first = items[0]
         if isinstance(first, Ack):
-            return await self._backend.ack([p.item for p in group if isinstance(p.item, Ack)])
+            return await self._backend.ack([i for i in items if isinstance(i, Ack)])
         if isinstance(first, Failure):
-            return await self._backend.fail([p.item for p in group if isinstance(p.item, Failure)])
-        return await self._backend.release([p.item for p in group if isinstance(p.item, Release)])
+            return await self._backend.fail([i for i in items if isinstance(i, Failure)])
+        return await self._backend.release([i for i in items if isinstance(i, Release)])

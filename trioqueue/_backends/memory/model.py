@@ -116,6 +116,7 @@ class Row:
     awaited: bool = False  # someone waits for it (await_job): finishing it sends FINISHED
     group: str | None = None
     in_ready: bool = False  # an entry for it is in its queue's ready heap
+    due_at: float | None = None  # the time of its live entry in its queue's waiting heap
 
     @property
     def finished(self) -> bool:
@@ -200,11 +201,14 @@ class Sent:
 class _QueueIndex:
     """Claim order for one queue, kept incrementally.
 
-    ``waiting`` holds ``(not_visible_until, id)`` for every visibility time a row was given.
-    An entry is live only while it still equals the row's ``not_visible_until``: every
-    change pushes a fresh entry, and stale ones are dropped when they surface. When a live
-    entry comes due, its row moves to ``ready``, ordered ``(-priority, id)``. A ready entry
-    is re-checked when popped, since the old owner of an expired lease may renew it.
+    ``waiting`` holds ``(t, id)`` entries, at most one live per row (its ``due_at``), never
+    later than the row's ``not_visible_until``. A time moved earlier pushes a fresh entry
+    (the old one goes stale and is dropped when it surfaces); a time moved later (every
+    renewal) pushes nothing: the live entry, when it surfaces, is pushed again for the row's
+    time then. So a running row holds one entry however often it is renewed. When a live
+    entry comes due at its row's time, the row moves to ``ready``, ordered
+    ``(-priority, id)``. A ready entry is re-checked when popped, since the old owner of an
+    expired lease may renew it.
     """
 
     waiting: list[tuple[float, int]] = field(default_factory=list)
@@ -733,6 +737,8 @@ class MemoryModel:
 
     @staticmethod
     def _store_progress(row: Row, progress: float | None) -> None:
+        if progress is None:  # none reported: most jobs, so no check for it
+            return
         # The runtime filters progress already; a backend must never store junk anyway.
         value = valid_progress(progress)
         if value is not None:
@@ -775,7 +781,10 @@ class MemoryModel:
     def _show_at(self, row: Row, t: float) -> None:
         """Set the row's visibility time; it becomes claimable once ``t`` has passed."""
         row.not_visible_until = t
-        heapq.heappush(self._index(row.queue).waiting, (t, row.id))
+        if row.due_at is None or t < row.due_at:
+            heapq.heappush(self._index(row.queue).waiting, (t, row.id))
+            row.due_at = t
+        # else: its live entry surfaces first and is pushed again then (see _QueueIndex)
 
     def _promote(self, index: _QueueIndex, now: float) -> None:
         """Move rows that came due to ``ready``, failing those that must not run again."""
@@ -783,7 +792,14 @@ class MemoryModel:
         while waiting and waiting[0][0] <= now:
             t, job_id = heapq.heappop(waiting)
             row = self._rows.get(job_id)  # None: pruned
-            if row is None or row.finished or row.not_visible_until != t:
+            if row is None or row.due_at != t:
+                continue  # pruned, or a stale entry
+            row.due_at = None
+            if row.finished:
+                continue
+            if row.not_visible_until > t:  # moved later since: due again then
+                heapq.heappush(waiting, (row.not_visible_until, row.id))
+                row.due_at = row.not_visible_until
                 continue
             if self._settle_expired(row, now):
                 continue
