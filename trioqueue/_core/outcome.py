@@ -6,6 +6,7 @@ raised) and this module turns them into the single write the attempt is allowed 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from trioqueue._core.rules import STOP_OUTCOMES, OutcomeKind, StopReason
@@ -61,3 +62,37 @@ def decide(
     if error is None:
         return Outcome(OutcomeKind.SUCCEEDED)
     return Outcome(OutcomeKind.FAILED if attempt >= max_attempts else OutcomeKind.RETRY, error)
+
+
+def decide_attempt(
+    *,
+    job_stop: StopReason | None,
+    scope_fired: bool,
+    batch_stop: Callable[[], StopReason | None],
+    error: str | None,
+    attempt: int,
+    max_attempts: int,
+    max_job_duration: float | None,
+    no_connection: str | None = None,
+) -> tuple[Outcome, StopReason | None]:
+    """The outcome of an attempt whose work just ended, and the stop that decided it.
+
+    ``scope_fired`` says the batch's cancel scope was stopped. Without a job-level stop
+    (which a batch of one delivers through that very scope), the scope only fires by its
+    deadline, which mirrors the core's: ``batch_stop()`` says which one, and is asked only
+    then, since asking freezes the batch's stop. Should the two ever disagree, writing
+    nothing (a lost lease) is the safe reading.
+    """
+    stop = job_stop
+    if scope_fired and job_stop is None:
+        stop = batch_stop() or StopReason.LEASE_EXPIRED
+    outcome = decide(
+        job_stop=job_stop,
+        batch_stop=None if stop is job_stop else stop,
+        error=error,
+        attempt=attempt,
+        max_attempts=max_attempts,
+        max_job_duration=max_job_duration,
+        no_connection=no_connection,
+    )
+    return outcome, stop

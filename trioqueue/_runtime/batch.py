@@ -56,7 +56,7 @@ from trioqueue._backends.interface import (
 )
 from trioqueue._backends.validation import check_seconds, encode_result
 from trioqueue._core.backoff import ExponentialBackoff
-from trioqueue._core.outcome import Outcome, decide
+from trioqueue._core.outcome import Outcome, decide, decide_attempt
 from trioqueue._core.rules import OutcomeKind, StopReason
 from trioqueue._core.timing import Timing, retry_delay
 from trioqueue._errors import is_transient
@@ -323,23 +323,16 @@ class BatchRunner:
     ) -> tuple[Outcome, StopReason | None]:
         """The attempt's outcome, and the stop that decided it if any (as ``decide`` picks
         it: the job's own before its batch's)."""
-        lease = self._guard.lease(handle.batch_id, job.id)
-        batch_stop = None
-        if handle.scope.cancel_called and lease.stop is None:
-            # Without a job-level stop (which a single-job batch delivers through this very
-            # scope), the scope only fires by its deadline, which mirrors the core's. Should
-            # they ever disagree, writing nothing is the safe reading.
-            batch_stop = self._guard.batch_stop(handle.batch_id) or StopReason.LEASE_EXPIRED
-        outcome = decide(
-            job_stop=lease.stop,
-            batch_stop=batch_stop,
+        return decide_attempt(
+            job_stop=self._guard.lease(handle.batch_id, job.id).stop,
+            scope_fired=handle.scope.cancel_called,
+            batch_stop=lambda: self._guard.batch_stop(handle.batch_id),
             error=error,
             attempt=job.attempt,
             max_attempts=job.max_attempts,
             max_job_duration=self._timing.max_job_duration,
             no_connection=no_connection,
         )
-        return outcome, lease.stop or batch_stop
 
     async def _settle_from(self, handle: BatchHandle, inbox: _Inbox) -> None:
         """Write the outcomes of the batch's jobs as they finish, all that finished

@@ -13,7 +13,7 @@ Theory of operation. :class:`Recorder` plays the trio runtime around the real
 own order of calls (``trioqueue._runtime.guard`` and ``batch``): a claim is registered, its
 hooks start and the guard is poked; a poke or a wake runs one pass of the guard loop
 (``poll``, then ``next_renewal``); a renewal's exit is ``answered`` or ``failed`` followed
-by a poke; a handler's exit decides its outcome with :func:`~trioqueue._core.outcome.decide`
+by a poke; a handler's exit decides its outcome with :func:`~trioqueue._core.outcome.decide_attempt`
 exactly as the batch runner does, then ``job_done``, and the batch leaves the guard after
 its last job. Cancel scopes are mirrored: a scope's deadline changes only when an
 ``Effects.moved`` names its batch (as :meth:`Guard.apply` does), and a scope whose deadline
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from trioqueue._core.guard_rules import Effects, GuardCore, Renewal
-from trioqueue._core.outcome import decide
+from trioqueue._core.outcome import decide_attempt
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.rules import OutcomeKind, StopReason
 from trioqueue._core.timing import Timing
@@ -328,20 +328,16 @@ class Recorder:
         job = self._running(job_id, "exits")
         error = given.get("error")
         scope = self._scopes[job.batch_id]
-        # BatchRunner._decide, word for word.
-        lease = self.core.job(job.batch_id, job_id)
-        batch_stop = None
-        if scope.cancel_called and lease.stop is None:
-            batch_stop = self.core.batch_stop(job.batch_id, self.now) or StopReason.LEASE_EXPIRED
-        outcome = decide(
-            job_stop=lease.stop,
-            batch_stop=batch_stop,
+        # As the batch runner decides it (BatchRunner._decide).
+        outcome, stop = decide_attempt(
+            job_stop=self.core.job(job.batch_id, job_id).stop,
+            scope_fired=scope.cancel_called,
+            batch_stop=lambda: self.core.batch_stop(job.batch_id, self.now),
             error=error,
             attempt=job.attempt,
             max_attempts=job.max_attempts,
             max_job_duration=self.timing.max_job_duration,
         )
-        stop = lease.stop or batch_stop
         out.result = {"outcome": _outcome(job_id, outcome.kind, outcome.message, stop)}
         self.core.job_done(job.batch_id, job_id)  # after the write (BatchRunner._settle)
         job.running = False
