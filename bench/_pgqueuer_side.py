@@ -188,12 +188,13 @@ async def worker(dsn: str, batch: int, count: int) -> dict[str, Any]:
     queuers, connections = await consumers(dsn, count, tally.noop)
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    cpu = time.process_time()
     try:
         await run_drain(dsn, queuers, batch, tally)
     finally:
         for connection in connections:
             await connection.close()
-    return {"jobs": tally.jobs, "last": tally.last}
+    return {"jobs": tally.jobs, "last": tally.last, "cpu": time.process_time() - cpu}
 
 
 async def _fill(dsn: str, jobs: int) -> dict[str, Any]:

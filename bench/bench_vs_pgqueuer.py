@@ -41,6 +41,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -241,6 +242,30 @@ def run_steady(dsn: str, args: argparse.Namespace) -> None:
 # -- processes ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Drained:
+    """A many-process drain: jobs/s overall, and CPU microseconds per job spent by the
+    worker processes and by the whole machine (the server's share is the difference,
+    less whatever else ran meanwhile: compare with the load)."""
+
+    rate: float
+    client_us: float
+    machine_us: float
+
+    def cells(self) -> str:
+        return f"{self.rate:>7,.0f} {self.client_us:>5,.0f} {self.machine_us:>5,.0f}"
+
+
+def busy_seconds() -> float:
+    """CPU seconds the machine has spent busy since boot (Linux /proc/stat), else nan."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return float("nan")
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def start_workers(command: list[str], count: int) -> list[subprocess.Popen[str]]:
     """``count`` worker processes, each having printed "ready"."""
     workers = [
@@ -255,18 +280,18 @@ def start_workers(command: list[str], count: int) -> list[subprocess.Popen[str]]
     return workers
 
 
-def go(workers: list[subprocess.Popen[str]]) -> float:
-    """Tell every worker to start; the wall-clock time it was told."""
-    began = time.time()
+def go(workers: list[subprocess.Popen[str]]) -> tuple[float, float]:
+    """Tell every worker to start: the wall-clock time it was told, the machine's CPU."""
+    began, busy = time.time(), busy_seconds()
     for worker in workers:
         assert worker.stdin is not None
         worker.stdin.write("go\n")
         worker.stdin.flush()
-    return began
+    return began, busy
 
 
-def finish(workers: list[subprocess.Popen[str]], began: float, jobs: int) -> float:
-    """Close the workers' stdin (trioqueue's stop there), read their JSON lines -> jobs/s."""
+def finish(workers: list[subprocess.Popen[str]], began: tuple[float, float], jobs: int) -> Drained:
+    """Close the workers' stdin (trioqueue's stop there), read their JSON lines."""
     results = []
     for worker in workers:
         assert worker.stdin is not None
@@ -274,20 +299,29 @@ def finish(workers: list[subprocess.Popen[str]], began: float, jobs: int) -> flo
         worker.stdin.close()
         results.append(json.loads(worker.stdout.read().strip().splitlines()[-1]))
         worker.wait()
+    busy = busy_seconds() - began[1]
     ran = sum(result["jobs"] for result in results)
     if ran < jobs:
         raise RuntimeError(f"the worker processes ran {ran} of {jobs} jobs")
     last: float = max(result["last"] for result in results)
-    return jobs / (last - began)
+    cpu = sum(result["cpu"] for result in results)
+    return Drained(jobs / (last - began[0]), cpu / jobs * 1e6, busy / jobs * 1e6)
+
+
+def per_process_connections(args: argparse.Namespace, direct_processes: int | None) -> int:
+    """A trioqueue worker process's pool size: as bench_postgres.py's drain gives its pools,
+    capped when ``direct_processes`` processes share the server's connection limit."""
+    wanted: int = args.consumers * (args.concurrency + 3) + 2
+    if direct_processes is None:
+        return wanted
+    return min(wanted, DIRECT_CONNECTIONS // direct_processes - 1)
 
 
 async def processes_trioqueue(
     dsn: str, args: argparse.Namespace, count: int, worker_dsn: str, listen_dsn: str | None
-) -> tuple[float, int]:
-    """Jobs/s of ``count`` trioqueue worker processes draining one queue; connections each."""
-    per_process = args.consumers * (args.concurrency + 3) + 2
-    if listen_dsn is None:  # direct: the server's connection limit is shared
-        per_process = min(per_process, DIRECT_CONNECTIONS // count - 1)
+) -> Drained:
+    """``count`` trioqueue worker processes draining one queue."""
+    per_process = per_process_connections(args, None if listen_dsn else count)
     async with fresh_backend(dsn) as backend:
         await fill(backend, args.jobs)
         command = [sys.executable, __file__, "worker", "--dsn", worker_dsn]
@@ -302,11 +336,11 @@ async def processes_trioqueue(
         async with backend.acquire() as connection:
             while await connection.fetchval(left):  # noqa: ASYNC110 - a bench, polling is fine
                 await trio.sleep(0.1)
-        rate = await trio.to_thread.run_sync(finish, workers, began, args.jobs)
-    return rate, per_process
+        drained = await trio.to_thread.run_sync(finish, workers, began, args.jobs)
+    return drained
 
 
-def processes_pgqueuer(dsn: str, args: argparse.Namespace, count: int) -> float:
+def processes_pgqueuer(dsn: str, args: argparse.Namespace, count: int) -> Drained:
     pgqueuer("fill", dsn, jobs=args.jobs)
     command = [sys.executable, SIDE, "worker", "--dsn", dsn]
     command += ["--batch", str(args.batch), "--consumers", str(args.consumers)]
@@ -322,24 +356,27 @@ def run_processes(dsn: str, args: argparse.Namespace) -> None:
         f"each process {args.consumers} consumers (trioqueue pools: concurrency "
         f"{args.concurrency}); jobs/s overall"
     )
-    print(
-        f"  {'processes':>9} {'trioqueue':>10} {'(conns)':>8} {'via PgBouncer':>14} "
-        f"{'pgqueuer':>10} {'tq/pgq':>7}   load"
-    )
+    print(f"  {'':>9}   {'trioqueue':<19}   {'via PgBouncer':<19}   {'pgqueuer':<19}")
+    columns = f"{'jobs/s':>7} {'CPU/job':>11}"
+    print(f"  {'processes':>9}   {columns}   {columns}   {columns}   tq/pgq   load")
     with run_pgbouncer(dsn, "transaction", pool_size=args.pgbouncer_pool) as bouncer:
         for count in args.processes:
-            direct, conns = trio.run(processes_trioqueue, dsn, args, count, dsn, None)
-            pooled, _ = trio.run(processes_trioqueue, dsn, args, count, bouncer, dsn)
+            direct = trio.run(processes_trioqueue, dsn, args, count, dsn, None)
+            pooled = trio.run(processes_trioqueue, dsn, args, count, bouncer, dsn)
             theirs = processes_pgqueuer(dsn, args, count)
             print(
-                f"  {count:>9} {direct:>10,.0f} {conns:>8} {pooled:>14,.0f} {theirs:>10,.0f} "
-                f"{direct / theirs:>7.2f}   {load()}"
+                f"  {count:>9}   {direct.cells()}   {pooled.cells()}   {theirs.cells()}   "
+                f"{direct.rate / theirs.rate:>6.2f}   {load()}"
             )
             sys.stdout.flush()
     print(
-        f"  (conns: trioqueue connections per process, direct; through PgBouncer each process "
-        f"opens {args.consumers * (args.concurrency + 3) + 2} client connections, PgBouncer "
-        f"{args.pgbouncer_pool} server connections; pgqueuer: one per consumer)"
+        "  CPU/job: microseconds of CPU per job in the worker processes, then on the whole\n"
+        "  machine (server, workers, anything else): the server's share is about the difference.\n"
+        "  Connections per trioqueue process, direct: "
+        + ", ".join(f"{per_process_connections(args, n)} with {n}" for n in args.processes)
+        + f" (the server's limit is shared); through PgBouncer "
+        f"{per_process_connections(args, None)} client connections each, "
+        f"{args.pgbouncer_pool} server connections in all; pgqueuer: one per consumer."
     )
 
 
@@ -372,12 +409,13 @@ async def trioqueue_worker(args: argparse.Namespace) -> dict[str, Any]:
     ) as backend:
         print("ready", flush=True)
         await trio.to_thread.run_sync(sys.stdin.readline)
+        cpu = time.process_time()
         async with trio.open_nursery() as nursery:
             for _ in range(args.consumers):
                 nursery.start_soon(trioqueue.run_worker_pool, backend, config)
             await trio.to_thread.run_sync(sys.stdin.readline)  # "" once stdin closes
             nursery.cancel_scope.cancel()
-    return tally
+    return {**tally, "cpu": time.process_time() - cpu}
 
 
 def run_worker(args: argparse.Namespace) -> None:
@@ -406,7 +444,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 10, 50], help="drain")
     parser.add_argument("--batch", type=int, default=10, help="steady, processes: batch size")
     parser.add_argument(
-        "--rates", type=float, nargs="+", default=[500, 1000, 2000, 4000, 8000, 16000]
+        "--rates", type=float, nargs="+", default=[500, 1000, 2000, 3000, 4000, 6000, 8000]
     )
     parser.add_argument("--seconds", type=float, default=10, help="steady: seconds per rate")
     parser.add_argument("--p99-ms", type=float, default=100, help="steady: the p99 limit")
