@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -349,7 +349,8 @@ def processes_pgqueuer(dsn: str, args: argparse.Namespace, count: int) -> Draine
 
 
 def run_processes(dsn: str, args: argparse.Namespace) -> None:
-    from tests._pgbouncer_harness import run_pgbouncer  # the tests' PgBouncer, one harness
+    # The tests' PgBouncer harness (run with the repository root on PYTHONPATH).
+    from tests._pgbouncer_harness import pgbouncer_binary, run_pgbouncer
 
     print(
         f"processes: {args.jobs:,} pre-enqueued no-op jobs, one queue, batch {args.batch}; "
@@ -359,13 +360,21 @@ def run_processes(dsn: str, args: argparse.Namespace) -> None:
     print(f"  {'':>9}   {'trioqueue':<19}   {'via PgBouncer':<19}   {'pgqueuer':<19}")
     columns = f"{'jobs/s':>7} {'CPU/job':>11}"
     print(f"  {'processes':>9}   {columns}   {columns}   {columns}   tq/pgq   load")
-    with run_pgbouncer(dsn, "transaction", pool_size=args.pgbouncer_pool) as bouncer:
+    bouncing = pgbouncer_binary() is not None
+    if not bouncing:
+        print("  (PgBouncer is not installed: its column is left empty)")
+    pgbouncer = run_pgbouncer(dsn, "transaction", pool_size=args.pgbouncer_pool)
+    with pgbouncer if bouncing else nullcontext("") as bouncer:
         for count in args.processes:
             direct = trio.run(processes_trioqueue, dsn, args, count, dsn, None)
-            pooled = trio.run(processes_trioqueue, dsn, args, count, bouncer, dsn)
+            pooled = (
+                trio.run(processes_trioqueue, dsn, args, count, bouncer, dsn).cells()
+                if bouncing
+                else f"{'-':>19}"
+            )
             theirs = processes_pgqueuer(dsn, args, count)
             print(
-                f"  {count:>9}   {direct.cells()}   {pooled.cells()}   {theirs.cells()}   "
+                f"  {count:>9}   {direct.cells()}   {pooled}   {theirs.cells()}   "
                 f"{direct.rate / theirs.rate:>6.2f}   {load()}"
             )
             sys.stdout.flush()
