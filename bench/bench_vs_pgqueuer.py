@@ -349,7 +349,8 @@ def processes_pgqueuer(dsn: str, args: argparse.Namespace, count: int) -> Draine
 
 
 def run_processes(dsn: str, args: argparse.Namespace) -> None:
-    # The tests' PgBouncer harness (run with the repository root on PYTHONPATH).
+    # The tests' PgBouncer harness: one way to start PgBouncer in the repository.
+    sys.path.append(str(Path(__file__).resolve().parents[1]))
     from tests._pgbouncer_harness import pgbouncer_binary, run_pgbouncer
 
     print(
