@@ -56,6 +56,7 @@ async def setup(dsn: str) -> dict[str, Any]:
     try:
         await admin.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
         await admin.execute(f"CREATE DATABASE {DATABASE}")
+        server_version = await admin.fetchval("SHOW server_version")
     finally:
         await admin.close()
     connection = await asyncpg.connect(database_dsn(dsn))
@@ -63,7 +64,7 @@ async def setup(dsn: str) -> dict[str, Any]:
         await Queries(AsyncpgDriver(connection)).install()
     finally:
         await connection.close()
-    return {"database": DATABASE}
+    return {"database": DATABASE, "server_version": server_version}
 
 
 async def teardown(dsn: str) -> dict[str, Any]:

@@ -82,18 +82,20 @@ def pgqueuer(which: str, dsn: str, **options: float) -> dict[str, Any]:
 
 
 @contextmanager
-def pgqueuer_database(dsn: str) -> Iterator[None]:
-    """pgqueuer installed in a database of its own for the block, dropped afterwards."""
-    pgqueuer("setup", dsn)
+def pgqueuer_database(dsn: str) -> Iterator[str]:
+    """pgqueuer installed in a database of its own for the block, dropped afterwards;
+    yields the server's version."""
+    installed = pgqueuer("setup", dsn)
     try:
-        yield
+        yield str(installed["server_version"])
     finally:
         pgqueuer("teardown", dsn)
 
 
-def header(dsn: str, where: str) -> None:
+def header(where: str, server_version: str) -> None:
     print(
-        f"server: {where}; synchronous_commit=off; {os.cpu_count()} CPUs; {load()}\n"
+        f"server: {where}, PostgreSQL {server_version}; synchronous_commit=off; "
+        f"{os.cpu_count()} CPUs; {load()}\n"
         f"versions: trioqueue {trioqueue.__version__}, pgqueuer {version('pgqueuer')}, "
         f"asyncpg {version('asyncpg')}, trio {version('trio')}, "
         f"trio-asyncio {version('trio-asyncio')}, uvloop {version('uvloop')}, "
@@ -475,8 +477,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     with find_postgres(args.dsn or os.environ.get("TRIOQUEUE_DSN")) as (server, where):
         dsn = fast_commits(server)
-        header(dsn, where)
-        with pgqueuer_database(dsn):
+        with pgqueuer_database(dsn) as server_version:
+            header(where, server_version)
             FIGURES[args.which](dsn, args)
 
 
