@@ -37,3 +37,8 @@ async def read_until(stream: trio.abc.ReceiveStream, marker: bytes) -> None:
         if not chunk:
             raise AssertionError(f"child ended before saying {marker!r}: {seen!r}")
         seen += chunk
+
+
+def jobs_table(backend: PostgresBackend) -> str:
+    """The backend's jobs table, schema-qualified, for tests' own SQL."""
+    return f'"{backend.schema}".jobs'

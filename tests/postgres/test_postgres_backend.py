@@ -20,6 +20,7 @@ from trioqueue._errors import BackendError
 from trioqueue._types import Ack, Claimed, Failure, Notice, NoticeKind, Recorded, Release
 from trioqueue.testing import BackendConformance
 
+from .._postgres_harness import jobs_table
 from ..conftest import Janitor
 
 pytestmark = pytest.mark.postgres
@@ -39,17 +40,6 @@ class TestPostgresConformance(BackendConformance):
 
 Q = "pg"
 V = 60.0
-
-
-@pytest.fixture
-async def backend(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[PostgresBackend]:
-    async with open_postgres(postgres_dsn, schema=postgres_schema) as backend:
-        await backend.migrate()
-        yield backend
-
-
-def jobs_table(backend: PostgresBackend) -> str:
-    return f'"{backend.schema}".jobs'
 
 
 async def claim(backend: PostgresBackend, limit: int = 10, worker: str = "w") -> list[Claimed]:

@@ -25,22 +25,11 @@ import trioqueue
 from trioqueue import JobContext, UndecodablePayload
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 
-from .._postgres_harness import wait_until_finished
+from .._postgres_harness import jobs_table, wait_until_finished
 
 pytestmark = pytest.mark.postgres
 
 Q = "claims"
-
-
-@pytest.fixture
-async def backend(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[PostgresBackend]:
-    async with open_postgres(postgres_dsn, schema=postgres_schema) as backend:
-        await backend.migrate()
-        yield backend
-
-
-def jobs_table(backend: PostgresBackend) -> str:
-    return f'"{backend.schema}".jobs'
 
 
 async def wait_for_lock_wait(backend: PostgresBackend, *, longer_than: float) -> None:

@@ -7,7 +7,6 @@ nothing; migration 0002 upgrades a schema holding jobs; the status function is i
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -24,13 +23,6 @@ pytestmark = pytest.mark.postgres
 Q = "pg"
 V = 60.0
 POOL = PoolRegistration("pool-1", "host", 1234, Q, 2, 30.0)
-
-
-@pytest.fixture
-async def backend(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[PostgresBackend]:
-    async with open_postgres(postgres_dsn, schema=postgres_schema) as backend:
-        await backend.migrate()
-        yield backend
 
 
 def item(claimed: Claimed) -> RenewItem:

@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -27,7 +26,7 @@ import pytest
 import trio
 
 import trioqueue
-from trioqueue._backends.postgres import PostgresBackend, open_postgres
+from trioqueue._backends.postgres import PostgresBackend
 
 from .._postgres_harness import read_until, wait_until_finished
 
@@ -90,13 +89,6 @@ class Run:
     start: float
     end: float
     tag: str
-
-
-@pytest.fixture
-async def backend(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[PostgresBackend]:
-    async with open_postgres(postgres_dsn, schema=postgres_schema) as backend:
-        await backend.migrate()
-        yield backend
 
 
 class Children:

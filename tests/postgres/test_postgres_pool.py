@@ -16,20 +16,13 @@ import trio
 
 import trioqueue
 from trioqueue import JobContext
-from trioqueue._backends.postgres import PostgresBackend, open_postgres
+from trioqueue._backends.postgres import PostgresBackend
 
 from .._postgres_harness import wait_until_finished
 
 pytestmark = pytest.mark.postgres
 
 Q = "pool"
-
-
-@pytest.fixture
-async def backend(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[PostgresBackend]:
-    async with open_postgres(postgres_dsn, schema=postgres_schema) as backend:
-        await backend.migrate()
-        yield backend
 
 
 def config(handler: Any, **overrides: Any) -> trioqueue.WorkerConfig:

@@ -4,7 +4,6 @@ nears passing, so that claims still find every expired lease."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -14,20 +13,11 @@ from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, render
 from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._types import Claimed
 
+from .._postgres_harness import jobs_table
+
 pytestmark = pytest.mark.postgres
 
 Q = "pg"
-
-
-@pytest.fixture
-async def backend(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[PostgresBackend]:
-    async with open_postgres(postgres_dsn, schema=postgres_schema) as backend:
-        await backend.migrate()
-        yield backend
-
-
-def jobs_table(backend: PostgresBackend) -> str:
-    return f'"{backend.schema}".jobs'
 
 
 async def lease_rows(backend: PostgresBackend) -> dict[int, Any]:

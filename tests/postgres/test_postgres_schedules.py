@@ -16,7 +16,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -24,7 +23,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from trioqueue._backends.postgres import PostgresBackend, open_postgres
+from trioqueue._backends.postgres import PostgresBackend
 
 from .._postgres_harness import read_until
 
@@ -80,13 +79,6 @@ CHILD = textwrap.dedent(
     trio.run(main)
     """
 )
-
-
-@pytest.fixture
-async def backend(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[PostgresBackend]:
-    async with open_postgres(postgres_dsn, schema=postgres_schema) as backend:
-        await backend.migrate()
-        yield backend
 
 
 def table(backend: PostgresBackend, name: str) -> str:

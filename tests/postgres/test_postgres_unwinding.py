@@ -9,7 +9,6 @@ Real clock (a thread under MockClock lets the fake time jump), real rows.
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +17,7 @@ import trio
 
 import trioqueue
 from trioqueue import JobContext
-from trioqueue._backends.postgres import PostgresBackend, open_postgres
+from trioqueue._backends.postgres import PostgresBackend
 
 from .._postgres_harness import wait_until_finished
 
@@ -26,13 +25,6 @@ pytestmark = pytest.mark.postgres
 
 Q = "unwinding"
 DURATION_1S = "claim hooks and handler ran past max_job_duration of 1s"
-
-
-@pytest.fixture
-async def backend(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[PostgresBackend]:
-    async with open_postgres(postgres_dsn, schema=postgres_schema) as backend:
-        await backend.migrate()
-        yield backend
 
 
 async def lease_of(backend: PostgresBackend, job_id: int) -> datetime:

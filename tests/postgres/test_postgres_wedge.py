@@ -13,7 +13,6 @@ seconds of real time: leases are short (V = 1.5 s) and every wait is bounded.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,7 +20,7 @@ import trio
 
 import trioqueue
 from trioqueue import JobContext
-from trioqueue._backends.postgres import PostgresBackend, open_postgres
+from trioqueue._backends.postgres import PostgresBackend
 from trioqueue._backends.postgres.driver import PgConnection
 
 from .._pool_harness import Recorder
@@ -55,13 +54,6 @@ WHEN (OLD.status = 'running' AND NEW.status = 'running' AND NEW.claim_seq = OLD.
       AND NEW.not_visible_until IS DISTINCT FROM OLD.not_visible_until)
 EXECUTE FUNCTION {schema}.wedge_renewals();
 """
-
-
-@pytest.fixture
-async def backend(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[PostgresBackend]:
-    async with open_postgres(postgres_dsn, schema=postgres_schema) as backend:
-        await backend.migrate()
-        yield backend
 
 
 def config(recorder: Recorder, handler: Any, **overrides: Any) -> trioqueue.WorkerConfig:
