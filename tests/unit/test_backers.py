@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests._modules import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-backers = _load("_proofs_backers", ROOT / "proofs" / "backers.py")
+backers = load_file(ROOT / "proofs" / "backers.py", "_proofs_backers")
 
 
 def _defined(path: Path) -> set[str]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import importlib.util
 import io
 import json
 import re
@@ -25,6 +24,7 @@ from types import ModuleType
 import pytest
 
 import trioqueue
+from tests._modules import load_file
 from trioqueue.cli._commands import build_parser
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -142,11 +142,7 @@ def check_target(target: str) -> None:
 
 
 def load(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"docs_command_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file(path, f"docs_command_{path.stem}")
 
 
 def grace_of(argv: list[str]) -> float:

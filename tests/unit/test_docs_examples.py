@@ -8,7 +8,6 @@ modules (``test_*.py``) run here through pytest itself.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -19,19 +18,14 @@ import pytest
 import trio
 import trio.testing
 
+from tests._modules import load_file
+
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 EXAMPLES = DOCS / "examples"
 
 
 def load(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"docs_example_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Registered as an import would be, so an example may use dataclasses (which look their
-    # module up) with postponed annotations.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_file(path, f"docs_example_{path.stem}")
 
 
 def examples(*, postgres: bool) -> list[Path]:

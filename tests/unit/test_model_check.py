@@ -7,25 +7,13 @@ scope fails here too, and every negative twin must still be caught (the checker 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tests._modules import load_file
 
-def load_model_check() -> ModuleType:
-    path = Path(__file__).parents[2] / "proofs" / "model_check.py"
-    spec = importlib.util.spec_from_file_location("model_check", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-mc = load_model_check()
+mc = load_file(Path(__file__).parents[2] / "proofs" / "model_check.py")
 
 SMALL_SCOPES = [
     mc.Scope(

@@ -3,11 +3,11 @@ rendered into the docs as they are (docs/protocol.rst, "The rules of §2 to §5 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from tests._modules import load_file
 from trioqueue._core.outcome import decide
 from trioqueue._core.rules import (
     STOP_OUTCOMES,
@@ -71,11 +71,7 @@ def test_decide_follows_the_stop_table(stop: StopReason, last_attempt: bool) -> 
 
 
 def test_the_docs_render_both_tables_from_the_code() -> None:
-    spec = importlib.util.spec_from_file_location("render_rules", DOCS / "render_rules.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    text: str = module.render()
+    text: str = load_file(DOCS / "render_rules.py").render()
     for verdict in Verdict:
         assert f"``{verdict.value}``" in text
     for stop, kind in STOP_OUTCOMES.items():

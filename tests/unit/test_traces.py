@@ -13,10 +13,8 @@ scopes where the recorder leaves its own (docs/porting.rst).
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -29,6 +27,7 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
 
+from tests._modules import load_file
 from trioqueue._backends.interface import Backend
 from trioqueue._core.guard_rules import GuardCore
 from trioqueue._core.progress import valid_progress
@@ -56,15 +55,7 @@ VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
 PATHS = list(traces_in(TRACES))
 
 
-def load_generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("trace_generator", TRACES / "generate.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-GENERATOR = load_generator()
+GENERATOR = load_file(TRACES / "generate.py", "trace_generator")
 
 
 def schema_errors(trace: Any) -> list[str]:
@@ -227,13 +218,7 @@ def test_a_changed_copy_is_not_the_same_trace() -> None:
 
 
 def load_renderer() -> ModuleType:
-    path = TRACES.parents[1] / "docs" / "render_timing.py"
-    spec = importlib.util.spec_from_file_location("render_timing", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_file(TRACES.parents[1] / "docs" / "render_timing.py")
 
 
 def test_timing_diagrams_are_drawn_from_checked_in_traces(tmp_path: Path) -> None:
