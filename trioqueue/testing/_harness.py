@@ -31,6 +31,7 @@ import trio.testing
 
 import trioqueue
 from trioqueue._backends.memory.faults import hang, omit
+from trioqueue._backends.validation import check_seconds
 from trioqueue._core.progress import valid_progress
 from trioqueue._runtime.config import check, is_async_callable
 from trioqueue._runtime.observer import JobOutcome, LeaseLoss
@@ -136,11 +137,7 @@ def stuck_renewals(at: float, *, interruptible: bool = False) -> StuckRenewals:
 
 
 def _at(at: object) -> float:
-    if isinstance(at, bool) or not isinstance(at, int | float):
-        raise TypeError(f"at must be a number of seconds, not {at!r}")
-    if not math.isfinite(at) or at < 0:
-        raise ValueError(f"at must be a finite number of seconds >= 0, not {at!r}")
-    return float(at)
+    return check_seconds("at", at)  # the backends' own check of a number of seconds
 
 
 # -- the record --------------------------------------------------------------------------
