@@ -186,8 +186,9 @@ GUARANTEES: tuple[Guarantee, ...] = (
     Guarantee(
         "I10",
         "first beat at once, one statement per beat",
-        "A batch's first renewal goes out as soon as it registers; after that a pool sends "
-        "one renewal statement per beat, however many jobs it holds.",
+        "A batch's first renewal goes out as soon as it registers (unless every job of it "
+        "has already finished, docs/protocol.rst §10, refinement 12); after that a pool "
+        "sends one renewal statement per beat, however many jobs it holds.",
         proofs=(Proof("(c)", "failed_renewals_are_finitely_many", "finitely many on failure"),),
         tests=(Tests(_UNITS, ("test_I10_*",)), Tests(_POOL, ("test_I10_*",)), Tests(_GUARD)),
     ),

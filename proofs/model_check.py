@@ -17,7 +17,9 @@ produce next is tried on a clone, in the order the runtime makes its calls:
 - a batch registers (its first renewal is due at once); a handler exits (``job_done``,
   after ``batch_stop`` when its scope had fired, as ``batch.py`` decides the outcome): at
   any time, so a stopped handler may unwind for long; its batch leaves the guard with its
-  last job;
+  last job. In a scope with ``writes``, the exit (``work_ended``, the outcome decided) and
+  the outcome's write landing (``job_done``) are two events, so a batch whose jobs have all
+  ended may have its first beat waived while their writes are out (docs/protocol.rst §10);
 - a cancel notice (``request_renewal``), the pool's shutdown (``begin_shutdown``), a lone
   beat going (``begin_beat``) and coming back (``end_beat``);
 - time passes.
@@ -132,6 +134,9 @@ class Scope:
     #: Each answer: the honest one, each of these for one job, and (several jobs) nothing.
     deviations: tuple[Verdict | None, ...] = DEVIATIONS
     wedged: int = 2  # calls sent that ignore their timeout
+    #: A handler's work ends (``work_ended``: its outcome decided) before its outcome is
+    #: written (``job_done``), as in ``batch.py``; else the two are one event.
+    writes: bool = False
 
 
 @dataclass
@@ -218,7 +223,9 @@ def _renewal_key(renewal: Renewal | None, now: float) -> object:
 def _batch_key(core: GuardCore, batch: BatchLease, now: float) -> object:
     """A batch as far as it can still matter: a lost lease, a stop already frozen or a
     batch with nothing left to renew make some of its times irrelevant for good."""
-    jobs = tuple((j.job_id, j.pending, j.gone_seen, j.stop, j.renewed) for j in batch.jobs.values())
+    jobs = tuple(
+        (j.job_id, j.pending, j.gone_seen, j.stop, j.renewed, j.ended) for j in batch.jobs.values()
+    )
     if batch.lost:  # nothing of it is read again but its jobs (job_done)
         return (batch.batch_id, jobs, "lost")
     # Only an unfrozen stop is still judged against the duration deadline.
@@ -226,7 +233,9 @@ def _batch_key(core: GuardCore, batch: BatchLease, now: float) -> object:
     schedule = None
     if any(j.renewed for j in batch.jobs.values()):
         scheduled = (batch.next_due, batch.batch_id) in core._due
-        schedule = (batch.next_due - now, scheduled, batch.wanted)
+        # Whether its first beat went out matters only while a job's work has ended.
+        beaten = batch.beaten if any(j.ended and j.pending for j in batch.jobs.values()) else None
+        schedule = (batch.next_due - now, scheduled, batch.wanted, beaten)
     return (batch.batch_id, jobs, batch.lease_deadline - now, duration, schedule, batch.stop)
 
 
@@ -431,12 +440,19 @@ def guard_runs(world: World, scope: Scope) -> Iterator[Step]:
         yield "guard runs (renewal budget spent)", w
         return
     due = set() if core.current is not None else due_batches(core, now)
+    # A first beat is owed to running work only (docs/protocol.rst §10): a due batch whose
+    # every renewed job's work has ended may be passed over, due again within H.
+    waivable = {b for b in due if first_beat_waivable(core.batch(b))}
     renewal = core.next_renewal(now)
+    waived = due - (set() if renewal is None else renewal.batch_ids)
+    require(waived <= waivable, "§4", f"due {sorted(waived)} with work running, not sent")
+    for b in waived:
+        next_due = core.batch(b).next_due
+        h = core.timing.heartbeat_interval
+        require(now < next_due <= now + h, "§4", f"batch {b}'s first beat waived, due {next_due}")
     if renewal is None:
-        require(not due, "§4", f"due batches {sorted(due)} left without a renewal")
         yield "guard runs", w
         return
-    require(due <= renewal.batch_ids, "§4", f"due {sorted(due)}, sent {sorted(renewal.batch_ids)}")
     w.sent += 1
     for wedged in (False, True)[: 1 + (w.wedged < scope.wedged)]:
         sent = clone(w)
@@ -444,6 +460,12 @@ def guard_runs(world: World, scope: Scope) -> Iterator[Step]:
         sent.wedged += wedged
         how = "wedged" if wedged else "interruptible"
         yield f"guard sends renewal {renewal.token} of {sorted(renewal.batch_ids)} ({how})", sent
+
+
+def first_beat_waivable(batch: BatchLease) -> bool:
+    """Before its first beat, with no cancel notice waiting, every renewed job ended."""
+    renewed = [job for job in batch.jobs.values() if job.renewed]
+    return not batch.beaten and not batch.wanted and all(job.ended for job in renewed)
 
 
 def due_batches(core: GuardCore, now: float) -> set[int]:
@@ -612,23 +634,40 @@ def register(world: World, scope: Scope) -> Iterator[Step]:
     yield f"batch {b} registers at {now}", w
 
 
-def job_done(world: World) -> Iterator[Step]:
-    """A handler exits (whenever: a stopped one may unwind for long)."""
-    if world.between is not None and world.now < world.between:
-        return  # half-way, it would see what it sees at the instant before (no new times)
+def work_ends(world: World, scope: Scope) -> Iterator[Step]:
+    """A handler exits and its outcome is decided; writing it is still to come."""
+    if not scope.writes or (world.between is not None and world.now < world.between):
+        return
     for b, batch in world.core._batches.items():
         for j, job in batch.jobs.items():
-            if not job.pending:
+            if not job.pending or job.ended:
                 continue
             w = clone(world)
             core, now = w.core, w.now
             if core.scope_deadline(b) <= now and job.stop is None:
                 core.batch_stop(b, now)  # batch.py decides the outcome from it
+            core.work_ended(b, j)
+            yield f"job {j} handler exits at {now}, its outcome unwritten", w
+
+
+def job_done(world: World, scope: Scope) -> Iterator[Step]:
+    """A handler exits (whenever: a stopped one may unwind for long) and its outcome is
+    written; with ``scope.writes``, the write of an outcome decided earlier lands."""
+    if world.between is not None and world.now < world.between:
+        return  # half-way, it would see what it sees at the instant before (no new times)
+    for b, batch in world.core._batches.items():
+        for j, job in batch.jobs.items():
+            if not job.pending or (scope.writes and not job.ended):
+                continue
+            w = clone(world)
+            core, now = w.core, w.now
+            if not scope.writes and core.scope_deadline(b) <= now and job.stop is None:
+                core.batch_stop(b, now)  # batch.py decides the outcome from it
             core.job_done(b, j)
             del w.granted[j]
             if not any(job.pending for job in core._batches[b].jobs.values()):
                 core.unregister(b)
-            yield f"job {j} handler exits at {now}", w
+            yield f"job {j} {'outcome written' if scope.writes else 'handler exits'} at {now}", w
 
 
 def notice(world: World, scope: Scope) -> Iterator[Step]:
@@ -716,7 +755,8 @@ def successors(world: World, scope: Scope) -> Iterator[Step]:
     events: list[tuple[str, Iterator[Step]]] = [
         ("a call returns", call_returns(world, scope)),
         ("a batch registers", register(world, scope)),
-        ("a handler exits", job_done(world)),
+        ("a handler exits", work_ends(world, scope)),
+        ("an outcome is written", job_done(world, scope)),
         ("a cancel notice", notice(world, scope)),
         ("shutdown", shutdown(world, scope)),
         ("a lone beat", beats(world, scope)),
@@ -872,6 +912,17 @@ class LeaseFromAnswer(GuardCore):
         return super().answered(token, now, verdicts)
 
 
+class WaivesRunningWork(GuardCore):
+    """Passes over every batch's first beat, running work or not: §4 must fail."""
+
+    def _owed_a_beat(self, batch: BatchLease, now: float) -> bool:
+        if batch.beaten or batch.wanted:
+            return True
+        batch.beaten = True
+        self._set_due(batch, self._next_beat(now))
+        return False
+
+
 #: (broken core, the invariant its counterexample must name).
 TWINS: list[tuple[type[GuardCore], str]] = [
     (AbandonsWithoutSlot, "I5"),
@@ -880,6 +931,7 @@ TWINS: list[tuple[type[GuardCore], str]] = [
     (DropsStoppedBatches, "§4"),
     (IgnoresStoppedVerdicts, "§4"),
     (LeaseFromAnswer, "I2"),
+    (WaivesRunningWork, "§4"),
 ]
 
 #: The scopes ``proofs/run.py`` explores, each exhaustively (see proofs/README.md).
@@ -916,6 +968,15 @@ SCOPES: list[Scope] = [
         renewals=2,
         shutdowns=0,
         beats=0,
+    ),
+    Scope(
+        "2 batches x 1 job, 2 renewals, every verdict, outcomes written later",
+        jobs_per_batch=(1, 1),
+        renewals=2,
+        notices=0,
+        shutdowns=0,
+        beats=0,
+        writes=True,
     ),
     Scope(
         "1 batch x 1 job, 4 renewals, every verdict, a lone beat",

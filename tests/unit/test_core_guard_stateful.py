@@ -33,7 +33,7 @@ from collections.abc import Container
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from hypothesis import settings
+from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -145,6 +145,7 @@ class ModelJob:
     claim_seq: int
     granted: float  # the row's lease for our attempt, as the database granted it (local time)
     done: bool = False  # the runtime called job_done
+    ended: bool = False  # the runtime called work_ended: outcome decided, maybe unwritten
     progress: float | None = None  # latest valid value reported
     stopped: int = 0  # appearances in Effects.stops
     cancelled: int = 0  # appearances in Effects.cancels
@@ -160,6 +161,7 @@ class ModelBatch:
     stop: StopReason | None = None  # first non-None stop seen
     lost: bool = False  # the core said its lease was lost
     notice: bool = False  # a cancel notice came in that no renewal sent since carried
+    beaten: bool = False  # its first beat went out, or was waived (all its work had ended)
 
 
 @dataclass
@@ -390,6 +392,17 @@ class GuardMachine(RuleBasedStateMachine):
         if core.current is None:
             assert core.next_wake() <= now, "I10: the first beat is immediate"
 
+    def first_beat_waivable(self, batch_id: int) -> bool:
+        """Its first beat has not gone out, no cancel notice waits, and every job of it
+        that still runs with its row has ended."""
+        model = self.batches[batch_id]
+        running = [j for j in self.g.batch(batch_id).jobs.values() if runs_with_its_row(j)]
+        return (
+            not model.beaten
+            and not model.notice
+            and all(self.jobs[job.job_id].ended for job in running)
+        )
+
     def finish_batch(self, batch_id: int) -> None:
         self.g.unregister(batch_id)
         del self.batches[batch_id]
@@ -417,6 +430,28 @@ class GuardMachine(RuleBasedStateMachine):
             st.booleans(), label="unregister"
         ):
             self.finish_batch(job.batch_id)
+
+    @precondition(
+        lambda self: any(
+            not job.done and not job.ended and job.batch_id in self.batches
+            for job in self.jobs.values()
+        )
+    )
+    @rule(data=st.data())
+    def work_ended(self, data: st.DataObject) -> None:
+        """A job's claim hook and handler exited and its outcome is decided; its write is
+        still to come (``job_done`` later). It is still renewed, but owed no first beat."""
+        open_jobs = sorted(
+            j
+            for j, job in self.jobs.items()
+            if not job.done and not job.ended and job.batch_id in self.batches
+        )
+        job_id = data.draw(st.sampled_from(open_jobs))
+        job = self.jobs[job_id]
+        self.g.work_ended(job.batch_id, job_id)
+        job.ended = True
+        assert self.g.job(job.batch_id, job_id).pending, "still renewed until written"
+        self.guard_may_run(data)
 
     @precondition(
         lambda self: (
@@ -571,6 +606,7 @@ class GuardMachine(RuleBasedStateMachine):
         """I10: a free slot and a due batch give one statement carrying every due batch."""
         core, now = self.g, self.now
         before = {b: (core.batch(b).stop, core.batch(b).lost) for b in self.batches}
+        before_due = {b: core.batch(b).next_due for b in self.batches}
         renewal = core.next_renewal(now)
         for b, (stop, lost) in before.items():
             batch = core.batch(b)
@@ -586,18 +622,29 @@ class GuardMachine(RuleBasedStateMachine):
         # batches too, while a handler of theirs runs (§4).
         lookahead = min(self.last_duration, self.timing.heartbeat_interval / 2)
         live = {b for b in self.batches if renewable(core.batch(b))}
-        due = {b for b in live if core.batch(b).next_due <= now}
-        due_soon = {b for b in live if core.batch(b).next_due <= now + lookahead}
+        due = {b for b in live if before_due[b] <= now}
+        due_soon = {b for b in live if before_due[b] <= now + lookahead}
+        # A first beat is owed to running work only: a batch whose every running job has
+        # ended (and no cancel notice waits) may be passed over, due on a later beat.
+        # (Batches due soon are looked at only when some batch is due now.)
+        waivable = {b for b in due_soon if self.first_beat_waivable(b)}
+        considered = due_soon if due else set()
+        waived = considered - (renewal.batch_ids if renewal is not None else set())
+        assert waived <= waivable, "I10: a batch with running work was left without its beat"
+        for b in waived:
+            event("a first beat waived")
+            batch = core.batch(b)
+            assert now < batch.next_due <= now + self.timing.heartbeat_interval + EPS
+            self.batches[b].beaten = True
         if renewal is None:
-            assert not due, "I10: a due batch was left without a renewal"
+            assert not due - waived, "I10: a due batch was left without a renewal"
             assert core.next_wake() > now, "nothing to send, yet the guard would wake at once"
             return
         assert core.current is renewal
         assert renewal.token not in self.calls
         assert renewal.token > max(self.calls, default=0)
         assert renewal.sent_at == now
-        assert due, "a renewal is sent only when some batch is due"
-        assert due_soon <= renewal.batch_ids
+        assert due - waived, "a renewal is sent only when some batch is due"
         carried = [core.batch(b) for b in renewal.batch_ids]
         for batch in carried:
             assert not batch.lost
@@ -621,6 +668,7 @@ class GuardMachine(RuleBasedStateMachine):
         assert renewal.give_up_at <= max(now + MIN_RETRY, earliest) + EPS
         for b in renewal.batch_ids:
             self.batches[b].notice = False  # this renewal fetches the cancel directive
+            self.batches[b].beaten = True
         self.calls[renewal.token] = Call(renewal, stuck=mode == "stuck", hard=mode == "hard")
         self.absorb(Effects(moved=set(renewal.batch_ids)))  # what the runtime does on send
 

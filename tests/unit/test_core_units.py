@@ -717,6 +717,63 @@ def test_I10_first_beat_is_immediate() -> None:
     assert core.fence_time(core.batch(1)) == 34.5
 
 
+def test_I10_first_beat_is_not_owed_once_every_job_of_the_batch_has_ended() -> None:
+    """Outcomes decided before the first beat went out (no cancel directive could change
+    them): the batch is passed over, and is due on the pool's next beat, still renewed then
+    if its writes are not done."""
+    core = make_core()
+    assert register(core, 1, [11, 12], now=5.0)
+    core.work_ended(1, 11)
+    core.work_ended(1, 12)
+    assert core.next_renewal(5.0) is None
+    assert core.next_wake() == 15.0  # anchor 5 + H
+    assert core.next_renewal(14.9) is None
+    late = renew(core, 15.0)
+    assert carried_jobs(late) == {11, 12}  # ended, not yet written: still renewed
+
+
+def test_I10_first_beat_goes_out_while_any_job_of_the_batch_runs() -> None:
+    core = make_core()
+    assert register(core, 1, [11, 12], now=5.0)
+    core.work_ended(1, 11)
+    assert carried_jobs(renew(core, 5.0)) == {11, 12}
+
+
+def test_I10_first_beat_goes_out_for_a_cancel_notice_even_when_the_work_ended() -> None:
+    core = make_core()
+    assert register(core, 1, [11], now=5.0)
+    core.work_ended(1, 11)
+    assert core.request_renewal(11, 5.0)
+    assert carried_jobs(renew(core, 5.0)) == {11}
+
+
+def test_I10_first_beat_goes_out_when_the_claim_left_less_than_a_beat_of_lease() -> None:
+    """A row whose lease ends within H of now: waiting for the pool's beat could outlast it,
+    so the first beat goes out after all."""
+    core = make_core()
+    assert register(core, 1, [11], now=5.0, rows=[5.0 + H / 2])
+    core.work_ended(1, 11)
+    assert carried_jobs(renew(core, 5.0)) == {11}
+
+
+def test_I10_a_waived_first_beat_is_due_v_minus_h_before_the_claims_lease() -> None:
+    """A claim whose lease is shorter than V (it waited on a lock) and ends before the
+    pool's next beat + (V - H): the batch is due V - H before that lease ends, as after a
+    renewal."""
+    core = make_core()
+    assert register(core, 1, [1], now=0.0)
+    assert carried_jobs(renew(core, 0.0)) == {1}  # anchors the pool's beat at 0
+    core.answered(core.current.token, 0.0, {1: EXT})  # type: ignore[union-attr]
+    assert register(core, 2, [21], now=8.0, rows=[8.0 + 22.0])  # lease until 30
+    core.work_ended(2, 21)
+    assert core.next_renewal(8.0) is None
+    assert core.batch(2).next_due == 30.0 - (V - H)  # 10 = the pool's beat here, too
+    assert register(core, 3, [31], now=8.5, rows=[8.5 + 21.0])  # lease until 29.5
+    core.work_ended(3, 31)
+    assert core.next_renewal(8.5) is None
+    assert core.batch(3).next_due == 29.5 - (V - H)
+
+
 def test_I10_one_renewal_carries_all_due_batches_of_the_pool() -> None:
     core = make_core()
     jobs_per_batch = 3

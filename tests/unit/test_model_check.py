@@ -1,8 +1,8 @@
 """The exhaustive model check of the guard core (proofs/model_check.py), in small scopes.
 
 ``python proofs/run.py`` explores the larger scopes; these run in seconds with the unit
-tests, so a change to the core that breaks I2, I5, I6, I8 or docs/protocol.rst §4 in a small
-scope fails here too, and every negative twin must still be caught (the checker can fail).
+tests, so a change to the core that breaks I2, I5, I6, I8 or docs/protocol.rst §4 (a waived
+first beat included, §10) in a small scope fails here too, and every negative twin must still be caught (the checker can fail).
 """
 
 from __future__ import annotations
@@ -30,6 +30,14 @@ SMALL_SCOPES = [
         notices=0,
         shutdowns=0,
         beats=0,
+    ),
+    mc.Scope(
+        "1 batch x 1 job, 2 renewals, every verdict, a cancel notice, outcomes written later",
+        jobs_per_batch=(1,),
+        renewals=2,
+        shutdowns=0,
+        beats=0,
+        writes=True,
     ),
 ]
 

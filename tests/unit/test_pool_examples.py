@@ -6,12 +6,16 @@ the fake time advance only when every task is blocked, so a claim at t=0 happens
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import pytest
 import trio
 import trio.testing
 
 import trioqueue
 from tests._pool_harness import Recorder, config
+from trioqueue._core.wire import RenewItem
+from trioqueue._types import PoolBeat
 from trioqueue.testing import delay, error, hang, omit
 
 
@@ -239,6 +243,63 @@ async def test_I10_first_beat_is_immediate(autojump_clock: object) -> None:
         await trio.sleep(0.001)
         assert backend.statistics()["calls"]["renew"] == 1
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+async def test_I10_jobs_done_within_their_first_steps_are_owed_no_first_beat(
+    autojump_clock: object, batch_size: int
+) -> None:
+    """A handler that returns without a checkpoint has ended before its batch's first beat
+    would go out (the guard lets a new batch take its first steps first): no renewal
+    statement is sent for it (docs/protocol.rst §10), and the job still succeeds."""
+
+    async def handler(payload: object, ctx: trioqueue.JobContext) -> None:
+        return None
+
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        ids = await _enqueue(backend, {}, {}, {})
+        cfg = config(rec, handler=handler, batch_size=batch_size)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        for job_id in ids:
+            await rec.wait_for("succeeded", job_id)
+        calls = backend.statistics()["calls"]
+        nursery.cancel_scope.cancel()
+    assert calls.get("renew", 0) == 0
+    assert calls["ack"] >= 1
+
+
+async def test_I10_a_batch_with_one_job_still_running_gets_its_first_beat_at_once(
+    autojump_clock: object,
+) -> None:
+    """In a batch where one job returns at once and another sleeps, the first beat goes out
+    at the claim's instant and carries both (the ended one is still renewed until its
+    outcome is written)."""
+    carried: list[tuple[float, set[int]]] = []
+
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        renew = backend.renew
+
+        async def recording_renew(
+            items: Sequence[RenewItem],
+            *,
+            visibility_timeout: float,
+            beat: PoolBeat | None = None,
+        ) -> Mapping[int, trioqueue.Verdict]:
+            carried.append((trio.current_time(), {item.job_id for item in items}))
+            return await renew(items, visibility_timeout=visibility_timeout, beat=beat)
+
+        backend.renew = recording_renew  # type: ignore[method-assign]
+        _, slow = await _enqueue(backend, {}, {"sleep": 5})
+        rec = Recorder()
+        cfg = config(rec, batch_size=2)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        await rec.wait_for("started", slow)
+        await trio.sleep(0.001)
+        nursery.cancel_scope.cancel()
+    first_at, first_jobs = carried[0]
+    assert first_at == rec.of("started", slow)[0].at
+    assert slow in first_jobs
 
 
 async def test_I11_progress_rides_on_the_heartbeat(autojump_clock: object) -> None:

@@ -9,7 +9,11 @@ due batch, so the statement count per beat does not grow with the number of jobs
 
 Healthy batches are renewed on a pool-wide beat (``anchor + k·H``), so batches claimed at
 different moments still share one statement per beat. A batch's first renewal is sent as
-soon as it registers. A failed renewal is retried after ``min(H, max(0.25, remaining/2))``.
+soon as it registers, for the handlers that run: a batch whose every job's work has already
+ended when its first beat would go (``work_ended``: each outcome decided, its write perhaps
+still out) is owed none, and is next due on the pool's beat like any renewed batch. A
+cancel directive could no longer change those outcomes (I8), and the claim's own lease
+covers their writes (docs/protocol.rst §10, refinement 12). A failed renewal is retried after ``min(H, max(0.25, remaining/2))``.
 
 A batch's **stop** and its **lease** are two separate things. The stop says why its
 cancel scope was stopped (the first deadline to pass: lease, ``max_job_duration`` or
@@ -65,6 +69,9 @@ class JobLease:
     # Carried by renewals: pending, and its row not lost (reclaimed or gone). A field, not
     # a property: renewals read it for every job in flight.
     renewed: bool = True
+    # Its claim hook and handler have exited and its outcome is decided (``work_ended``),
+    # though perhaps not yet written: it is still renewed, but owed no first beat.
+    ended: bool = False
 
 
 @dataclass(slots=True)
@@ -81,6 +88,7 @@ class BatchLease:
     # The fence passed: the lease is gone, so nothing of the batch is renewed any more.
     lost: bool = False
     wanted: bool = False  # a cancel notice asked for a renewal not yet sent
+    beaten: bool = False  # its first beat went out (or was not owed)
 
     def renewed(self) -> Iterable[JobLease]:
         return (job for job in self.jobs.values() if job.renewed)
@@ -183,6 +191,13 @@ class GuardCore:
             job = batch.jobs[job_id]
             job.pending = job.renewed = False
 
+    def work_ended(self, batch_id: int, job_id: int) -> None:
+        """The job's claim hook and handler have exited and its outcome is decided; it is
+        still renewed until :meth:`job_done`, but a first beat is owed to running work only."""
+        batch = self._batches.get(batch_id)
+        if batch is not None and job_id in batch.jobs:
+            batch.jobs[job_id].ended = True
+
     def job(self, batch_id: int, job_id: int) -> JobLease:
         return self._batches[batch_id].jobs[job_id]
 
@@ -257,6 +272,7 @@ class GuardCore:
             # split a pool into groups that alternate for ever (I10: one statement per beat).
             lookahead = min(self._last_duration, self.timing.heartbeat_interval / 2)
             due += self._pop_due(now, until=now + lookahead)
+            due = [batch for batch in due if self._owed_a_beat(batch, now)]
         items = tuple(
             RenewItem(job.job_id, job.claim_seq, job.progress)
             for batch in due
@@ -266,6 +282,7 @@ class GuardCore:
             return None
         for batch in due:
             batch.wanted = False
+            batch.beaten = True
         earliest = min(batch.lease_deadline for batch in due) - now
         renewal = Renewal(
             token=self._next_token,
@@ -391,6 +408,21 @@ class GuardCore:
             if self._renewable(batch):
                 due[batch_id] = batch
         return list(due.values())
+
+    def _owed_a_beat(self, batch: BatchLease, now: float) -> bool:
+        """False for a first beat that no running work needs: every job still renewed has
+        already ended (and no cancel notice asks for the batch). Such a batch is next due on
+        the pool's beat instead, as if just renewed: no later than ``V - H`` before its
+        claim's lease runs out, which covers the writes of its outcomes meanwhile."""
+        if batch.beaten or batch.wanted or not all(job.ended for job in batch.renewed()):
+            return True
+        v, h = self.timing.visibility_timeout, self.timing.heartbeat_interval
+        due_at = min(self._next_beat(now), batch.lease_deadline - (v - h))
+        if due_at <= now:
+            return True  # a claim that arrived with little lease left: beat now after all
+        batch.beaten = True
+        self._set_due(batch, due_at)
+        return False
 
     @staticmethod
     def _renewable(batch: BatchLease) -> bool:

@@ -264,6 +264,7 @@ class BatchRunner:
         started: float,
     ) -> _Finished:
         """The job's work has ended: its outcome, decided now (I8)."""
+        self._guard.work_ended(handle.batch_id, job.id)
         if self._observer is not None:
             self._observer.handler_finished(self._config.queue, trio.current_time() - started)
         refused = None if txs is None or txs.tx is not None else txs.refused
