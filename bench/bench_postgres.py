@@ -94,6 +94,7 @@ from _jobs import Countdown, noop
 
 import trioqueue
 from trioqueue._backends.postgres.embedded import fast_commits, find_postgres
+from trioqueue._backends.postgres.loop_passes import run_ready_callbacks_together
 from trioqueue._core.wire import RenewItem
 
 QUEUE = "bench"
@@ -222,12 +223,15 @@ async def drain_raw(dsn: str, jobs: int, batch: int, consumers: int) -> float:
 
     Each loop owns one connection (no pool, so no reset on release): the least a loop can
     do per batch is one crossing and one round trip for the claim, and one for the ack.
+    The trio-asyncio loop runs its ready callbacks in one pass, as trioqueue's does.
     """
     async with fresh_backend(dsn, max_connections=2) as backend:
         await fill(backend, jobs)
         claim = CLAIM.format(schema=f'"{backend.schema}"')
         ack = ACK.format(schema=f'"{backend.schema}"')
-        async with trio_asyncio.open_loop():
+        async with trio_asyncio.open_loop() as loop:
+            # The bridge as trioqueue's driver sets it up: ready callbacks in one pass.
+            run_ready_callbacks_together(loop)
             connect = trio_asyncio.aio_as_trio(asyncpg.connect)
             connections = [await connect(dsn) for _ in range(consumers)]
             try:

@@ -8,7 +8,9 @@ never leave it: trio code hands the driver an *asyncio* coroutine function, and
 :meth:`Driver.run` runs it on one pooled connection, crossing the trio↔asyncio bridge
 **once per logical operation**, however many statements the function issues (a crossing
 costs tens of microseconds; docs/performance.rst). The loop is passed explicitly on every crossing, so
-any trio task may call the driver, not only those started inside the loop's block.
+any trio task may call the driver, not only those started inside the loop's block. The loop
+runs the asyncio callbacks that are ready together, in one pass, as asyncio's own loop does
+(``loop_passes.py``).
 
 Cancelling a trio caller cancels the asyncio task once; asyncpg then asks the server to
 cancel the statement, and the call returns when its connection is back in the pool. A call
@@ -58,6 +60,7 @@ import trio
 import trio_asyncio
 
 from trioqueue._backends.postgres.connections import ConnectionPool, PooledConnection
+from trioqueue._backends.postgres.loop_passes import run_ready_callbacks_together
 from trioqueue._backends.postgres.sqlstate import backend_error
 from trioqueue._backends.validation import MAX_SECONDS
 from trioqueue._errors import BackendError, leaves
@@ -131,6 +134,7 @@ async def open_driver(
     settings = {} if "application_name" in dsn else {"application_name": application_name[:63]}
     try:
         async with trio_asyncio.open_loop() as loop:
+            run_ready_callbacks_together(loop)
             driver = Driver(loop, target, max_connections, settings, pooling, listen_target)
             await driver._open()
             try:
