@@ -4,6 +4,7 @@
     python bench/bench_vs_pgqueuer.py steady --seconds 10        # fixed-rate producer: latency
     python bench/bench_vs_pgqueuer.py processes --jobs 20000     # 1, 2, 4 worker processes
     python bench/bench_vs_pgqueuer.py drain --jobs 2000 --batches 10    # a quick look
+    python bench/bench_vs_pgqueuer.py drain --repeat 3           # each round, then medians
 
 drain:     N pre-enqueued no-op jobs drained by ``--consumers`` consumers, at batch 1, 10
            and 50 -> jobs/s of trioqueue (worker pools, ``--concurrency`` batches each: the
@@ -36,6 +37,7 @@ import argparse
 import json
 import logging
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -113,19 +115,33 @@ def run_drain(dsn: str, args: argparse.Namespace) -> None:
         f"(trioqueue pools: concurrency {args.concurrency}); jobs/s"
     )
     print(
-        f"  {'batch':>5} {'trioqueue':>10} {'pgqueuer':>10} {'raw bound':>10} "
+        f"  {'batch':>7} {'trioqueue':>10} {'pgqueuer':>10} {'raw bound':>10} "
         f"{'tq/pgq':>7} {'tq/bound':>9} {'pgq/bound':>10}   load"
     )
-    for batch in args.batches:
-        ours, _ = trio.run(drain_pools, dsn, args.jobs, batch, args.consumers, args.concurrency)
-        theirs = pgqueuer("drain", dsn, jobs=args.jobs, batch=batch, consumers=args.consumers)
-        bound = trio.run(drain_raw, dsn, args.jobs, batch, args.consumers)
-        rate = theirs["rate"]
-        print(
-            f"  {batch:>5} {ours:>10,.0f} {rate:>10,.0f} {bound:>10,.0f} "
-            f"{ours / rate:>7.2f} {ours / bound:>9.0%} {rate / bound:>10.0%}   {load()}"
-        )
-        sys.stdout.flush()
+    rounds: dict[int, list[tuple[float, float, float]]] = {b: [] for b in args.batches}
+    for round_ in range(args.repeat):
+        for batch in args.batches:
+            ours, _ = trio.run(drain_pools, dsn, args.jobs, batch, args.consumers, args.concurrency)
+            theirs = pgqueuer("drain", dsn, jobs=args.jobs, batch=batch, consumers=args.consumers)
+            bound = trio.run(drain_raw, dsn, args.jobs, batch, args.consumers)
+            rounds[batch].append((ours, theirs["rate"], bound))
+            label = f"{batch}" if args.repeat == 1 else f"{batch} #{round_ + 1}"
+            _drain_row(label, ours, theirs["rate"], bound, load())
+    if args.repeat > 1:
+        # Each side's median over the rounds: one slow round (a vacuum, a busy neighbour)
+        # moves it less than it moves a single run.
+        print(f"  median of {args.repeat} rounds:")
+        for batch, results in rounds.items():
+            ours, theirs, bound = (statistics.median(side) for side in zip(*results, strict=True))
+            _drain_row(f"{batch}", ours, theirs, bound, "")
+
+
+def _drain_row(label: str, ours: float, theirs: float, bound: float, note: str) -> None:
+    print(
+        f"  {label:>7} {ours:>10,.0f} {theirs:>10,.0f} {bound:>10,.0f} "
+        f"{ours / theirs:>7.2f} {ours / bound:>9.0%} {theirs / bound:>10.0%}   {note}"
+    )
+    sys.stdout.flush()
 
 
 # -- steady ---------------------------------------------------------------------------------
@@ -454,6 +470,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--consumers", type=int, default=5, help="consumers (per process)")
     parser.add_argument("--concurrency", type=int, default=2, help="trioqueue: batches per pool")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 10, 50], help="drain")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="drain: rounds, each side's median printed too"
+    )
     parser.add_argument("--batch", type=int, default=10, help="steady, processes: batch size")
     parser.add_argument(
         "--rates", type=float, nargs="+", default=[500, 1000, 2000, 3000, 4000, 6000, 8000]
