@@ -13,7 +13,8 @@ soon as it registers, for the handlers that run: a batch whose every job's work 
 ended when its first beat would go (``work_ended``: each outcome decided, its write perhaps
 still out) is owed none, and is next due on the pool's beat like any renewed batch. A
 cancel directive could no longer change those outcomes (I8), and the claim's own lease
-covers their writes (docs/protocol.rst §10, refinement 12). A failed renewal is retried after ``min(H, max(0.25, remaining/2))``.
+covers their writes (docs/protocol.rst §10, refinement 12). A failed renewal is retried
+after ``min(H, max(0.25, remaining/2))``.
 
 A batch's **stop** and its **lease** are two separate things. The stop says why its
 cancel scope was stopped (the first deadline to pass: lease, ``max_job_duration`` or
