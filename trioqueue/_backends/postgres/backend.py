@@ -1063,7 +1063,8 @@ class PostgresBackend:
             return {}
         # An id out of bigint range names no row: it is gone without asking.
         verdicts = {item.job_id: Verdict.GONE for item in items if not _is_bigint(item.job_id)}
-        items = tuple(item for item in items if item.job_id not in verdicts)
+        if verdicts:
+            items = tuple(item for item in items if item.job_id not in verdicts)
         if not items and beat is None:
             await trio.lowlevel.checkpoint()
             return verdicts
