@@ -231,8 +231,9 @@ class Runs:
 class ClaimSpy:
     """Wraps ``backend.claim`` to tell when the pool's claim loop has gone idle.
 
-    The claim loop claims until a claim comes back empty, then waits for a NOTIFY or for
-    ``poll_interval``. Once the latest claim came back empty (and none is in flight) with no
+    The claim loop claims until a claim comes back short (fewer rows than it asked for),
+    then waits for a NOTIFY or for ``poll_interval`` (docs/usage.rst, "When a pool
+    claims"). Once the latest claim came back short (and none is in flight) with no
     claimable job left, only a NOTIFY can make the pool claim again before the poll.
     """
 
@@ -240,7 +241,7 @@ class ClaimSpy:
         self._claim = claim
         self._runs = runs  # told of every claim's answer, so that its waiters look again
         self.in_flight = 0
-        self.last_was_empty = False
+        self.last_was_short = False
 
     async def __call__(
         self, queue: str, *, limit: int, worker_id: str, visibility_timeout: float
@@ -252,13 +253,13 @@ class ClaimSpy:
             )
         finally:
             self.in_flight -= 1
-        self.last_was_empty = not claimed
+        self.last_was_short = len(claimed) < limit
         self._runs.notify()
         return claimed
 
     @property
     def idle(self) -> bool:
-        return self.in_flight == 0 and self.last_was_empty
+        return self.in_flight == 0 and self.last_was_short
 
 
 def spy_on_claims(
@@ -457,7 +458,7 @@ async def test_cancel_after_restart_reaches_running_handlers_through_notify(
 
         with trio.fail_after(RELISTEN_BOUND):
             await poll_until(lambda: has_listener(backend))
-        # The claim loop waits for a NOTIFY (or the 30 s poll) since its last empty claim.
+        # The claim loop waits for a NOTIFY (or the 30 s poll) since its last short claim.
         after = await backend.enqueue(Q, "after the restart")
         with trio.fail_after(NOTIFY_BOUND):
             await runs.wait_for(lambda: after in runs.starts)

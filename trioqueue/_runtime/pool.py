@@ -47,6 +47,7 @@ from trioqueue._runtime.logfields import pool_fields
 from trioqueue._runtime.monitor import shared_monitor
 from trioqueue._runtime.observer import PoolObserver, ShieldedObserver
 from trioqueue._runtime.scheduler import run_scheduler
+from trioqueue._runtime.siblings import Siblings, siblings_of
 from trioqueue._runtime.writer import OutcomeWriter
 from trioqueue._types import Claimed, Claims, NoticeKind, PoolRegistration
 
@@ -119,6 +120,7 @@ CLAIM_ROWS = 1000
 
 class _Pool:
     runner: BatchRunner  # made in run(), with the run's shared blocking monitor
+    siblings: Siblings  # joined in run(): this run's pools on the same backend and queue
     resources: object = None  # ctx.resources of every job
 
     def __init__(
@@ -147,6 +149,9 @@ class _Pool:
         self.writer = OutcomeWriter(backend, statement_timeout=timing.visibility_timeout)
         self.slots = trio.Semaphore(config.concurrency)
         self.work_available = trio.Event()
+        # The sibling claims begun when the latest work notice arrived: a sibling claim
+        # begun since took its jobs (siblings.py). None: woken for another reason, claim.
+        self._notice_mark: int | None = None
         self.stopping = trio.Event()
         self.stop_now = stop_now
 
@@ -154,7 +159,10 @@ class _Pool:
         self._log_start()
         await self._register()
         try:
-            with shared_monitor(self.config.blocking_threshold) as monitor:
+            with (
+                shared_monitor(self.config.blocking_threshold) as monitor,
+                siblings_of(self.backend, self.config.queue, self.wake) as self.siblings,
+            ):
                 self.runner = BatchRunner(
                     self.guard,
                     self.writer,
@@ -274,19 +282,28 @@ class _Pool:
         """Claim work until cancelled. Returns only when a claim failed in a way retrying
         cannot fix (``BackendError.transient``): the error to raise once the pool is down."""
         task_status.started()
+        try:
+            return await self._claim_until_failed(batches)
+        finally:
+            # Siblings may have passed a notice over for a claim this pool will not send.
+            self.siblings.wake_others(self.wake)
+
+    async def _claim_until_failed(self, batches: trio.Nursery) -> BackendError:
         failures = 0
         while True:
             free = await self._take_free_slots()
             self.work_available = trio.Event()  # before claiming, so no notice is missed
+            limit = self.config.batch_size * free
             try:
                 claim_sent = trio.current_time()
                 claimed = await self.backend.claim(
                     self.config.queue,
-                    limit=self.config.batch_size * free,
+                    limit=limit,
                     worker_id=self.worker_id,
                     visibility_timeout=self.timing.visibility_timeout,
                 )
             except Exception as exc:
+                self.siblings.wake_others(self.wake)  # they passed notices over for it
                 self._release_slots(free)
                 if not is_transient(exc):
                     return self._claim_failed_for_good(exc)
@@ -300,17 +317,47 @@ class _Pool:
                 await trio.sleep(self._pause_after(failures))
                 continue
             failures = 0
+            if len(claimed) >= limit:
+                self.siblings.wake_others(self.wake)  # there may be more: share it out
             size = self.config.batch_size
             chunks = [claimed[start : start + size] for start in range(0, len(claimed), size)]
             self._release_slots(free - len(chunks))
             for chunk in chunks:
                 self._start_batch(batches, chunk, claim_sent)
-            if not claimed:
-                with trio.move_on_after(self._idle_wait(claimed)):
-                    await self.work_available.wait()
+            if len(claimed) < limit:
+                # The claim saw every claimable row and took them: wait for a notice (or
+                # the poll interval) rather than asking again at once for nothing.
+                await self._wait_for_work(claimed)
+
+    async def _wait_for_work(self, claimed: list[Claimed]) -> None:
+        """Until a notice or a sibling wakes the pool, or the idle wait passes. A work
+        notice is passed over when a sibling pool began a claim after it arrived: that
+        claim saw the notice's jobs (siblings.py)."""
+        with trio.move_on_after(self._idle_wait(claimed)):
+            while True:
+                await self.work_available.wait()
+                mark = self._notice_mark
+                if mark is None or not self.siblings.claimed_since(mark):
+                    break
+                self.work_available = trio.Event()
+        # Counted now, in the step that decided, so that siblings woken by the same notice
+        # pass it over; an idle pool has a free slot, so its claim goes out at once.
+        self.siblings.begin_claim()
+
+    def wake(self) -> None:
+        """Claim again now, whatever the notices say (a sibling's full or failed claim,
+        a listener back after a lost connection)."""
+        self._notice_mark = None
+        self.work_available.set()
+
+    def _work_notice(self) -> None:
+        """A work notice arrived: claim, unless a sibling begins a claim first."""
+        if not self.work_available.is_set() or self._notice_mark is not None:
+            self._notice_mark = self.siblings.claims_begun
+        self.work_available.set()
 
     def _idle_wait(self, claimed: list[Claimed]) -> float:
-        """How long to wait for a notice after a claim that took nothing: the poll interval,
+        """How long to wait for a notice after a claim that came back short: the poll interval,
         or less when the queue's limits held rows back and say when to ask again (a job
         finishing elsewhere or a refilled rate bucket sends no notice; docs/flow.rst)."""
         retry_after = claimed.retry_after if isinstance(claimed, Claims) else None
@@ -377,12 +424,12 @@ class _Pool:
                         # gone, so look for work once now rather than at the next poll.
                         # (Cancel notices lost meanwhile arrive with the next heartbeat.)
                         log.info("listening for notices again", extra=self._fields("listening"))
-                        self.work_available.set()
+                        self.wake()
                     listened = True
                     failures = 0
                     async for notice in notices:
                         if notice.kind is NoticeKind.AVAILABLE:
-                            self.work_available.set()
+                            self._work_notice()
                         elif notice.kind is NoticeKind.CANCEL and notice.job_id is not None:
                             self.guard.cancel_notice(notice.job_id)
             except Exception as exc:
