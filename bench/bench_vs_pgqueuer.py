@@ -250,10 +250,16 @@ def run_steady(dsn: str, args: argparse.Namespace) -> None:
         sys.stdout.flush()
         if not any(going.values()):
             break
-    ratio = best["trioqueue"] / best["pgqueuer"] if best["pgqueuer"] else float("nan")
+    lowest = f"below {min(args.rates):,.0f}/s (the lowest rate tried)"
+    said = {side: f"{rate:,.0f}/s" if rate else lowest for side, rate in best.items()}
+    ratio = (
+        f"ratio {best['trioqueue'] / best['pgqueuer']:.2f}; "
+        if best["trioqueue"] and best["pgqueuer"]
+        else ""
+    )
     print(
-        f"  highest rate with p99 < {args.p99_ms:g} ms: trioqueue {best['trioqueue']:,.0f}/s, "
-        f"pgqueuer {best['pgqueuer']:,.0f}/s (ratio {ratio:.2f}; the ramp's steps bound both)"
+        f"  highest rate with p99 < {args.p99_ms:g} ms: trioqueue {said['trioqueue']}, "
+        f"pgqueuer {said['pgqueuer']} ({ratio}the ramp's steps bound both)"
     )
 
 
