@@ -386,7 +386,9 @@ class BatchRunner:
                     remaining = handle.scope.deadline - trio.current_time()
                     await trio.sleep(retry_delay(self._timing.heartbeat_interval, remaining))
         finally:
-            for done in finished:  # whatever happened (no-op for the jobs already done)
+            # Whatever happened: the jobs left unwritten are renewed no more either
+            # (``_settled`` has already said so of every other one, before any await).
+            for done in todo:
                 self._guard.job_done(handle.batch_id, done.job.id)
 
     async def _settled(self, handle: BatchHandle, settled: list[_Finished]) -> None:

@@ -30,10 +30,9 @@ class Siblings:
         self.claims_begun = 0
         self._wakes: list[Wake] = []
 
-    def begin_claim(self) -> int:
-        """A pool is about to send a claim statement; the count after it."""
+    def begin_claim(self) -> None:
+        """A pool has decided to claim, and its statement goes out at once."""
         self.claims_begun += 1
-        return self.claims_begun
 
     def claimed_since(self, mark: int) -> bool:
         """Whether a claim began after ``claims_begun`` read ``mark``."""

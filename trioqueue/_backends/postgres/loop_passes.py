@@ -38,7 +38,7 @@ def run_ready_callbacks_together(loop: Any) -> bool:
     """
     one: Any = getattr(type(loop), "_main_loop_one", None)
     if not _checked_version() or not _has_what_it_uses(loop, one):
-        log.debug("trio-asyncio's loop left as it is: not a release this was checked against")
+        log.debug("trio-asyncio's loop left as it is: not a release or loop this was checked on")
         return False
 
     async def one_pass(self: Any, no_wait: bool = False) -> None:
