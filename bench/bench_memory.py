@@ -158,6 +158,7 @@ async def inflight(
             await nursery.start(trioqueue.run_worker_pool, backend, config)
             await running.done.wait()
             await trio.sleep(heartbeat * 1.5)  # let every first beat settle into the pool beat
+            await _between_renewals(backend, heartbeat)
             gc.collect()
             traced = tracemalloc.get_traced_memory()[0] - traced_before
             rss = _rss_bytes() - rss_before
@@ -187,6 +188,27 @@ async def inflight(
         "by_what": sorted(by_what.items(), key=lambda kv: -kv[1]),
         "by_line": sorted(by_line, key=lambda row: -row[0])[:top],
     }
+
+
+async def _between_renewals(backend: trioqueue.MemoryBackend, heartbeat: float) -> None:
+    """Wait until a renewal has just been answered, then half a heartbeat more: the
+    pool's quiet point, with no renewal's items or answer held (they live for a moment
+    every beat, and counting them depended on when the snapshot happened to fall)."""
+    answered = trio.Event()
+    renew = backend.renew
+
+    async def renew_and_tell(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await renew(*args, **kwargs)
+        finally:
+            answered.set()
+
+    backend.renew = renew_and_tell  # type: ignore[method-assign]
+    try:
+        await answered.wait()
+    finally:
+        del backend.renew  # the class's own again
+    await trio.sleep(heartbeat / 2)
 
 
 def _site(frame: tracemalloc.Frame) -> str:

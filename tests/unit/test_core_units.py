@@ -18,7 +18,7 @@ import pytest
 
 from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.fence import advanced_deadline, initial_deadline, local_row_deadline
-from trioqueue._core.guard_rules import Effects, GuardCore, Renewal
+from trioqueue._core.guard_rules import Effects, GuardCore, OneJob, Renewal
 from trioqueue._core.outcome import Outcome, decide
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.rules import OutcomeKind, StopReason
@@ -700,6 +700,34 @@ def test_is_async_callable_looks_through_partials_and_call_methods_only() -> Non
     assert not is_async_callable(sync_hook)
     assert not is_async_callable(print)
     assert not is_async_callable(async_generator)
+
+
+# -- GuardCore: a batch of one ---------------------------------------------------------
+
+
+def test_a_batch_of_one_keeps_its_lease_in_a_mapping_of_one() -> None:
+    """A batch of one holds its job's lease in a OneJob, not a dict (memory per job): it
+    must answer as the dict would, and the batch is renewed and settled like any other."""
+    core = make_core()
+    assert register(core, 1, [11], now=5.0)
+    jobs = core.batch(1).jobs
+    assert isinstance(jobs, OneJob)
+    lease = core.job(1, 11)
+    assert (len(jobs), list(jobs), tuple(jobs.values()), dict(jobs)) == (
+        1,
+        [11],
+        (lease,),
+        {11: lease},
+    )
+    assert 11 in jobs and 12 not in jobs
+    assert jobs.get(12) is None
+    with pytest.raises(KeyError):
+        core.job(1, 12)
+    assert carried_jobs(renew(core, 5.0)) == {11}
+    core.job_done(1, 12)  # not the batch's job: changes nothing
+    assert lease.pending
+    core.job_done(1, 11)
+    assert (lease.pending, lease.renewed) == (False, False)
 
 
 # -- GuardCore: beats (I10) -------------------------------------------------------------

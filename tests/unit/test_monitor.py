@@ -26,16 +26,25 @@ class FakeClock:
 
 
 def _blocked_step(
-    *, blocked: float, in_gc: float = 0.0, threshold: float | None = None, checkpoint: bool = False
+    *,
+    blocked: float,
+    in_gc: float = 0.0,
+    threshold: float | None = None,
+    checkpoint: bool = False,
+    lowered_to: float | None = None,
 ) -> None:
     """A job (id 7) whose step is looked at, then held for ``blocked`` + ``in_gc`` seconds
-    of fake time (``in_gc`` of it in a collection), then looked at again."""
+    of fake time (``in_gc`` of it in a collection), then looked at again. The monitor's
+    threshold is 0.05; ``lowered_to`` lowers it once the job is watched, as a second pool
+    with a stricter threshold joining does."""
     clock = FakeClock()
     monitor = BlockingMonitor(0.05, clock=clock)
 
     async def main() -> None:
         trio.lowlevel.add_instrument(monitor)  # counts the loop's turns (no thread here)
         monitor.watch(7, threshold)
+        if lowered_to is not None:
+            monitor.threshold = lowered_to
         monitor.look()
         if checkpoint:
             await trio.lowlevel.checkpoint()  # the step ends: the next look is another turn
@@ -79,6 +88,21 @@ def test_a_checkpoint_between_looks_is_not_a_block(caplog: pytest.LogCaptureFixt
 def test_each_job_is_held_to_its_own_pools_threshold(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("WARNING", logger="trioqueue.blocking"):
         _blocked_step(blocked=0.1, threshold=1.0)
+    assert _warnings(caplog) == []
+
+
+def test_a_stricter_pools_job_is_held_to_its_threshold(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="trioqueue.blocking"):
+        _blocked_step(blocked=0.03, threshold=0.02)
+    [message] = _warnings(caplog)
+    assert message.startswith("job 7 blocked the event loop for 0.030s")
+
+
+def test_a_job_keeps_its_threshold_when_a_stricter_pool_joins(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("WARNING", logger="trioqueue.blocking"):
+        _blocked_step(blocked=0.03, threshold=0.05, lowered_to=0.02)
     assert _warnings(caplog) == []
 
 

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from trioqueue._core.fence import advanced_deadline, initial_deadline
@@ -75,12 +75,40 @@ class JobLease:
     ended: bool = False
 
 
+class OneJob(Mapping[int, JobLease]):
+    """The jobs of a batch of one, by id: a mapping that holds its one lease and nothing
+    else. A dict of one entry costs about 230 bytes; this costs 48, for every batch in
+    flight at batch size 1 (memory per job is a bench goal, docs/performance.rst)."""
+
+    __slots__ = ("_job",)
+
+    def __init__(self, job: JobLease) -> None:
+        self._job = job
+
+    def __getitem__(self, job_id: int) -> JobLease:
+        if job_id != self._job.job_id:
+            raise KeyError(job_id)
+        return self._job
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id == self._job.job_id
+
+    def __iter__(self) -> Iterator[int]:
+        yield self._job.job_id
+
+    def __len__(self) -> int:
+        return 1
+
+    def values(self) -> tuple[JobLease]:  # type: ignore[override]
+        return (self._job,)
+
+
 @dataclass(slots=True)
 class BatchLease:
     """The guard's view of one claimed batch: one lease, one deadline, one scope."""
 
     batch_id: int
-    jobs: dict[int, JobLease]
+    jobs: Mapping[int, JobLease]  # a dict, or a OneJob for a batch of one
     lease_deadline: float
     duration_deadline: float
     next_due: float
@@ -167,7 +195,9 @@ class GuardCore:
         d = self.timing.max_job_duration
         self._batches[batch_id] = BatchLease(
             batch_id=batch_id,
-            jobs={job_id: JobLease(job_id, seq) for job_id, seq in jobs},
+            jobs=OneJob(JobLease(*jobs[0]))
+            if len(jobs) == 1
+            else {job_id: JobLease(job_id, seq) for job_id, seq in jobs},
             lease_deadline=deadline,
             duration_deadline=math.inf if d is None else now + d,
             next_due=now,  # the first beat is immediate

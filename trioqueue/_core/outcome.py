@@ -19,6 +19,10 @@ class Outcome:
     message: str | None = None
 
 
+#: The outcome of every attempt that succeeded (outcomes are immutable: one will do).
+SUCCEEDED = Outcome(OutcomeKind.SUCCEEDED)
+
+
 def duration_message(max_job_duration: float | None) -> str:
     return f"claim hooks and handler ran past max_job_duration of {max_job_duration:g}s"
 
@@ -60,7 +64,7 @@ def decide(
     elif kind is not None:
         return Outcome(kind, stop.value if stop is not None else None)
     if error is None:
-        return Outcome(OutcomeKind.SUCCEEDED)
+        return SUCCEEDED
     return Outcome(OutcomeKind.FAILED if attempt >= max_attempts else OutcomeKind.RETRY, error)
 
 
@@ -83,6 +87,8 @@ def decide_attempt(
     then, since asking freezes the batch's stop. Should the two ever disagree, writing
     nothing (a lost lease) is the safe reading.
     """
+    if job_stop is None and not scope_fired and error is None and no_connection is None:
+        return SUCCEEDED, None  # the common case, on the hot path: nothing stopped it
     stop = job_stop
     if scope_fired and job_stop is None:
         stop = batch_stop() or StopReason.LEASE_EXPIRED

@@ -129,7 +129,7 @@ class BatchRunner:
             # The common case: the batch task is the attempt itself, its scope the batch
             # scope: no nursery, no extra task, coroutine or scope per job.
             job = handle.jobs[0]
-            batches.start_soon(self._attempt, handle, job, handle.scope, None, name=_BATCH)
+            batches.start_soon(self._attempt, handle, job, None, name=_BATCH)
         else:
             batches.start_soon(self.run, handle, name=_BATCH)
 
@@ -140,10 +140,7 @@ class BatchRunner:
             with handle.scope:
                 async with trio.open_nursery() as work:
                     for job in handle.jobs:
-                        scope = handle.job_scopes[job.id]
-                        work.start_soon(
-                            self._attempt, handle, job, scope, inbox, name="trioqueue.job"
-                        )
+                        work.start_soon(self._attempt, handle, job, inbox, name="trioqueue.job")
                     if inbox is not None:
                         # Shielded from the batch scope, as each job's settling is: a fence
                         # firing meanwhile must not interrupt the write of an outcome that
@@ -173,10 +170,8 @@ class BatchRunner:
 
     # -- one job ------------------------------------------------------------------------
 
-    async def _attempt(
-        self, handle: BatchHandle, job: Job, scope: trio.CancelScope, inbox: _Inbox | None
-    ) -> None:
-        """One job: ``scope`` is its own, or the batch scope itself in a batch of one.
+    async def _attempt(self, handle: BatchHandle, job: Job, inbox: _Inbox | None) -> None:
+        """One job, in its own scope, or in the batch scope itself in a batch of one.
 
         Its outcome is decided as soon as its work ends (I8). With an ``inbox`` (a batch of
         several jobs, not transactional) the batch task writes it, with those of the jobs
@@ -188,14 +183,15 @@ class BatchRunner:
         or rolled back before anything else is written.
         """
         # Few locals here: this frame lives as long as the handler runs, twice over (the
-        # coroutine, and the frame object trio makes of a task's first frame).
+        # coroutine, and the frame object trio makes of a task's first frame). Hence no
+        # local for the scope either.
         error: str | None = None
         result: str | None = None  # the handler's return value as JSON text
         txs = _TxState() if self._transactions is not None else None
         started = trio.current_time() if self._observer is not None else 0.0
         try:
             self._monitor.watch(job.id, self._config.blocking_threshold)
-            with scope:
+            with handle.scope_of(job.id):
                 try:
                     if self._config.on_job_claimed is not None:
                         await self._config.on_job_claimed(job)  # under the scope; counts for D
@@ -207,14 +203,10 @@ class BatchRunner:
                         # Encoded here, so a value with no JSON form fails the attempt
                         # like any handler error (docs/usage.rst, "Results").
                         result = encode_result(
-                            await self._config.handler(
-                                job.payload, self._context(handle, job, scope, txs)
-                            )
+                            await self._config.handler(job.payload, self._context(handle, job, txs))
                         )
                     else:
-                        result = await self._run_in_thread(
-                            job, self._context(handle, job, scope, txs)
-                        )
+                        result = await self._run_in_thread(job, self._context(handle, job, txs))
                 except* _NoConnection:
                     pass  # not the handler's failure: `txs.refused` says why
                 except* Exception as group:
@@ -233,13 +225,17 @@ class BatchRunner:
                 elif len(handle.jobs) == 1:
                     self._end_batch(handle)
 
-    def _context(
-        self, handle: BatchHandle, job: Job, scope: trio.CancelScope, txs: _TxState | None
-    ) -> JobContext:
+    def _context(self, handle: BatchHandle, job: Job, txs: _TxState | None) -> JobContext:
         lease = self._guard.lease(handle.batch_id, job.id)
         connection = None if txs is None or txs.tx is None else txs.tx.connection
         return JobContext(
-            job, lease, handle.scope, scope, connection, self._resources, self._trio_thread
+            job,
+            lease,
+            handle.scope,
+            handle.scope_of(job.id),
+            connection,
+            self._resources,
+            self._trio_thread,
         )
 
     def _raised(self, job: Job, group: BaseExceptionGroup[Exception]) -> str:

@@ -23,7 +23,6 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 import trio
 
@@ -37,7 +36,9 @@ from trioqueue._types import Claimed, Job, PoolBeat, PoolRegistration
 log = logging.getLogger("trioqueue.guard")
 
 
-_NO_SCOPES: Mapping[int, trio.CancelScope] = MappingProxyType({})
+#: The job scopes of every batch of one: none (a plain dict, so that ``scope_of`` is one
+#: C call; typed read-only, and never written).
+_NO_SCOPES: Mapping[int, trio.CancelScope] = {}
 #: Scheduler passes the guard lets a new batch run before its first beat: one for the
 #: batch task to start its job tasks, one for them to run.
 FIRST_STEPS = 2
@@ -55,7 +56,7 @@ class BatchHandle:
 
     def scope_of(self, job_id: int) -> trio.CancelScope:
         """The job's own scope; a batch of one job uses the batch scope (saves memory)."""
-        return self.scope if len(self.jobs) == 1 else self.job_scopes[job_id]
+        return self.job_scopes.get(job_id, self.scope)
 
     def stop_job(self, job_id: int) -> None:
         self.scope_of(job_id).cancel()

@@ -61,8 +61,11 @@ class BlockingMonitor(trio.abc.Instrument):
     def __init__(self, threshold: float, *, clock: Callable[[], float] = time.perf_counter) -> None:
         self.threshold = threshold
         self._clock = clock
-        # The frames of the job attempts running now (their coroutines' own frames).
-        self._jobs: dict[FrameType, tuple[int, float]] = {}
+        # The frames of the job attempts running now (their coroutines' own frames): each
+        # job's id, and its threshold when that is not the usual one (a tuple per job in
+        # flight would cost 56 bytes; most runs have one threshold).
+        self._jobs: dict[FrameType, int | tuple[int, float]] = {}
+        self._usual_threshold = threshold  # the first user's: what a bare job id means
         self._turn = 0  # turns of the event loop so far
         self._loop_thread = threading.get_ident()
         self._gc_started: float | None = None
@@ -97,7 +100,10 @@ class BlockingMonitor(trio.abc.Instrument):
     def watch(self, job_id: int, threshold: float | None = None) -> None:
         """The calling frame runs job ``job_id`` until :meth:`unwatch` (``threshold``: this
         job's, else the monitor's)."""
-        self._jobs[sys._getframe(1)] = (job_id, self.threshold if threshold is None else threshold)
+        if threshold is None:
+            threshold = self.threshold
+        usual = threshold == self._usual_threshold
+        self._jobs[sys._getframe(1)] = job_id if usual else (job_id, threshold)
 
     def unwatch(self) -> None:
         """Called from the same frame as :meth:`watch`."""
@@ -142,19 +148,22 @@ class BlockingMonitor(trio.abc.Instrument):
             frame = frame.f_back
         return None
 
-    def _judge(self, suspect: _Suspect, job: tuple[int, float] | None, now: float) -> None:
+    def _judge(self, suspect: _Suspect, entry: int | tuple[int, float] | None, now: float) -> None:
+        if entry is None:
+            return
+        job_id, threshold = (entry, self._usual_threshold) if isinstance(entry, int) else entry
         held = now - suspect.seen_at - (self._gc_seconds - suspect.gc_seconds)
         seen = (suspect.turn, suspect.frame_id)
-        if job is None or held < job[1] or self._reported == seen:
+        if held < threshold or self._reported == seen:
             return
         self._reported = seen
         log.warning(
             "job %d blocked the event loop for %.3fs and counting, without a checkpoint: "
             "heartbeats and fences of every job stall meanwhile (run blocking code in a "
             "sync handler or trio.to_thread.run_sync)",
-            job[0],
+            job_id,
             held,
-            extra=job_fields(job[0], "blocking"),
+            extra=job_fields(job_id, "blocking"),
         )
 
 
