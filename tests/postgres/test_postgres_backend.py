@@ -414,6 +414,56 @@ async def test_late_renewal_never_shortens_a_newer_renewals_lease(
     assert (after["lease_until"], after["progress"]) == (newer, 0.75)
 
 
+async def test_renewal_renews_a_row_changed_after_its_snapshot(backend: PostgresBackend) -> None:
+    """A row another transaction changed and committed after the renewal statement took its
+    snapshot, but before its lock reached the row, is renewed in that newest version and
+    answered by it: a cancel request committed in between says CANCEL_REQUESTED (the
+    statement's ``renewed_late`` step, queries.sql). The statement is held there by an
+    advisory lock the test adds in front of its row lock."""
+    await backend.enqueue_many(Q, [1, 2])
+    raced, calm = await claim(backend)
+    renew_sql = render(QUERIES["renew"], backend.schema)
+    lock_rows = "    FOR UPDATE OF j SKIP LOCKED"
+    assert renew_sql.count(lock_rows) == 1
+    held = renew_sql.replace(
+        lock_rows, "    AND (SELECT pg_advisory_xact_lock(81207)) IS NOT NULL\n" + lock_rows
+    )
+    args = (
+        [str(c.job.id) for c in (raced, calm)],
+        [str(c.job.claim_seq) for c in (raced, calm)],
+        [None, "0.5"],
+        2 * V,
+        *(None,) * 8,
+    )
+    answers: dict[int, str] = {}
+    async with backend.acquire() as gate, backend.acquire() as renewer:
+        await gate.execute("SELECT pg_advisory_lock(81207)")
+
+        async def renew() -> None:
+            rows = await renewer.fetch(held, *args)
+            answers.update((r["id"], r["verdict"]) for r in rows)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(renew)
+            with trio.fail_after(20):  # until the statement waits at the gate, snapshot taken
+                while not await gate.fetchval(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                    "AND objid = 81207 AND NOT granted"
+                ):
+                    await trio.sleep(0.01)
+            await gate.execute(
+                f"UPDATE {jobs_table(backend)} SET cancel_requested_at = now() WHERE id = $1",
+                raced.job.id,
+            )
+            await gate.execute("SELECT pg_advisory_unlock(81207)")
+    assert answers == {raced.job.id: "cancel_requested", calm.job.id: "extended"}
+    for claimed, progress in ((raced, None), (calm, 0.5)):
+        renewed = await row(backend, claimed.job.id)
+        assert renewed["lease_until"] > claimed.lease_until + V / 2
+        assert renewed["progress"] == progress
+    assert (await row(backend, raced.job.id))["cancel_acknowledged_at"] is not None
+
+
 async def test_one_renewal_statement_for_a_thousand_jobs(backend: PostgresBackend) -> None:
     """I10 on PostgreSQL: one call, one statement, whatever the job count."""
     await backend.enqueue_many(Q, list(range(1000)))

@@ -1073,7 +1073,7 @@ class PostgresBackend:
             _fetch if len(items) <= _GENERIC_PLAN_ITEMS else _fetch_planned_for_arguments,
             self._sql["renew"],
             *_fences(items),
-            _progress(items),
+            _renewal_progress(items),
             lease,
             *_beat_arguments(beat),
         )
@@ -1398,6 +1398,15 @@ def _fences(items: Sequence[RenewItem | Ack | Failure | Release]) -> tuple[list[
 def _progress(items: Iterable[RenewItem | Ack | Failure | Release]) -> list[str | None]:
     """Each item's progress as a text[] parameter; invalid values (never stored) become None."""
     return _floats(valid_progress(item.progress) for item in items)
+
+
+def _renewal_progress(items: Sequence[RenewItem]) -> list[str | None] | None:
+    """``_progress`` of a renewal's items, or None (SQL NULL) when none of them carries one,
+    the usual case: the renew statement reads a NULL array as a NULL per item. (Building and
+    sending 10,000 NULLs took 3 ms of a 75 ms renewal.)"""
+    if all(item.progress is None for item in items):
+        return None
+    return _progress(items)
 
 
 def _floats(values: Iterable[float | None]) -> list[str | None]:
