@@ -35,6 +35,7 @@ PAGES = sorted([DOCS / "tutorial.rst", *(DOCS / "howto").glob("*.rst")])
 MODULES = {
     "tutorial_postgres": EXAMPLES / "tutorial_postgres.py",
     "myapp.worker": EXAMPLES / "howto_deploy_worker.py",
+    "myapp.jobs": EXAMPLES / "howto_throughput.py",
 }
 
 #: ``shutdown_grace`` when the command line leaves it out: the config's default.
