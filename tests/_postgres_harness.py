@@ -29,6 +29,24 @@ async def wait_until_finished(
             await trio.sleep(0.05)
 
 
+async def wait_for_lock_wait(backend: PostgresBackend, *, longer_than: float) -> None:
+    """Return once a statement of ``backend`` has waited on a lock for ``longer_than``
+    seconds, by the server's clock (one query per look, every 20 ms, at most 20 s)."""
+    with trio.fail_after(20):
+        while True:
+            async with backend.acquire() as connection:
+                waiting = await connection.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE application_name = $1 AND wait_event_type = 'Lock' "
+                    "  AND clock_timestamp() - xact_start > make_interval(secs => $2)",
+                    f"trioqueue:{backend.schema}",
+                    longer_than,
+                )
+            if waiting:
+                return
+            await trio.sleep(0.02)
+
+
 async def read_until(stream: trio.abc.ReceiveStream, marker: bytes) -> None:
     """Read a child process's output until it has said ``marker``."""
     seen = b""

@@ -20,7 +20,7 @@ from trioqueue._errors import BackendError
 from trioqueue._types import Ack, Claimed, Failure, Notice, NoticeKind, Recorded, Release
 from trioqueue.testing import BackendConformance
 
-from .._postgres_harness import jobs_table
+from .._postgres_harness import jobs_table, wait_for_lock_wait
 from ..conftest import Janitor
 
 pytestmark = pytest.mark.postgres
@@ -445,12 +445,8 @@ async def test_renewal_renews_a_row_changed_after_its_snapshot(backend: Postgres
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(renew)
-            with trio.fail_after(20):  # until the statement waits at the gate, snapshot taken
-                while not await gate.fetchval(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-                    "AND objid = 81207 AND NOT granted"
-                ):
-                    await trio.sleep(0.01)
+            # Until the statement waits at the gate: its snapshot is taken.
+            await wait_for_lock_wait(backend, longer_than=0)
             await gate.execute(
                 f"UPDATE {jobs_table(backend)} SET cancel_requested_at = now() WHERE id = $1",
                 raced.job.id,
