@@ -87,8 +87,6 @@ def decide_attempt(
     then, since asking freezes the batch's stop. Should the two ever disagree, writing
     nothing (a lost lease) is the safe reading.
     """
-    if job_stop is None and not scope_fired and error is None and no_connection is None:
-        return SUCCEEDED, None  # the common case, on the hot path: nothing stopped it
     stop = job_stop
     if scope_fired and job_stop is None:
         stop = batch_stop() or StopReason.LEASE_EXPIRED
