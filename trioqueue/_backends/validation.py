@@ -149,23 +149,43 @@ def encode_result(result: object) -> str | None:
     return text
 
 
+#: One encoder and one decoder for every payload and result. ``json.dumps`` with an option
+#: builds an encoder per call, and ``json.loads`` strips whitespace around the text with
+#: two regular-expression matches; together they cost more than the JSON of a small
+#: payload itself (docs/performance.rst). Both objects keep no state between calls.
+_ENCODER = json.JSONEncoder(allow_nan=False)
+_DECODER = json.JSONDecoder()
+
+
 def _encode_json(what: str, value: object) -> str:
     try:
-        text = json.dumps(value, allow_nan=False)
+        text = _ENCODER.encode(value)
     except ValueError as exc:
         # json says ValueError for NaN/infinity and circular references; to the caller
         # both mean "this is not a JSON value", which the API reports as TypeError.
         raise TypeError(f"{what} is not JSON-serialisable: {_json_reason(exc)}") from exc
     except (TypeError, RecursionError) as exc:
         raise TypeError(f"{what} is not JSON-serialisable: {exc}") from exc
-    problem = _payload_text_problem(json.loads(text))
+    problem = _payload_text_problem(decode_payload(text))
     if problem:
         raise TypeError(f"{what} is not storable as JSON: a string contains {problem}")
     return text
 
 
 def decode_payload(text: str) -> Any:
-    """A fresh copy of a stored payload, so no two readers share (or can mutate) one."""
+    """A fresh copy of a stored payload, so no two readers share (or can mutate) one.
+
+    Raises:
+        ValueError: ``text`` is not JSON (as ``json.loads`` says it).
+    """
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except ValueError:
+        end = -1
+    if end == len(text):
+        return value
+    # Whitespace around the value (stored text has none), or no JSON: json.loads has the
+    # answer, or the error.
     return json.loads(text)
 
 

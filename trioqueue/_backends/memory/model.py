@@ -207,7 +207,7 @@ class _QueueIndex:
     renewal) pushes nothing: the live entry, when it surfaces, is pushed again for the row's
     time then. So a running row holds one entry however often it is renewed. When a live
     entry comes due at its row's time, the row moves to ``ready``, ordered
-    ``(-priority, id)``. A ready entry is re-checked when popped, since the old owner of an
+    ``(-priority, id)``; a queued row that is visible at once goes there directly. A ready entry is re-checked when popped, since the old owner of an
     expired lease may renew it.
     """
 
@@ -305,7 +305,7 @@ class MemoryModel:
         if row.group is not None:
             self._groups.setdefault((row.queue, row.group), set()).add(row.id)
         row.max_attempts = max(row.max_attempts, row.attempts + 1)
-        self._show_at(row, now)
+        self._show_at(row, now, now)
         self._notify_available(row.queue)
         return True
 
@@ -706,7 +706,7 @@ class MemoryModel:
         self._rows[row.id] = row
         if row.group is not None:
             self._groups.setdefault((row.queue, row.group), set()).add(row.id)
-        self._show_at(row, row.not_visible_until)
+        self._show_at(row, row.not_visible_until, now)
         if row.dedup_key is not None:
             self._dedup[(row.queue, row.dedup_key)] = row.id
         return row.id
@@ -778,9 +778,18 @@ class MemoryModel:
             index = self._queues[queue] = _QueueIndex()
         return index
 
-    def _show_at(self, row: Row, t: float) -> None:
-        """Set the row's visibility time; it becomes claimable once ``t`` has passed."""
+    def _show_at(self, row: Row, t: float, now: float = -math.inf) -> None:
+        """Set the row's visibility time; it becomes claimable once ``t`` has passed.
+
+        A queued row visible already (``t <= now``) goes straight to ``ready``, with no
+        live entry in ``waiting`` (an older one goes stale): ``_promote`` would move it
+        there at the next claim anyway.
+        """
         row.not_visible_until = t
+        if t <= now and row.status == "queued":
+            row.due_at = None
+            self._make_ready(self._index(row.queue), row)
+            return
         if row.due_at is None or t < row.due_at:
             heapq.heappush(self._index(row.queue).waiting, (t, row.id))
             row.due_at = t
@@ -801,11 +810,14 @@ class MemoryModel:
                 heapq.heappush(waiting, (row.not_visible_until, row.id))
                 row.due_at = row.not_visible_until
                 continue
-            if self._settle_expired(row, now):
-                continue
-            if not row.in_ready:
-                row.in_ready = True
-                heapq.heappush(index.ready, (-row.priority, row.id))
+            if not self._settle_expired(row, now):
+                self._make_ready(index, row)
+
+    @staticmethod
+    def _make_ready(index: _QueueIndex, row: Row) -> None:
+        if not row.in_ready:
+            row.in_ready = True
+            heapq.heappush(index.ready, (-row.priority, row.id))
 
     def _settle_expired(self, row: Row, now: float) -> bool:
         """Fail a row whose lease expired when it must not run again; True if it did.
@@ -833,9 +845,11 @@ class MemoryModel:
             if row is None:
                 continue
             row.in_ready = False
-            if row.finished or row.not_visible_until > now or self._settle_expired(row, now):
-                continue  # finished, or hidden again by its old owner's renewal
-            if row.id in self._locked or not self._group_allows(row):
+            if row.not_visible_until > now or (
+                row.status != "queued" and (row.finished or self._settle_expired(row, now))
+            ):
+                continue  # hidden again by its old owner's renewal, or finished
+            if row.id in self._locked or (row.group is not None and not self._group_allows(row)):
                 skipped.append(row)  # locked elsewhere, or its group's turn has not come
             else:
                 taken.append(row)
@@ -937,7 +951,7 @@ class MemoryModel:
             return True
         row.status = "queued"
         row.attempts -= 1  # a released attempt is not charged
-        self._show_at(row, now)
+        self._show_at(row, now, now)
         self._notify_available(row.queue)
         return True
 

@@ -622,7 +622,9 @@ WHERE (SELECT t.renewed + t.locked - t.renewable FROM tally AS t)
 
 -- name: ack
 -- Answers the 1-based positions of the items that applied.
--- $4 is each handler's result as JSON text (NULL for none); a re-run overwrites it.
+-- $4 is each handler's result as JSON text (NULL for none); a re-run overwrites it. $3 and
+-- $4 are NULL when no item carries progress, or a result (unnest reads a NULL array as a
+-- NULL per item); so is the progress array of fail and release.
 -- A row someone waits for sends f: (in the RETURNING, evaluated for every updated row);
 -- the others send nothing, so an ack nobody waits for takes no notify lock at commit.
 WITH items AS (
