@@ -144,7 +144,6 @@ _WHAT = (
         "deadlines, BatchHandle",
         ("_core/guard_rules.py", "_core/fence.py", "_runtime/guard.py"),
     ),
-    ("the blocking monitor's entry", ("_runtime/monitor.py",)),
     ("the payload (decoded JSON) and the Job", ("json/", "Job(")),
     ("the memory backend (its waiting-heap entry, Claimed)", ("_backends/",)),
 )  # fmt: skip

@@ -2,7 +2,8 @@
 
 The monitor's looks are driven by hand here, on a fake clock, from the loop's own thread
 (where the job's frame is on the stack, as the watchdog thread would see it); one test runs
-the real watchdog thread against a job that really blocks.
+the real watchdog thread against a job that really blocks. A job's frame is one of
+``job_step``, which the monitor recognises as the runtime's attempt frames are recognised.
 """
 
 from __future__ import annotations
@@ -10,11 +11,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Awaitable, Callable
+from types import FrameType
 
 import pytest
 import trio
 
 from trioqueue._runtime.monitor import BlockingMonitor, shared_monitor
+
+
+async def job_step(job_id: int, threshold: float, step: Callable[[], Awaitable[None]]) -> None:
+    """Runs ``step`` as job ``job_id``'s, held to ``threshold``."""
+    await step()
+
+
+def _job_of(frame: FrameType) -> tuple[int, float]:
+    return frame.f_locals["job_id"], frame.f_locals["threshold"]
 
 
 class FakeClock:
@@ -34,15 +46,14 @@ def _blocked_step(
     lowered_to: float | None = None,
 ) -> None:
     """A job (id 7) whose step is looked at, then held for ``blocked`` + ``in_gc`` seconds
-    of fake time (``in_gc`` of it in a collection), then looked at again. The monitor's
-    threshold is 0.05; ``lowered_to`` lowers it once the job is watched, as a second pool
-    with a stricter threshold joining does."""
+    of fake time (``in_gc`` of it in a collection), then looked at again. The job's
+    threshold is ``threshold``, else the monitor's, 0.05; ``lowered_to`` lowers the
+    monitor's once the job runs, as a second pool with a stricter threshold joining does."""
     clock = FakeClock()
     monitor = BlockingMonitor(0.05, clock=clock)
+    monitor.recognise(job_step.__code__, _job_of)
 
-    async def main() -> None:
-        trio.lowlevel.add_instrument(monitor)  # counts the loop's turns (no thread here)
-        monitor.watch(7, threshold)
+    async def step() -> None:
         if lowered_to is not None:
             monitor.threshold = lowered_to
         monitor.look()
@@ -54,7 +65,10 @@ def _blocked_step(
         clock.now += in_gc
         monitor._on_gc("stop", {})
         monitor.look()
-        monitor.unwatch()
+
+    async def main() -> None:
+        trio.lowlevel.add_instrument(monitor)  # counts the loop's turns (no thread here)
+        await job_step(7, 0.05 if threshold is None else threshold, step)
 
     trio.run(main)
 
@@ -118,12 +132,14 @@ def test_the_watchdog_reports_a_job_while_it_still_blocks() -> None:
     logger = logging.getLogger("trioqueue.blocking")
     logger.addHandler(signal)
 
+    async def block() -> None:
+        logged.wait(10)  # blocks the event loop: the behaviour under test
+
     async def main() -> float:
         with shared_monitor(0.05) as monitor:
+            monitor.recognise(job_step.__code__, _job_of)
             began = time.perf_counter()
-            monitor.watch(9)
-            logged.wait(10)  # blocks the event loop: the behaviour under test
-            monitor.unwatch()
+            await job_step(9, 0.05, block)
             return time.perf_counter() - began
 
     try:
@@ -146,3 +162,24 @@ async def test_pools_of_one_run_share_one_monitor_installed_while_used() -> None
         trio.lowlevel.remove_instrument(first)
     with shared_monitor(0.1) as third:
         assert third is not first
+
+
+def test_a_frame_whose_reader_finds_no_job_is_not_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock()
+    monitor = BlockingMonitor(0.05, clock=clock)
+    monitor.recognise(job_step.__code__, lambda frame: None)
+
+    async def step() -> None:
+        monitor.look()
+        clock.now += 1.0
+        monitor.look()
+
+    async def main() -> None:
+        trio.lowlevel.add_instrument(monitor)
+        await job_step(7, 0.05, step)
+
+    with caplog.at_level("WARNING", logger="trioqueue.blocking"):
+        trio.run(main)
+    assert _warnings(caplog) == []

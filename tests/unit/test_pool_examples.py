@@ -574,19 +574,27 @@ def test_sync_handler_runs_in_a_thread_and_sees_cancel() -> None:
     assert result == {"thread": True, "saw_cancel": True, "status": "failed"}
 
 
-def test_blocking_async_handler_is_logged_with_its_job(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_blocking_async_handler_is_logged_with_its_job(
+    caplog: pytest.LogCaptureFixture, batch_size: int
+) -> None:
+    """In a batch of one the handler runs in the batch task; in a batch of several, in a
+    job task of its own: either way the monitor names the job that blocks."""
     import time
 
-    async def blocking(payload: object, ctx: trioqueue.JobContext) -> None:
-        time.sleep(0.3)  # noqa: ASYNC251 - the behaviour under test: it blocks the loop
+    async def blocking(payload: dict[str, bool], ctx: trioqueue.JobContext) -> None:
+        if payload["block"]:
+            time.sleep(0.3)  # noqa: ASYNC251 - the behaviour under test: it blocks the loop
 
     async def main() -> int:
         rec = Recorder()
         async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
-            [job_id] = await _enqueue(backend, {})
-            cfg = config(rec, handler=blocking, blocking_threshold=0.1)
+            flags = [False] * (batch_size - 1) + [True]
+            *others, job_id = await _enqueue(backend, *({"block": flag} for flag in flags))
+            cfg = config(rec, handler=blocking, blocking_threshold=0.1, batch_size=batch_size)
             await nursery.start(trioqueue.run_worker_pool, backend, cfg)
-            await rec.wait_for("succeeded", job_id)
+            for done in [*others, job_id]:
+                await rec.wait_for("succeeded", done)
             nursery.cancel_scope.cancel()
             return job_id
 

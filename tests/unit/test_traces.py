@@ -371,14 +371,15 @@ async def test_the_trio_runtime_makes_the_recorded_calls(
                     )
                     value = valid_progress(decode_value(given["value"]))
                     if value is not None:  # JobContext.report_progress
-                        guard.lease(batch_id, job_id).progress = value
+                        handles[batch_id].leases[job_id].progress = value
                 elif kind == "handler_exit":
                     job_id = given["job_id"]
                     batch_id = next(
                         b for b, h in handles.items() if any(j.id == job_id for j in h.jobs)
                     )
-                    guard.job_done(batch_id, job_id)
-                    if all(not guard.lease(batch_id, j.id).pending for j in handles[batch_id].jobs):
+                    leases = handles[batch_id].leases
+                    leases[job_id].settle()
+                    if all(not lease.pending for lease in leases.values()):
                         guard.unregister(batch_id)
                         del handles[batch_id]
                 elif kind == "shutdown":

@@ -74,6 +74,18 @@ class JobLease:
     # though perhaps not yet written: it is still renewed, but owed no first beat.
     ended: bool = False
 
+    # The runtime holds each job's lease (``BatchHandle.leases``) and tells it these two
+    # events directly: a lookup by batch and job for each would cost more than the event.
+
+    def end_work(self) -> None:
+        """Its claim hook and handler have exited and its outcome is decided."""
+        self.ended = True
+
+    def settle(self) -> None:
+        """Its outcome is settled, after its claim hook and handler exited: renewed no
+        more. Not before: a stopped handler still unwinding keeps its lease."""
+        self.pending = self.renewed = False
+
 
 class OneJob(Mapping[int, JobLease]):
     """The jobs of a batch of one, by id: a mapping that holds its one lease and nothing
@@ -219,15 +231,14 @@ class GuardCore:
         renewed no more. Not before: a stopped handler still unwinding keeps its lease."""
         batch = self._batches.get(batch_id)
         if batch is not None and job_id in batch.jobs:
-            job = batch.jobs[job_id]
-            job.pending = job.renewed = False
+            batch.jobs[job_id].settle()
 
     def work_ended(self, batch_id: int, job_id: int) -> None:
         """The job's claim hook and handler have exited and its outcome is decided; it is
         still renewed until :meth:`job_done`, but a first beat is owed to running work only."""
         batch = self._batches.get(batch_id)
         if batch is not None and job_id in batch.jobs:
-            batch.jobs[job_id].ended = True
+            batch.jobs[job_id].end_work()
 
     def job(self, batch_id: int, job_id: int) -> JobLease:
         return self._batches[batch_id].jobs[job_id]

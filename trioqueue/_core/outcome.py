@@ -63,6 +63,12 @@ def decide(
         error = duration_message(max_job_duration)
     elif kind is not None:
         return Outcome(kind, stop.value if stop is not None else None)
+    return handler_result(error, attempt, max_attempts)
+
+
+def handler_result(error: str | None, attempt: int, max_attempts: int) -> Outcome:
+    """The outcome of work that nothing stopped: success, or the handler's error as a
+    charged failure, retried while attempts remain."""
     if error is None:
         return SUCCEEDED
     return Outcome(OutcomeKind.FAILED if attempt >= max_attempts else OutcomeKind.RETRY, error)
@@ -87,6 +93,10 @@ def decide_attempt(
     then, since asking freezes the batch's stop. Should the two ever disagree, writing
     nothing (a lost lease) is the safe reading.
     """
+    if job_stop is None and not scope_fired and no_connection is None:
+        # Nothing stopped the work, as for nearly every attempt: the handler's result
+        # decides, as ``decide`` would say, without its dispatch on stops.
+        return handler_result(error, attempt, max_attempts), None
     stop = job_stop
     if scope_fired and job_stop is None:
         stop = batch_stop() or StopReason.LEASE_EXPIRED

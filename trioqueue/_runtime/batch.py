@@ -44,6 +44,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
+from types import FrameType
 from typing import Any
 
 import trio
@@ -61,7 +62,7 @@ from trioqueue._core.rules import OutcomeKind, StopReason
 from trioqueue._core.timing import Timing, retry_delay
 from trioqueue._errors import is_transient
 from trioqueue._runtime.config import WorkerConfig, is_async_callable
-from trioqueue._runtime.context import JobContext
+from trioqueue._runtime.context import JobContext, PoolShare
 from trioqueue._runtime.guard import BatchHandle, Guard
 from trioqueue._runtime.logfields import job_fields
 from trioqueue._runtime.monitor import BlockingMonitor
@@ -107,15 +108,17 @@ class BatchRunner:
         resources: Any = None,
     ) -> None:
         self._guard = guard
-        self._resources = resources  # ctx.resources of every job
+        # ctx.resources of every job; made in the trio thread, by the pool.
+        self._share = PoolShare(resources, threading.get_ident())
         self._observer = observer
         self._writer = writer
         self._slots = slots
         self._config = config
         self._timing = timing
-        self._monitor = monitor
+        # A step of this frame (the claim hook, the handler) that blocks the event loop is
+        # logged with the frame's job; nothing is registered per job.
+        monitor.recognise(BatchRunner._attempt.__code__, _attempt_job)
         self._handler_is_async = is_async_callable(config.handler)
-        self._trio_thread = threading.get_ident()  # made in the trio thread, by the pool
         # Sync handlers get threads of their own, so they never queue behind other code's.
         self._threads = trio.CapacityLimiter(config.concurrency * config.batch_size)
         self._transactions: TransactionalBackend | None = (
@@ -190,7 +193,6 @@ class BatchRunner:
         txs = _TxState() if self._transactions is not None else None
         started = trio.current_time() if self._observer is not None else 0.0
         try:
-            self._monitor.watch(job.id, self._config.blocking_threshold)
             with handle.scope_of(job.id):
                 try:
                     if self._config.on_job_claimed is not None:
@@ -213,7 +215,6 @@ class BatchRunner:
                     error = self._raised(job, group)
         finally:
             try:
-                self._monitor.unwatch()  # from this frame, as watch()
                 if inbox is not None:
                     inbox.put(self._finished(handle, job, error, result, txs, started))
                 else:
@@ -226,17 +227,8 @@ class BatchRunner:
                     self._end_batch(handle)
 
     def _context(self, handle: BatchHandle, job: Job, txs: _TxState | None) -> JobContext:
-        lease = self._guard.lease(handle.batch_id, job.id)
         connection = None if txs is None or txs.tx is None else txs.tx.connection
-        return JobContext(
-            job,
-            lease,
-            handle.scope,
-            handle.scope_of(job.id),
-            connection,
-            self._resources,
-            self._trio_thread,
-        )
+        return JobContext(job, handle, self._share, connection)
 
     def _raised(self, job: Job, group: BaseExceptionGroup[Exception]) -> str:
         """Log what the handler (or claim hook) raised; its ``last_error`` text."""
@@ -259,13 +251,24 @@ class BatchRunner:
         txs: _TxState | None,
         started: float,
     ) -> _Finished:
-        """The job's work has ended: its outcome, decided now (I8)."""
-        self._guard.work_ended(handle.batch_id, job.id)
+        """The job's work has ended: its outcome, decided now (I8), and the stop that
+        decided it if any (as ``decide`` picks it: the job's own before its batch's)."""
+        lease = handle.leases[job.id]
+        lease.end_work()
         if self._observer is not None:
             self._observer.handler_finished(self._config.queue, trio.current_time() - started)
         refused = None if txs is None or txs.tx is not None else txs.refused
-        no_connection = refused[-1] if refused else None
-        return _Finished(job, *self._decide(handle, job, error, no_connection), result)
+        outcome, stop = decide_attempt(
+            job_stop=lease.stop,
+            scope_fired=handle.scope.cancel_called,
+            batch_stop=lambda: self._guard.batch_stop(handle.batch_id),
+            error=error,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            max_job_duration=self._timing.max_job_duration,
+            no_connection=refused[-1] if refused else None,
+        )
+        return _Finished(job, outcome, stop, result)
 
     async def _open_transaction(self, job: Job, txs: _TxState) -> None:
         """Enter the job's transaction, waiting out connections the server refuses.
@@ -314,22 +317,6 @@ class BatchRunner:
             )
             nursery.cancel_scope.cancel()
         return result
-
-    def _decide(
-        self, handle: BatchHandle, job: Job, error: str | None, no_connection: str | None = None
-    ) -> tuple[Outcome, StopReason | None]:
-        """The attempt's outcome, and the stop that decided it if any (as ``decide`` picks
-        it: the job's own before its batch's)."""
-        return decide_attempt(
-            job_stop=self._guard.lease(handle.batch_id, job.id).stop,
-            scope_fired=handle.scope.cancel_called,
-            batch_stop=lambda: self._guard.batch_stop(handle.batch_id),
-            error=error,
-            attempt=job.attempt,
-            max_attempts=job.max_attempts,
-            max_job_duration=self._timing.max_job_duration,
-            no_connection=no_connection,
-        )
 
     async def _settle_from(self, handle: BatchHandle, inbox: _Inbox) -> None:
         """Write the outcomes of the batch's jobs as they finish, all that finished
@@ -385,7 +372,7 @@ class BatchRunner:
             # Whatever happened: the jobs left unwritten are renewed no more either
             # (``_settled`` has already said so of every other one, before any await).
             for done in todo:
-                self._guard.job_done(handle.batch_id, done.job.id)
+                handle.leases[done.job.id].settle()
 
     async def _settled(self, handle: BatchHandle, settled: list[_Finished]) -> None:
         """Jobs whose outcome is written or given up: renewed no more, then their hooks."""
@@ -393,7 +380,7 @@ class BatchRunner:
             # Only now, with its claim hook and handler exited and its outcome written, is
             # a job renewed no more: a stopped handler still unwinding keeps its lease
             # (docs/protocol.rst §4).
-            self._guard.job_done(handle.batch_id, done.job.id)
+            handle.leases[done.job.id].settle()
         for done in settled:
             if self._observer is not None:
                 self._observe(done.outcome, done.applied, done.stop)
@@ -438,7 +425,7 @@ class BatchRunner:
         try:
             if tx is None or outcome.kind is not OutcomeKind.SUCCEEDED:
                 return outcome, None
-            progress = self._guard.lease(handle.batch_id, job.id).progress
+            progress = handle.leases[job.id].progress
             try:
                 with trio.fail_after(self._timing.visibility_timeout):
                     ack = Ack(job.id, job.claim_seq, progress, result)
@@ -550,7 +537,7 @@ class BatchRunner:
     def _item(self, handle: BatchHandle, done: _Finished) -> Ack | Release | Failure:
         """The fenced write of ``done``'s outcome, with the job's latest progress."""
         job, kind = done.job, done.outcome.kind
-        progress = self._guard.lease(handle.batch_id, job.id).progress
+        progress = handle.leases[job.id].progress
         if kind is OutcomeKind.SUCCEEDED:
             return Ack(job.id, job.claim_seq, progress, done.result)
         if kind is OutcomeKind.RELEASE:
@@ -610,6 +597,16 @@ class BatchRunner:
             getattr(hook, "__name__", hook),
             extra=job_fields(job, "hook_raised"),
         )
+
+
+def _attempt_job(frame: FrameType) -> tuple[int, float] | None:
+    """The blocking monitor's reader of a frame of :meth:`BatchRunner._attempt` (from its
+    watchdog thread): the job the attempt runs, held to its own pool's threshold."""
+    local = frame.f_locals
+    runner, job = local.get("self"), local.get("job")
+    if isinstance(runner, BatchRunner) and isinstance(job, Job):
+        return job.id, runner._config.blocking_threshold
+    return None
 
 
 async def _tell_thread_when_stopped(ctx: JobContext) -> None:

@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, final
-
-import trio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, final
 
 from trioqueue._core.guard_rules import JobLease
 from trioqueue._core.progress import valid_progress
 from trioqueue._types import Job
+
+if TYPE_CHECKING:
+    from trioqueue._runtime.guard import BatchHandle
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class PoolShare:
+    """What every handler of one pool shares: one object per pool, not two fields per job
+    in flight (memory per job is a bench goal, docs/performance.rst)."""
+
+    #: What the pool's resources hook yielded; None without one.
+    resources: Any
+    #: The trio thread's id: a handler in any other thread is a sync handler's.
+    trio_thread: int
 
 
 @final
@@ -20,37 +34,21 @@ class JobContext:
     plain attributes.
     """
 
-    __slots__ = (
-        "_batch_scope",
-        "_connection",
-        "_job",
-        "_job_scope",
-        "_lease",
-        "_resources",
-        "_stop_seen",
-        "_trio_thread",
-    )
+    __slots__ = ("_batch", "_connection", "_job", "_share", "_stop_seen")
 
     def __init__(
-        self,
-        job: Job,
-        lease: JobLease,
-        batch_scope: trio.CancelScope,
-        job_scope: trio.CancelScope,
-        connection: Any = None,
-        resources: Any = None,
-        trio_thread: int | None = None,
+        self, job: Job, batch: BatchHandle, share: PoolShare, connection: Any = None
     ) -> None:
         self._job = job
-        self._resources = resources
-        self._lease = lease
-        self._batch_scope = batch_scope
-        self._job_scope = job_scope
+        self._batch = batch  # the scopes and leases of the job's batch
+        self._share = share
         self._connection = connection
-        # The runtime passes the id it read once: an int object less per job in flight.
-        self._trio_thread = threading.get_ident() if trio_thread is None else trio_thread
         # Set by the runtime for handlers in a worker thread, which must not touch trio.
         self._stop_seen = False
+
+    @property
+    def _lease(self) -> JobLease:
+        return self._batch.leases[self._job.id]
 
     @property
     def job(self) -> Job:
@@ -92,9 +90,10 @@ class JobContext:
         handlers are cancelled at their next checkpoint anyway; sync handlers (run in a
         thread) should poll this and return.
         """
-        if threading.get_ident() != self._trio_thread:
+        if threading.get_ident() != self._share.trio_thread:
             return self._stop_seen
-        return self._job_scope.cancel_called or self._batch_scope.cancel_called
+        batch = self._batch
+        return batch.scope_of(self._job.id).cancel_called or batch.scope.cancel_called
 
     def _mark_stop_seen(self) -> None:
         self._stop_seen = True
@@ -102,14 +101,15 @@ class JobContext:
     @property
     def deadline(self) -> float:
         """The current local deadline of this attempt, on trio's clock."""
-        return min(self._batch_scope.deadline, self._job_scope.deadline)
+        batch = self._batch
+        return min(batch.scope.deadline, batch.scope_of(self._job.id).deadline)
 
     @property
     def resources(self) -> Any:
         """What the pool's resources hook yielded (an HTTP client, say), shared by every
         handler of the process; None without one. See ``trioqueue.run_workers`` and
         docs/usage.rst, "Shared resources"."""
-        return self._resources
+        return self._share.resources
 
     @property
     def connection(self) -> Any:

@@ -46,11 +46,14 @@ FIRST_STEPS = 2
 
 @dataclass(eq=False, slots=True)
 class BatchHandle:
-    """The runtime side of one registered batch: its scope and one scope per job."""
+    """The runtime side of one registered batch: its scope, one scope per job, and its
+    jobs' leases (the core's own records, which the runtime tells when a job's work ends
+    and when its outcome is settled)."""
 
     batch_id: int
     jobs: tuple[Job, ...]
     scope: trio.CancelScope
+    leases: Mapping[int, JobLease]
     #: Empty for a batch of one job (shared, never written: a dict less per such batch).
     job_scopes: Mapping[int, trio.CancelScope] = field(default_factory=lambda: _NO_SCOPES)
 
@@ -109,6 +112,7 @@ class Guard:
             batch_id=batch_id,
             jobs=tuple(c.job for c in claimed),
             scope=trio.CancelScope(deadline=self.core.scope_deadline(batch_id)),
+            leases=self.core.batch(batch_id).jobs,
             job_scopes={c.job.id: trio.CancelScope() for c in claimed}
             if len(claimed) > 1
             else _NO_SCOPES,
@@ -121,15 +125,6 @@ class Guard:
     def unregister(self, batch_id: int) -> None:
         self._batches.pop(batch_id, None)
         self.core.unregister(batch_id)
-
-    def lease(self, batch_id: int, job_id: int) -> JobLease:
-        return self.core.job(batch_id, job_id)
-
-    def work_ended(self, batch_id: int, job_id: int) -> None:
-        self.core.work_ended(batch_id, job_id)
-
-    def job_done(self, batch_id: int, job_id: int) -> None:
-        self.core.job_done(batch_id, job_id)
 
     def batch_stop(self, batch_id: int) -> StopReason | None:
         return self.core.batch_stop(batch_id, trio.current_time())

@@ -3,12 +3,16 @@
 A handler that calls blocking code stalls every task in the process: heartbeats, fences,
 other jobs. The monitor is a loop-lag watchdog that costs the event loop almost nothing:
 
-* each job attempt registers its own frame (:meth:`BlockingMonitor.watch`) while it runs;
+* the runtime names, once, the function whose frame runs a job attempt, and how to read
+  from such a frame which job it runs (:meth:`BlockingMonitor.recognise`): nothing is
+  registered per job;
 * a trio instrument counts the event loop's turns (one call per turn, not per task step);
 * a watchdog thread looks at the event-loop thread's stack every ``threshold / 4``. When
   two looks, ``threshold`` or more apart and within one turn of the loop, both find the
   same job's frame on the stack, that job's step has held the loop all along: it is logged
   once, by job id, while it is still blocking (a job that never returns is reported too).
+  Only then is the frame read for its job, from the watchdog thread; reading a frame's
+  locals changes nothing the frame's own thread sees.
 
 A trio task runs at most one step per turn of the loop, so "same turn, same frame" means one
 uninterrupted step. Steps are caught once they last about ``1.25 × threshold`` (the looks
@@ -32,7 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 import trio
@@ -40,6 +44,10 @@ import trio
 from trioqueue._runtime.logfields import job_fields
 
 log = logging.getLogger("trioqueue.blocking")
+
+#: Reads, from a frame that runs a job attempt, the job's id and the threshold it is held
+#: to; None when the frame runs no job.
+JobReader = Callable[[FrameType], tuple[int, float] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +69,9 @@ class BlockingMonitor(trio.abc.Instrument):
     def __init__(self, threshold: float, *, clock: Callable[[], float] = time.perf_counter) -> None:
         self.threshold = threshold
         self._clock = clock
-        # The frames of the job attempts running now (their coroutines' own frames): each
-        # job's id, and its threshold when that is not the usual one (a tuple per job in
-        # flight would cost 56 bytes; most runs have one threshold).
-        self._jobs: dict[FrameType, int | tuple[int, float]] = {}
-        self._usual_threshold = threshold  # the first user's: what a bare job id means
+        #: The code of each function whose frames run job attempts, and what reads the job's
+        #: id and threshold from such a frame (None: the frame runs no job after all).
+        self._readers: dict[CodeType, JobReader] = {}
         self._turn = 0  # turns of the event loop so far
         self._loop_thread = threading.get_ident()
         self._gc_started: float | None = None
@@ -97,17 +103,10 @@ class BlockingMonitor(trio.abc.Instrument):
     def after_io_wait(self, timeout: float) -> None:
         self._turn += 1
 
-    def watch(self, job_id: int, threshold: float | None = None) -> None:
-        """The calling frame runs job ``job_id`` until :meth:`unwatch` (``threshold``: this
-        job's, else the monitor's)."""
-        if threshold is None:
-            threshold = self.threshold
-        usual = threshold == self._usual_threshold
-        self._jobs[sys._getframe(1)] = job_id if usual else (job_id, threshold)
-
-    def unwatch(self) -> None:
-        """Called from the same frame as :meth:`watch`."""
-        self._jobs.pop(sys._getframe(1), None)
+    def recognise(self, code: CodeType, reader: JobReader) -> None:
+        """Frames running ``code`` run job attempts; ``reader`` tells, from such a frame,
+        which job and the threshold it is held to (each pool's own)."""
+        self._readers[code] = reader
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
@@ -138,20 +137,22 @@ class BlockingMonitor(trio.abc.Instrument):
         elif suspect is None or suspect.turn != turn or suspect.frame_id != id(frame):
             self._suspect = _Suspect(turn, id(frame), now, self._gc_seconds)
         else:
-            self._judge(suspect, self._jobs.get(frame), now)
+            self._judge(suspect, frame, now)
 
     def _job_frame(self) -> FrameType | None:
+        """The innermost frame on the loop's stack that runs a job attempt, if any."""
         frame = sys._current_frames().get(self._loop_thread)
         while frame is not None:
-            if frame in self._jobs:
+            if frame.f_code in self._readers:
                 return frame
             frame = frame.f_back
         return None
 
-    def _judge(self, suspect: _Suspect, entry: int | tuple[int, float] | None, now: float) -> None:
-        if entry is None:
+    def _judge(self, suspect: _Suspect, frame: FrameType, now: float) -> None:
+        job = self._readers[frame.f_code](frame)
+        if job is None:
             return
-        job_id, threshold = (entry, self._usual_threshold) if isinstance(entry, int) else entry
+        job_id, threshold = job
         held = now - suspect.seen_at - (self._gc_seconds - suspect.gc_seconds)
         seen = (suspect.turn, suspect.frame_id)
         if held < threshold or self._reported == seen:
@@ -180,8 +181,8 @@ _SHARED: trio.lowlevel.RunVar[_Sharing] = trio.lowlevel.RunVar("trioqueue.monito
 def shared_monitor(threshold: float) -> Iterator[BlockingMonitor]:
     """The run's one monitor, installed while at least one pool uses it.
 
-    The monitor's own threshold (its default, and a quarter of it the watchdog's period) is
-    the smallest of its users'; each pool passes its own to :meth:`BlockingMonitor.watch`.
+    The monitor's own threshold (a quarter of it is the watchdog's period) is the smallest
+    of its users'; each job is held to its own pool's, which the reader of its frame tells.
     """
     try:
         sharing = _SHARED.get()

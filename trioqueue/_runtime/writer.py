@@ -12,6 +12,7 @@ the runtime's own cost off it too.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import trio
 
@@ -72,23 +73,31 @@ class OutcomeWriter:
             await self._wake.wait()
             self._wake = trio.Event()
             batch, self._queue = self._queue, []
-            groups: dict[type, list[tuple[_Pending, int]]] = {Ack: [], Failure: [], Release: []}
+            # Per kind: the items, and where each one's answer goes (its hand-over, its index).
+            groups: dict[type, tuple[list[Write], list[tuple[_Pending, int]]]] = {
+                Ack: ([], []),
+                Failure: ([], []),
+                Release: ([], []),
+            }
             for pending in batch:
                 for index, item in enumerate(pending.items):
-                    groups[type(item)].append((pending, index))
+                    items, slots = groups[type(item)]
+                    items.append(item)
+                    slots.append((pending, index))
             try:
-                for group in groups.values():
-                    if group:
-                        await self._send(group)
+                for items, slots in groups.values():
+                    if items:
+                        await self._send(items, slots)
             finally:
                 for pending in batch:
                     pending.done.set()
 
-    async def _send(self, group: list[tuple[_Pending, int]]) -> None:
-        """One statement for ``group`` (items of one kind); each item's answer or error."""
+    async def _send(self, items: list[Write], group: list[tuple[_Pending, int]]) -> None:
+        """One statement for ``items`` (of one kind); each one's answer or error, to the
+        place ``group`` names."""
         try:
             with trio.fail_after(self._timeout):
-                results = await self._call([pending.items[index] for pending, index in group])
+                results = await self._call(items)
         except trio.TooSlowError:
             error: Exception = BackendError(f"outcome write timed out after {self._timeout:g}s")
             for pending, index in group:
@@ -101,9 +110,10 @@ class OutcomeWriter:
                 pending.results[index] = result
 
     async def _call(self, items: list[Write]) -> Sequence[Result]:
+        """The statement for ``items``, all of one kind (``run`` grouped them by type)."""
         first = items[0]
         if isinstance(first, Ack):
-            return await self._backend.ack([i for i in items if isinstance(i, Ack)])
+            return await self._backend.ack(cast(list[Ack], items))
         if isinstance(first, Failure):
-            return await self._backend.fail([i for i in items if isinstance(i, Failure)])
-        return await self._backend.release([i for i in items if isinstance(i, Release)])
+            return await self._backend.fail(cast(list[Failure], items))
+        return await self._backend.release(cast(list[Release], items))

@@ -328,7 +328,7 @@ class Recorder:
         job = self._running(job_id, "exits")
         error = given.get("error")
         scope = self._scopes[job.batch_id]
-        # As the batch runner decides it (BatchRunner._decide).
+        # As the batch runner decides it (BatchRunner._finished).
         outcome, stop = decide_attempt(
             job_stop=self.core.job(job.batch_id, job_id).stop,
             scope_fired=scope.cancel_called,
