@@ -19,7 +19,7 @@ import pytest
 from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.fence import advanced_deadline, initial_deadline, local_row_deadline
 from trioqueue._core.guard_rules import Effects, GuardCore, OneJob, Renewal
-from trioqueue._core.outcome import Outcome, decide
+from trioqueue._core.outcome import Outcome, decide, decide_attempt
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.rules import OutcomeKind, StopReason
 from trioqueue._core.timing import (
@@ -399,6 +399,63 @@ def test_I8_decide_job_stop_beats_batch_stop() -> None:
     assert outcome(job_stop=StopReason.GONE, batch_stop=StopReason.LEASE_EXPIRED).message == (
         StopReason.GONE.value
     )
+
+
+@pytest.mark.parametrize(
+    ("job_stop", "scope_fired", "batch", "error", "attempt", "no_connection"),
+    list(
+        itertools.product(
+            [None, *StopReason],
+            [False, True],
+            [None, *StopReason],
+            [None, "ValueError: x"],
+            [1, 3],
+            [None, "too many clients"],
+        )
+    ),
+)
+def test_decide_attempt_is_decide_with_the_stop_it_reads(
+    job_stop: StopReason | None,
+    scope_fired: bool,
+    batch: StopReason | None,
+    error: str | None,
+    attempt: int,
+    no_connection: str | None,
+) -> None:
+    """Whatever the facts, decide_attempt answers what decide says of the stop it reads:
+    the job's own, else, only when the batch scope fired, the batch's (a lost lease when
+    the core names none); it asks for the batch's stop only then, since asking freezes it.
+    Its way for attempts that nothing stopped must agree too."""
+    asked: list[bool] = []
+
+    def batch_stop() -> StopReason | None:
+        asked.append(True)
+        return batch
+
+    stop = job_stop
+    if job_stop is None and scope_fired:
+        stop = batch or StopReason.LEASE_EXPIRED
+    got = decide_attempt(
+        job_stop=job_stop,
+        scope_fired=scope_fired,
+        batch_stop=batch_stop,
+        error=error,
+        attempt=attempt,
+        max_attempts=3,
+        max_job_duration=60.0,
+        no_connection=no_connection,
+    )
+    expected = decide(
+        job_stop=job_stop,
+        batch_stop=None if stop is job_stop else stop,
+        error=error,
+        attempt=attempt,
+        max_attempts=3,
+        max_job_duration=60.0,
+        no_connection=no_connection,
+    )
+    assert got == (expected, stop)
+    assert asked == ([True] if scope_fired and job_stop is None else [])
 
 
 # -- _runtime/config.py (I1) -----------------------------------------------------------
