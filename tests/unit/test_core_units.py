@@ -315,6 +315,7 @@ def outcome(
     error: str | None = None,
     attempt: int = 1,
     max_attempts: int = 3,
+    no_connection: str | None = None,
 ) -> Outcome:
     return decide(
         job_stop=job_stop,
@@ -323,6 +324,7 @@ def outcome(
         attempt=attempt,
         max_attempts=max_attempts,
         max_job_duration=300.0,
+        no_connection=no_connection,
     )
 
 
@@ -442,18 +444,11 @@ def test_decide_attempt_is_decide_with_the_stop_it_reads(
         error=error,
         attempt=attempt,
         max_attempts=3,
-        max_job_duration=60.0,
+        max_job_duration=300.0,
         no_connection=no_connection,
     )
-    expected = decide(
-        job_stop=job_stop,
-        batch_stop=None if stop is job_stop else stop,
-        error=error,
-        attempt=attempt,
-        max_attempts=3,
-        max_job_duration=60.0,
-        no_connection=no_connection,
-    )
+    batch_stop_read = None if stop is job_stop else stop
+    expected = outcome(job_stop, batch_stop_read, error, attempt, no_connection=no_connection)
     assert got == (expected, stop)
     assert asked == ([True] if scope_fired and job_stop is None else [])
 
