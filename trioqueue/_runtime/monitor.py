@@ -64,7 +64,8 @@ class _Suspect:
 
 
 class BlockingMonitor(trio.abc.Instrument):
-    """Logs jobs whose single step holds the event loop ``threshold`` seconds or more."""
+    """Logs jobs whose single step holds the event loop for their pool's threshold or more
+    (``threshold``, the smallest of them, sets how often the watchdog looks)."""
 
     def __init__(self, threshold: float, *, clock: Callable[[], float] = time.perf_counter) -> None:
         self.threshold = threshold

@@ -207,8 +207,8 @@ class _QueueIndex:
     renewal) pushes nothing: the live entry, when it surfaces, is pushed again for the row's
     time then. So a running row holds one entry however often it is renewed. When a live
     entry comes due at its row's time, the row moves to ``ready``, ordered
-    ``(-priority, id)``; a queued row that is visible at once goes there directly. A ready entry is re-checked when popped, since the old owner of an
-    expired lease may renew it.
+    ``(-priority, id)``; a queued row that is visible at once goes there directly. A ready
+    entry is re-checked when popped, since the old owner of an expired lease may renew it.
     """
 
     waiting: list[tuple[float, int]] = field(default_factory=list)
@@ -845,11 +845,11 @@ class MemoryModel:
             if row is None:
                 continue
             row.in_ready = False
-            if row.not_visible_until > now or (
-                row.status != "queued" and (row.finished or self._settle_expired(row, now))
-            ):
-                continue  # hidden again by its old owner's renewal, or finished
-            if row.id in self._locked or (row.group is not None and not self._group_allows(row)):
+            if row.not_visible_until > now:
+                continue  # hidden again by its old owner's renewal
+            if row.status != "queued" and (row.finished or self._settle_expired(row, now)):
+                continue  # finished, or failed as its lease expired (a queued row is neither)
+            if row.id in self._locked or not self._group_allows(row):
                 skipped.append(row)  # locked elsewhere, or its group's turn has not come
             else:
                 taken.append(row)
