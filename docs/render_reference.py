@@ -43,6 +43,11 @@ POSTGRES_ONLY: dict[str, str] = {
         "reads the database's clock before ``set_schedule``; the model's clock is the "
         "``now`` every method takes"
     ),
+    "database_clock": (
+        "the clock probe of a pool that stopped claiming for clock skew (docs/protocol.rst "
+        "§8); the model's clock is the ``now`` every method takes, which the memory backend "
+        "answers as its ``database_clock``"
+    ),
     "get_schedule": (
         "reads back the schedule ``set_schedule`` wrote; the model's ``set_schedule`` returns it"
     ),

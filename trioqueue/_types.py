@@ -138,13 +138,24 @@ class Claims(list[Claimed]):
     ``retry_after`` is set when the queue's limits (``max_running``, ``max_per_second``)
     held back claimable jobs: claiming again sooner than that many seconds is likely to
     find the limit still reached (docs/flow.rst). None when no limit held anything back.
+
+    ``database_clock`` is the backend's clock (epoch seconds, the clock of row times) as
+    read while the claim ran, whether or not it took a row: the worker bounds its clock's
+    offset by it (docs/protocol.rst §8). None when the backend gave no reading.
     """
 
     retry_after: float | None
+    database_clock: float | None
 
-    def __init__(self, claimed: Iterable[Claimed] = (), retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        claimed: Iterable[Claimed] = (),
+        retry_after: float | None = None,
+        database_clock: float | None = None,
+    ) -> None:
         super().__init__(claimed)
         self.retry_after = retry_after
+        self.database_clock = database_clock
 
 
 @final
@@ -280,6 +291,11 @@ class WorkerInfo:
     last_beat_at: datetime
     started_at: datetime
     stale: bool
+    #: Seconds its clock is ahead of the database's (negative: behind) and its verdict
+    #: ("in_sync", "ahead": warned, "stopped": not claiming), at its last beat; None
+    #: until measured (docs/protocol.rst §8).
+    clock_skew: float | None = None
+    clock_verdict: str | None = None
 
 
 @final
@@ -342,6 +358,10 @@ class PoolBeat:
     pool: PoolRegistration
     in_flight: int  # jobs the pool holds
     abandoned_renewals: int  # renewals the pool has abandoned since it started
+    #: Seconds the pool's clock is ahead of the database's (negative: behind), as last
+    #: measured, and its verdict (docs/protocol.rst §8); None until measured.
+    clock_skew: float | None = None
+    clock_verdict: str | None = None  # "in_sync", "ahead" or "stopped"
 
     @property
     def worker_id(self) -> str:

@@ -198,6 +198,8 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("workers", "abandoned_renewals", "bigint", "NO", "0"),
         ("workers", "started_at", "timestamp with time zone", "NO", "now()"),
         ("workers", "last_beat_at", "timestamp with time zone", "NO", "now()"),
+        ("workers", "clock_skew", "double precision", "YES", None),  # 0007
+        ("workers", "clock_verdict", "text", "YES", None),  # 0007
     ],
     "indexes": [
         "CREATE INDEX jobs_claim_leased_floor_idx ON {schema}.jobs USING btree (queue, lease_floor) WHERE (status = 'running'::text)",
@@ -402,7 +404,7 @@ async def test_late_renewal_never_shortens_a_newer_renewals_lease(
     [job_id] = await backend.enqueue_many(Q, ["x"])
     [claimed] = await claim(backend)
     renew_sql = render(QUERIES["renew"], backend.schema)
-    no_beat = (None,) * 8
+    no_beat = (None,) * 10
     args = ([str(job_id)], [str(claimed.job.claim_seq)], ["0.25"], V, *no_beat)
     async with backend.acquire() as old, old.transaction():
         # The old statement's now() is fixed here, round trips before the newer renewal's.
@@ -433,7 +435,7 @@ async def test_renewal_renews_a_row_changed_after_its_snapshot(backend: Postgres
         [str(c.job.claim_seq) for c in (raced, calm)],
         [None, "0.5"],
         2 * V,
-        *(None,) * 8,
+        *(None,) * 10,
     )
     answers: dict[int, str] = {}
     async with backend.acquire() as gate, backend.acquire() as renewer:

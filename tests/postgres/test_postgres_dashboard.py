@@ -98,7 +98,7 @@ async def test_a_late_beat_changes_nothing(backend: PostgresBackend) -> None:
     put back an older in_flight or last_beat_at over a newer beat's."""
     await backend.register_pool(POOL)
     renew_sql = render(QUERIES["renew"], backend.schema)
-    old_beat = (POOL.worker_id, POOL.host, POOL.pid, Q, POOL.concurrency, 30.0, 7, 0)
+    old_beat = (POOL.worker_id, POOL.host, POOL.pid, Q, POOL.concurrency, 30.0, 7, 0, 9.0, "ahead")
     async with backend.acquire() as old, old.transaction():
         await old.fetchval("SELECT now()")  # the old statement's now() is fixed here
         await trio.sleep(0.01)
@@ -107,6 +107,7 @@ async def test_a_late_beat_changes_nothing(backend: PostgresBackend) -> None:
         await old.fetch(renew_sql, [], [], [], V, *old_beat)
     [after] = await backend.list_workers()
     assert (after.in_flight, after.last_beat_at) == (2, newer.last_beat_at)
+    assert (after.clock_skew, after.clock_verdict) == (None, None)
 
 
 async def test_search_is_case_insensitive_on_non_ascii_text(backend: PostgresBackend) -> None:

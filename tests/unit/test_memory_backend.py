@@ -437,6 +437,7 @@ OPERATION_CALLS: dict[str, Callable[[MemoryBackend, Claimed], Awaitable[Any]]] =
     "register_pool": lambda backend, _: backend.register_pool(BEAT.pool),
     "unregister_pool": lambda backend, _: backend.unregister_pool(BEAT.worker_id),
     "enqueue_due": lambda backend, _: backend.enqueue_due(),
+    "clock": lambda backend, _: backend.database_clock(),
 }
 
 

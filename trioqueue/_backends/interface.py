@@ -42,7 +42,8 @@ from trioqueue._types import (
 
 #: Names of the operations counted by ``statistics().calls`` and targeted by fault injection.
 #: ``"beat"`` is a pool's heartbeat sent alone (``renew`` with a beat and no items); a beat
-#: riding on a renewal is part of that ``"renew"`` statement.
+#: riding on a renewal is part of that ``"renew"`` statement. ``"clock"`` is the probe of
+#: the database's clock a pool sends while it has stopped claiming (docs/protocol.rst §8).
 OPERATIONS = (
     "claim",
     "renew",
@@ -55,6 +56,7 @@ OPERATIONS = (
     "register_pool",
     "unregister_pool",
     "enqueue_due",
+    "clock",
 )
 
 #: Operators' calls both backends count in ``statistics().calls`` besides :data:`OPERATIONS`.
@@ -265,6 +267,12 @@ class Backend(Protocol):
         """The worker's reading of the clock row times use (seconds), without I/O."""
         ...
 
+    async def database_clock(self) -> float:
+        """The database's own clock (the clock of row times, seconds), read by one cheap
+        statement: the probe a pool that stopped claiming measures its skew with
+        (docs/protocol.rst §8). Claims carry the same reading (``Claims.database_clock``)."""
+        ...
+
     async def claim(
         self, queue: str, *, limit: int, worker_id: str, visibility_timeout: float
     ) -> list[Claimed]:
@@ -277,7 +285,9 @@ class Backend(Protocol):
         Each row's lease counts from when the row was taken, and ``Claimed.locked_after``
         says how long after the call began that was. A row whose payload cannot be decoded
         is not delivered and never fails the call: the backend fails it on its own, final,
-        fenced by the new ``claim_seq``, and delivers the others.
+        fenced by the new ``claim_seq``, and delivers the others. The answer, a ``Claims``,
+        carries the database's clock as read during the call (``database_clock``), rows or
+        none.
         """
         ...
 

@@ -274,7 +274,24 @@ def check_beat(beat: object) -> PoolBeat | None:
     check_registration(beat.pool)
     check_int("in_flight", beat.in_flight, minimum=0, maximum=INT32_MAX)
     check_int("abandoned_renewals", beat.abandoned_renewals, minimum=0, maximum=INT64_MAX)
+    _check_clock(beat.clock_skew, beat.clock_verdict)
     return beat
+
+
+#: The clock verdicts a beat may report (trioqueue._core.clock_skew.ClockVerdict's labels).
+CLOCK_VERDICTS = ("in_sync", "ahead", "stopped")
+
+
+def _check_clock(skew: object, verdict: object) -> None:
+    """A beat's clock fields: both None (not measured), or a finite skew and a verdict."""
+    if skew is None and verdict is None:
+        return
+    if isinstance(skew, bool) or not isinstance(skew, int | float) or not math.isfinite(skew):
+        raise ValueError(f"clock_skew must be a finite number of seconds, not {skew!r}")
+    if verdict not in CLOCK_VERDICTS:
+        raise ValueError(
+            f"clock_verdict must be one of {', '.join(CLOCK_VERDICTS)}, not {verdict!r}"
+        )
 
 
 def _check_worker_text(name: str, value: object) -> str:

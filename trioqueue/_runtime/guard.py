@@ -29,6 +29,7 @@ import trio
 from trioqueue._backends.interface import Backend
 from trioqueue._core.guard_rules import Effects, GuardCore, JobLease, Renewal
 from trioqueue._core.rules import StopReason
+from trioqueue._runtime.clock import ClockWatch
 from trioqueue._runtime.logfields import job_fields, pool_fields
 from trioqueue._runtime.observer import PoolObserver
 from trioqueue._types import Claimed, Job, PoolBeat, PoolRegistration
@@ -74,8 +75,10 @@ class Guard:
         backend: Backend,
         observer: PoolObserver | None = None,
         pool: PoolRegistration | None = None,
+        clock: ClockWatch | None = None,
     ) -> None:
         self.core = core
+        self._clock = clock  # the pool's clock verdict, which its beats report
         self._backend = backend
         self._observer = observer
         self._batches: dict[int, BatchHandle] = {}
@@ -196,7 +199,12 @@ class Guard:
             for batch_id in core.batch_ids()
             for job in core.batch(batch_id).jobs.values()
         )
-        return PoolBeat(self._pool, in_flight, self.abandoned_renewals)
+        clock = self._clock
+        if clock is None or clock.bound is None:
+            return PoolBeat(self._pool, in_flight, self.abandoned_renewals)
+        return PoolBeat(
+            self._pool, in_flight, self.abandoned_renewals, clock.skew, clock.verdict.label
+        )
 
     def _next_lone_beat(self) -> float:
         """When a beat must go alone: a heartbeat interval after the last beat, unless one is

@@ -41,6 +41,7 @@ from trioqueue._core.guard_rules import GuardCore
 from trioqueue._core.timing import Timing
 from trioqueue._errors import BackendError, ConfigError, is_transient
 from trioqueue._runtime.batch import BatchRunner
+from trioqueue._runtime.clock import ClockWatch
 from trioqueue._runtime.config import WorkerConfig, check
 from trioqueue._runtime.guard import Guard
 from trioqueue._runtime.logfields import pool_fields
@@ -49,7 +50,7 @@ from trioqueue._runtime.observer import PoolObserver, ShieldedObserver
 from trioqueue._runtime.scheduler import run_scheduler
 from trioqueue._runtime.siblings import Siblings, siblings_of
 from trioqueue._runtime.writer import OutcomeWriter
-from trioqueue._types import Claimed, Claims, NoticeKind, PoolRegistration
+from trioqueue._types import Claimed, Claims, NoticeKind, PoolRegistration, Release
 
 log = logging.getLogger("trioqueue.pool")
 
@@ -145,7 +146,8 @@ class _Pool:
             heartbeat_interval=timing.heartbeat_interval,
         )
         self.observer = observer
-        self.guard = Guard(GuardCore(timing), backend, observer, self.registration)
+        self.clock = ClockWatch(backend, timing, config.queue, config.poll_interval)
+        self.guard = Guard(GuardCore(timing), backend, observer, self.registration, self.clock)
         self.writer = OutcomeWriter(backend, statement_timeout=timing.visibility_timeout)
         self.slots = trio.Semaphore(config.concurrency)
         self.work_available = trio.Event()
@@ -291,10 +293,12 @@ class _Pool:
     async def _claim_until_failed(self, batches: trio.Nursery) -> BackendError:
         failures = 0
         while True:
+            await self.clock.wait_until_claiming()  # clock skew past V - H (§8): probes
             free = await self._take_free_slots()
             self.work_available = trio.Event()  # before claiming, so no notice is missed
             limit = self.config.batch_size * free
             try:
+                wall_sent = self.backend.wall_time()
                 claim_sent = trio.current_time()
                 claimed = await self.backend.claim(
                     self.config.queue,
@@ -302,6 +306,7 @@ class _Pool:
                     worker_id=self.worker_id,
                     visibility_timeout=self.timing.visibility_timeout,
                 )
+                self.clock.observe_claim(wall_sent, claimed, self.backend.wall_time())
             except Exception as exc:
                 self.siblings.wake_others(self.wake)  # they passed notices over for it
                 self._release_slots(free)
@@ -317,6 +322,11 @@ class _Pool:
                 await trio.sleep(self._pause_after(failures))
                 continue
             failures = 0
+            if self.clock.stopped:  # this claim proved the skew: its rows go back uncharged
+                self._release_slots(free)
+                if claimed:
+                    batches.start_soon(self._give_back, claimed)
+                continue
             if len(claimed) >= limit:
                 self.siblings.wake_others(self.wake)  # there may be more: share it out
             size = self.config.batch_size
@@ -328,6 +338,12 @@ class _Pool:
                 # The claim saw every claimable row and took them: wait for a notice (or
                 # the poll interval) rather than asking again at once for nothing.
                 await self._wait_for_work(claimed)
+
+    async def _give_back(self, claimed: list[Claimed]) -> None:
+        """Release rows a claim took that proved the clock past V - H (docs/protocol.rst §8):
+        none of them would keep its lease. A failed release lets their leases lapse."""
+        releases = [Release(c.job.id, c.job.claim_seq) for c in claimed]
+        await self.writer.write(releases)
 
     async def _wait_for_work(self, claimed: list[Claimed]) -> None:
         """Until a notice or a sibling wakes the pool, or the idle wait passes. A work

@@ -62,6 +62,7 @@ from trioqueue._types import (
     Ack,
     BackendStatistics,
     Claimed,
+    Claims,
     Failure,
     FinishedBucket,
     JobInfo,
@@ -226,6 +227,9 @@ class MemoryBackend:
         self._peak = 0
         self._calls = dict.fromkeys((*OPERATIONS, *READ_OPERATIONS), 0)
         self._dropped_notices = 0
+        #: The worker's wall clock (:meth:`wall_time`); rows use trio's clock. A test seam:
+        #: ``lambda: trio.current_time() + 60`` makes the worker's clock run 60 s ahead.
+        self.wall_clock: Callable[[], float] = trio.current_time
         #: Testing hook: when True, every notice is lost, as if NOTIFY never arrived.
         self.drop_notices = False
         self._closed = False
@@ -603,8 +607,13 @@ class MemoryBackend:
     # -- the worker side -----------------------------------------------------------------
 
     def wall_time(self) -> float:
-        """Row times are trio times here, so the worker's and the rows' clocks agree."""
-        return trio.current_time()
+        """Row times are trio times here, so the worker's and the rows' clocks agree, unless
+        a test set :attr:`wall_clock` (a clock ahead or behind, docs/protocol.rst §8)."""
+        return self.wall_clock()
+
+    async def database_clock(self) -> float:
+        """The rows' clock (trio's), read as one statement: the ``"clock"`` operation."""
+        return await self._execute("clock", lambda now, _: now)
 
     async def claim(
         self, queue: str, *, limit: int, worker_id: str, visibility_timeout: float
@@ -616,12 +625,15 @@ class MemoryBackend:
         """
         check_claim(queue, limit, worker_id, visibility_timeout)
         started = trio.current_time()  # as PostgreSQL's now(): the statement's start
-        return await self._execute(
-            "claim",
-            lambda now, _: self._model.claim(
+
+        def effect(now: float, _: Fault | None) -> Claims:
+            claims = self._model.claim(
                 now, queue, limit, worker_id, visibility_timeout, started=started
-            ),
-        )
+            )
+            claims.database_clock = now  # the clock of the statement (docs/protocol.rst §8)
+            return claims
+
+        return await self._execute("claim", effect)
 
     async def renew(
         self,

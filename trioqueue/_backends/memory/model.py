@@ -144,6 +144,8 @@ class PoolRow:
     last_beat_at: float
     in_flight: int = 0
     abandoned_renewals: int = 0
+    clock_skew: float | None = None
+    clock_verdict: str | None = None
 
     def stale(self, now: float) -> bool:
         """No beat for more than three of the pool's heartbeat intervals."""
@@ -509,6 +511,7 @@ class MemoryModel:
         row.last_beat_at = now
         row.in_flight = beat.in_flight
         row.abandoned_renewals = beat.abandoned_renewals
+        row.clock_skew, row.clock_verdict = beat.clock_skew, beat.clock_verdict
 
     def unregister_pool(self, now: float, worker_id: str) -> bool:
         """Delete a pool's row; False when it had none. Mirrors ``unregister_pool``."""
@@ -531,6 +534,8 @@ class MemoryModel:
                 last_beat_at=self.to_datetime(row.last_beat_at),
                 started_at=self.to_datetime(row.started_at),
                 stale=row.stale(now),
+                clock_skew=row.clock_skew,
+                clock_verdict=row.clock_verdict,
             )
             for row in rows
         ]

@@ -270,6 +270,9 @@ class PostgresBackend:
         self._finishes = FinishWatch(driver, self._channel)
         #: Queues whose last claim found limits: their claims start by locking the queue.
         self._limited_queues: set[str] = set()
+        #: The worker's wall clock (:meth:`wall_time`). A test seam: ``lambda: time.time()
+        #: + 60`` makes this worker's clock run 60 s ahead of the database's.
+        self.wall_clock: Callable[[], float] = time.time
         for op in (*OPERATIONS, *COUNTED_READS):
             driver.calls[op] += 0  # every operation appears in statistics, even at zero
 
@@ -956,8 +959,15 @@ class PostgresBackend:
     # -- the worker side -----------------------------------------------------------------
 
     def wall_time(self) -> float:
-        """``time.time()``: row times are the database's clock, assumed in sync with ours."""
-        return time.time()
+        """:attr:`wall_clock`, by default ``time.time()``: row times are the database's
+        clock, assumed in sync with ours (docs/protocol.rst §8 says what a pool does when
+        its claims prove otherwise)."""
+        return self.wall_clock()
+
+    async def database_clock(self) -> float:
+        """``clock_timestamp()``, epoch seconds: one statement, the ``"clock"`` operation."""
+        at: float = await self._driver.run("clock", _fetchval, self._sql["database_clock"])
+        return at
 
     async def claim(
         self, queue: str, *, limit: int, worker_id: str, visibility_timeout: float
@@ -991,8 +1001,11 @@ class PostgresBackend:
         claimed = Claims()
         undecodable: list[Failure] = []
         for row in rows:
-            if row["id"] is None:  # the limits held rows back
-                claimed.retry_after = row["retry_after"]
+            if row["id"] is None:  # the clock's row, or the limits held rows back
+                if row["database_clock"] is not None:
+                    claimed.database_clock = row["database_clock"]
+                else:
+                    claimed.retry_after = row["retry_after"]
                 continue
             payload = _read_payload(row["payload"])
             if isinstance(payload, UndecodablePayload):
@@ -1035,7 +1048,7 @@ class PostgresBackend:
         sql = self._sql["claim"]
         if queue not in self._limited_queues:
             rows: list[Any] = await connection.fetch(sql, queue, limit, worker_id, lease, False)
-            if not any(row["id"] is None and row["retry_after"] < 0 for row in rows):
+            if not any(row["retry_after"] is not None and row["retry_after"] < 0 for row in rows):
                 return rows  # (the first step of a limited claim takes nothing)
             self._limited_queues.add(queue)
         async with connection.transaction():
@@ -1367,9 +1380,9 @@ def _like_pattern(search: str | None) -> str | None:
 
 
 def _beat_arguments(beat: PoolBeat | None) -> tuple[Any, ...]:
-    """The beat's parameters of the renew statement ($5..$12); all NULL without a beat."""
+    """The beat's parameters of the renew statement ($5..$14); all NULL without a beat."""
     if beat is None:
-        return (None,) * 8
+        return (None,) * 10
     pool = beat.pool
     return (
         pool.worker_id,
@@ -1380,6 +1393,8 @@ def _beat_arguments(beat: PoolBeat | None) -> tuple[Any, ...]:
         float(pool.heartbeat_interval),
         beat.in_flight,
         beat.abandoned_renewals,
+        None if beat.clock_skew is None else float(beat.clock_skew),
+        beat.clock_verdict,
     )
 
 

@@ -218,7 +218,8 @@ ORDER BY g.n;
 -- name: list_workers
 SELECT w.worker_id, w.host, w.pid, w.queue, w.concurrency, w.in_flight, w.abandoned_renewals,
        w.last_beat_at, w.started_at,
-       now() - w.last_beat_at > make_interval(secs => 3 * w.heartbeat_interval) AS stale
+       now() - w.last_beat_at > make_interval(secs => 3 * w.heartbeat_interval) AS stale,
+       w.clock_skew, w.clock_verdict
 FROM {schema}.workers AS w
 ORDER BY w.queue, w.started_at, w.worker_id;
 
@@ -235,7 +236,8 @@ VALUES ($1::text, $2::text, $3::integer, $4::text, $5::integer, $6::float8)
 ON CONFLICT (worker_id) DO UPDATE
 SET host = excluded.host, pid = excluded.pid, queue = excluded.queue,
     concurrency = excluded.concurrency, heartbeat_interval = excluded.heartbeat_interval,
-    in_flight = 0, abandoned_renewals = 0, started_at = now(), last_beat_at = now();
+    in_flight = 0, abandoned_renewals = 0, started_at = now(), last_beat_at = now(),
+    clock_skew = NULL, clock_verdict = NULL;
 
 -- name: unregister_pool
 DELETE FROM {schema}.workers AS w WHERE w.worker_id = $1::text RETURNING 1;
@@ -465,10 +467,17 @@ held AS (
       AND a.n < $2::bigint AND (SELECT count(*) FROM claimed) >= a.n
 )
 SELECT c.id, c.queue, c.payload, c.priority, c.attempts, c.max_attempts, c.claim_seq,
-       c.lease_until, c.locked_after, NULL::float8 AS retry_after
+       c.lease_until, c.locked_after, NULL::float8 AS retry_after,
+       NULL::float8 AS database_clock
 FROM claimed AS c
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, h.retry_after FROM held AS h
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, h.retry_after, NULL
+FROM held AS h
+UNION ALL
+-- Always one row with the database's clock, rows taken or not: the worker bounds its own
+-- clock's offset by it (docs/protocol.rst §8).
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       extract(epoch FROM clock_timestamp())::float8
 ORDER BY priority DESC, id;
 
 -- name: renew
@@ -483,7 +492,7 @@ ORDER BY priority DESC, id;
 -- row per item: the items are distinct), with no join back to the items; what only a
 -- rarer case needs is skipped, on counts, when that case did not happen.
 --
--- The beat ($5..$12) upserts the pool's row in the same statement: an update of the row if
+-- The beat ($5..$14) upserts the pool's row in the same statement: an update of the row if
 -- it can be locked at once (a beat never waits: a stuck, abandoned renewal may hold it),
 -- else an insert when the row is missing. A late beat (older now()) changes nothing.
 WITH locked AS (
@@ -578,15 +587,17 @@ beat_locked AS (
 ),
 beat_updated AS (
     UPDATE {schema}.workers AS w
-    SET last_beat_at = now(), in_flight = $11::integer, abandoned_renewals = $12::bigint
+    SET last_beat_at = now(), in_flight = $11::integer, abandoned_renewals = $12::bigint,
+        clock_skew = $13::float8, clock_verdict = $14::text  -- docs/protocol.rst §8
     FROM beat_locked AS b
     WHERE w.worker_id = b.worker_id AND w.last_beat_at <= now()
 ),
 beat_inserted AS (
     INSERT INTO {schema}.workers
-        (worker_id, host, pid, queue, concurrency, heartbeat_interval, in_flight, abandoned_renewals)
+        (worker_id, host, pid, queue, concurrency, heartbeat_interval, in_flight, abandoned_renewals,
+         clock_skew, clock_verdict)
     SELECT $5::text, $6::text, $7::integer, $8::text, $9::integer, $10::float8, $11::integer,
-           $12::bigint
+           $12::bigint, $13::float8, $14::text
     WHERE $5::text IS NOT NULL
       AND NOT EXISTS (SELECT FROM {schema}.workers AS w WHERE w.worker_id = $5::text)
     ON CONFLICT (worker_id) DO NOTHING
@@ -747,6 +758,11 @@ SELECT count(*) FROM deleted;
 -- name: database_now
 -- The database's clock, from which set_schedule computes a schedule's first tick.
 SELECT now();
+
+-- name: database_clock
+-- The database's clock as it runs (not the transaction's start): the probe of a pool that
+-- stopped claiming for clock skew (docs/protocol.rst §8).
+SELECT extract(epoch FROM clock_timestamp())::float8;
 
 -- name: set_schedule
 -- Create or replace a schedule; a replaced one keeps its last_run_at. $8 is the next tick
