@@ -7,7 +7,8 @@ import re
 
 import pytest
 import trio
-from hypothesis import given
+import trio.testing
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import trioqueue
@@ -226,6 +227,61 @@ async def test_claims_resume_once_a_probe_proves_the_clock_back_in_sync(
     [back] = records(caplog, "clock_in_sync")
     assert "claims resumed" in back.getMessage()
     assert worker.clock_verdict == "in_sync"
+
+
+class EventNames(logging.Handler):
+    """The ``event`` field of every record, in order (a pool test inside ``trio.run``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.seen.append(str(getattr(record, "event", "")))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    skew=st.floats(min_value=-120.0, max_value=120.0),
+    v=st.floats(min_value=2.0, max_value=60.0),
+    h_share=st.floats(min_value=0.1, max_value=0.9),
+)
+def test_a_pool_spends_attempts_exactly_when_its_skew_is_under_v_minus_h(
+    skew: float, v: float, h_share: float
+) -> None:
+    """Whatever the offset and timings: past V - H the pool uses no attempt and its row says
+    stopped; under it, every job runs once and succeeds; a warning iff past the margin."""
+    h = v * h_share
+    limits = limits_for(v, h)
+    events = EventNames()
+    logging.getLogger("trioqueue").addHandler(events)
+
+    async def main() -> tuple[list[trioqueue.JobInfo], list[trioqueue.WorkerInfo]]:
+        rec = Recorder()
+        async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+            backend.wall_clock = lambda: trio.current_time() + skew
+            ids = await backend.enqueue_many("q", [{}, {}], max_attempts=3)
+            cfg = config(rec, visibility_timeout=v, heartbeat_interval=h, concurrency=2)
+            await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+            await trio.sleep(3 * v)
+            jobs = [await backend.get_job(job_id) for job_id in ids]
+            workers = await backend.list_workers()
+            nursery.cancel_scope.cancel()
+        return jobs, workers
+
+    try:
+        jobs, [worker] = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    finally:
+        logging.getLogger("trioqueue").removeHandler(events)
+    if skew > limits.stop_at:
+        assert [(j.status, j.attempts) for j in jobs] == [("ready", 0)] * 2
+        assert worker.clock_verdict == "stopped"
+        assert events.seen.count("clock_stopped") == 1
+    else:
+        assert [(j.status, j.attempts) for j in jobs] == [("succeeded", 1)] * 2
+        assert worker.clock_verdict == ("ahead" if skew > limits.warn_at else "in_sync")
+        assert events.seen.count("clock_ahead") == (1 if skew > limits.warn_at else 0)
+        assert "clock_stopped" not in events.seen
 
 
 # -- the dashboard's workers page ----------------------------------------------------------

@@ -26,7 +26,7 @@ log = logging.getLogger("trioqueue.pool")
 class ClockWatch:
     """The clock verdict of one pool, and the latest bound that moved or kept it."""
 
-    def __init__(self, backend: Backend, timing: Timing, queue: str, poll_interval: float):
+    def __init__(self, backend: Backend, timing: Timing, queue: str, poll_interval: float) -> None:
         self._backend = backend
         self._queue = queue
         self._poll_interval = poll_interval
