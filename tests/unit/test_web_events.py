@@ -225,7 +225,16 @@ async def test_a_disconnected_client_ends_its_stream(
 
 @pytest.mark.parametrize(
     ("query", "status"),
-    [("jobs=abc", 400), ("jobs=0", 400), ("jobs=" + ",".join(["1"] * 201), 400)],
+    [
+        ("jobs=abc", 400),
+        ("jobs=0", 400),
+        ("jobs=" + ",".join(["1"] * 201), 400),
+        # int() takes these; an id is ASCII digits only
+        ("jobs=%2B1", 400),
+        ("jobs=1_0", 400),
+        ("jobs=%D9%A1", 400),
+        ("jobs=1,%202", 400),
+    ],
 )
 async def test_bad_params_are_400(
     backend: trioqueue.MemoryBackend, autojump_clock: object, query: str, status: int

@@ -452,3 +452,41 @@ async def test_job_page_shows_the_result_as_pretty_json(backend: trioqueue.Memor
         "  &#34;b&#34;: [\n    1\n  ]\n}</pre>" in done.text
     )
     assert '<p class="muted" data-testid="job-result">none</p>' in none.text
+
+
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        ("q=a%00b", "q must not contain"),
+        ("queue=a%00b", "queue must not contain"),
+        ("queue=" + "x" * 129, "queue must be at most 128 characters"),
+        ("limit=%2B5", "limit must be ASCII digits"),
+        ("offset=1_0", "offset must be ASCII digits"),
+    ],
+)
+async def test_jobs_page_bad_filters_are_400(
+    backend: trioqueue.MemoryBackend, query: str, reason: str
+) -> None:
+    async with client(create_app(backend)) as c:
+        r = await c.get(f"/jobs?{query}")
+    assert r.status_code == 400
+    assert reason in r.text
+
+
+@pytest.mark.parametrize("raw", ["+1", "%201", "%D9%A1"])
+async def test_job_page_and_actions_take_ascii_digit_ids(
+    backend: trioqueue.MemoryBackend, raw: str
+) -> None:
+    job_id = await backend.enqueue("mail", 1)
+    assert job_id == 1
+    async with client(create_app(backend)) as c:
+        page = await c.get(f"/jobs/{raw}")
+        action = await c.post(
+            "/jobs/actions",
+            content=f"action=cancel&ids={raw}",
+            headers={**SAME_SITE, "Content-Type": "application/x-www-form-urlencoded"},
+        )
+    assert page.status_code == 400
+    assert "job id must be ASCII digits" in page.text
+    assert action.status_code == 400
+    assert (await backend.get_job(job_id)).status == "ready"

@@ -34,7 +34,7 @@ import trio
 from starlette.requests import Request
 
 import trioqueue
-from trioqueue.web.api import MAX_JOB_ID, iso, queue_json, queues_json
+from trioqueue.web.api import iso, parse_job_id, queue_json, queues_json
 from trioqueue.web.auth import Guard, error
 
 __all__ = ["MAX_JOB_EVENTS", "MAX_WATCHED", "MIN_GAP", "EventStream", "Waker"]
@@ -69,18 +69,10 @@ def sse(event: str, data: Any) -> bytes:
 def _parse_watch(raw: str | None) -> list[int]:
     if not raw:
         return []
-    ids: list[int] = []
-    for part in raw.split(","):
-        try:
-            job_id = int(part)
-        except ValueError:
-            raise ValueError(f"jobs must be comma-separated job ids, not {part!r}") from None
-        if not 1 <= job_id <= MAX_JOB_ID:
-            raise ValueError(f"job id out of range: {part}")
-        ids.append(job_id)
-    if len(ids) > MAX_WATCHED:
+    parts = raw.split(",")
+    if len(parts) > MAX_WATCHED:
         raise ValueError(f"jobs may name at most {MAX_WATCHED} ids")
-    return list(dict.fromkeys(ids))
+    return list(dict.fromkeys(parse_job_id(part) for part in parts))
 
 
 @dataclass(frozen=True)
