@@ -60,6 +60,7 @@ OPERATIONS = (
 #: Operators' calls both backends count in ``statistics().calls`` besides :data:`OPERATIONS`.
 READ_OPERATIONS = (
     "get_job",
+    "get_jobs",
     "list_jobs",
     "count_jobs",
     "delete_job",
@@ -149,6 +150,16 @@ class Backend(Protocol):
     async def get_job(self, job_id: int) -> JobInfo:
         """A snapshot of one job (a payload that cannot be decoded comes back as an
         :class:`~trioqueue.UndecodablePayload`, here and in :meth:`list_jobs`)."""
+        ...
+
+    async def get_jobs(self, job_ids: Sequence[int]) -> dict[int, JobInfo]:
+        """Snapshots of many jobs in one read (one statement): each known job's
+        :class:`JobInfo` by id; an unknown id is left out.
+
+        Raises:
+            TypeError: an id is not an int.
+            ValueError: more than 10,000 ids.
+        """
         ...
 
     async def wait_for(

@@ -42,6 +42,7 @@ from trioqueue._backends.validation import (
     check_filters,
     check_history,
     check_job_id,
+    check_job_ids,
     check_list_jobs,
     check_queue,
     check_queue_limits,
@@ -429,6 +430,16 @@ class MemoryBackend:
             return info
 
         return await self._execute("get_job", effect)
+
+    async def get_jobs(self, job_ids: Sequence[int]) -> dict[int, JobInfo]:
+        """Snapshots of many jobs in one read: each known job's JobInfo by id.
+
+        Raises:
+            TypeError: an id is not an int.
+            ValueError: more than 10,000 ids.
+        """
+        ids = check_job_ids(job_ids)
+        return await self._execute("get_jobs", lambda now, _: self._model.get_jobs(now, ids))
 
     async def wait_for(
         self,

@@ -314,6 +314,11 @@ class MemoryModel:
         row = self._rows.get(job_id)
         return None if row is None else self._info(row, now)
 
+    def get_jobs(self, now: float, job_ids: Sequence[int]) -> dict[int, JobInfo]:
+        """Snapshots of the known jobs among ``job_ids``, by id; mirrors ``get_jobs``."""
+        rows = (self._rows.get(job_id) for job_id in job_ids)
+        return {row.id: self._info(row, now) for row in rows if row is not None}
+
     def await_job(self, now: float, job_id: int) -> JobInfo | None:
         """``get_job``, after marking an unfinished job awaited, so that the statements
         finishing (or deleting) it send a ``FINISHED`` notice; mirrors ``await_job`` and

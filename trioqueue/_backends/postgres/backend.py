@@ -79,6 +79,7 @@ from trioqueue._backends.validation import (
     check_history,
     check_int,
     check_job_id,
+    check_job_ids,
     check_list_jobs,
     check_queue,
     check_queue_limits,
@@ -632,6 +633,20 @@ class PostgresBackend:
         if row is None:
             raise UnknownJobError(job_id)
         return _job_info(row)
+
+    async def get_jobs(self, job_ids: Sequence[int]) -> dict[int, JobInfo]:
+        """Snapshots of many jobs in one statement: each known job's JobInfo by id.
+
+        Raises:
+            TypeError: an id is not an int.
+            ValueError: more than 10,000 ids.
+        """
+        ids = [job_id for job_id in check_job_ids(job_ids) if _is_bigint(job_id)]
+        if not ids:
+            await trio.lowlevel.checkpoint()
+            return {}
+        rows = await self._driver.run("get_jobs", _fetch, self._sql["get_jobs"], ids)
+        return {row["id"]: _job_info(row) for row in rows}
 
     async def wait_for(
         self,

@@ -123,6 +123,18 @@ SELECT j.id, j.queue, j.payload::text AS payload,
 FROM {schema}.jobs AS j
 WHERE j.id = $1::bigint;
 
+-- name: get_jobs
+-- get_job's row for each of many ids in one statement (the dashboard's event streams read
+-- every job they follow with it, once per tick for all clients). Unknown ids find no row.
+SELECT j.id, j.queue, j.payload::text AS payload,
+       {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
+       j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
+       j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
+       j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result,
+       j.group_key
+FROM {schema}.jobs AS j
+WHERE j.id = ANY($1::bigint[]);
+
 -- name: await_job
 -- wait_for's read: get_job's row, after marking an unfinished job awaited (once: a marked
 -- row is not written again), so that the statements finishing it send f:. The waiter

@@ -37,6 +37,34 @@ def _pool(
 class DashboardConformance(ConformanceBase):
     """Search, sort, count and delete jobs; lease details; worker pools; history."""
 
+    # -- get_jobs: many jobs in one read ----------------------------------------------------
+
+    async def test_get_jobs_reads_many_jobs_in_one_call_leaving_out_unknown_ids(
+        self, backend: Backend, clock: object
+    ) -> None:
+        running, ready, deleted = await backend.enqueue_many(Q, [{"n": 1}, {"n": 2}, {"n": 3}])
+        claimed = await self._claim_one(backend)
+        assert claimed.job.id == running
+        assert await backend.delete_job(deleted)
+        calls = backend.statistics().calls["get_jobs"]
+        got = await backend.get_jobs([ready, running, deleted, 10**9, 2**63, ready])
+        assert backend.statistics().calls["get_jobs"] == calls + 1
+        assert sorted(got) == [running, ready]
+        assert got[running] == await backend.get_job(running)
+        assert got[ready] == await backend.get_job(ready)
+        assert got[running].status == "running"
+        assert got[running].lease_expires_at is not None
+        assert await backend.get_jobs([]) == {}
+
+    async def test_get_jobs_refuses_bad_ids(self, backend: Backend, clock: object) -> None:
+        job_id = await backend.enqueue(Q, 1)
+        for bad in (["1"], [True], "1", [1.0]):
+            with pytest.raises(TypeError):
+                await backend.get_jobs(bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="at most 10000"):
+            await backend.get_jobs(list(range(1, 10_002)))
+        assert (await backend.get_job(job_id)).status == "ready"
+
     # -- list_jobs: search and sort, count_jobs -------------------------------------------
 
     async def test_search_matches_payload_text_and_last_error_ignoring_case(
