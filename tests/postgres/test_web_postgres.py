@@ -151,3 +151,27 @@ def test_dashboard_command_serves_until_ctrl_c(postgres_dsn: str, postgres_schem
     assert queues[0]["counts"] == {"ready": 1}
     assert 'data-testid="read-only-badge"' in page
     assert out == "dashboard stopped\n"
+
+
+async def test_job_lists_carry_a_prefix_cut_in_sql_the_job_all_of_it(
+    backend: trioqueue.PostgresBackend,
+) -> None:
+    """Twenty jobs of 1 MB: ``/api/jobs`` carries 200 characters of each (PostgreSQL's
+    jsonb text, cut by the query), ``GET /api/jobs/{id}`` the whole payload."""
+    blob = "x" * 1_000_000
+    ids = [await backend.enqueue("mail", {"n": n, "blob": blob}) for n in range(20)]
+    async with client(create_app(backend)) as c:
+        listed = await c.get("/api/jobs", params={"limit": 20})
+        page = await c.get("/jobs", params={"limit": 20})
+        detail = (await c.get(f"/api/jobs/{ids[0]}")).json()
+    jobs = listed.json()["jobs"]
+    assert len(jobs) == 20
+    assert len(listed.content) < 20 * 1000  # not 20 MB
+    for job in jobs:
+        assert len(job["payload"]) == 200
+        assert job["truncated"] == {
+            "payload": len(json.dumps({"n": job["id"] - ids[0], "blob": blob}))
+        }
+    assert page.status_code == 200
+    assert len(page.content) < 100_000
+    assert detail["payload"] == {"n": 0, "blob": blob}

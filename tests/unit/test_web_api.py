@@ -14,8 +14,9 @@ import trio
 
 import trioqueue
 from tests._web_harness import BASE, SAME_SITE, client
-from trioqueue._types import Ack
+from trioqueue._types import Ack, Failure
 from trioqueue.web import check_bind, create_app, job_json
+from trioqueue.web.api import LIST_PREVIEW
 
 
 async def test_queues_lists_counts_per_queue(backend: trioqueue.MemoryBackend) -> None:
@@ -426,3 +427,43 @@ async def test_limits_and_offsets_are_ascii_digits_only(
         r = await c.get(f"/api/jobs?{name}={raw}")
     assert r.status_code == 400
     assert r.json()["error"].startswith(f"{name} must be ASCII digits")
+
+
+# -- lists carry a bounded prefix of big texts (issue 22, item 10) ------------------------
+
+
+async def test_the_job_list_carries_a_prefix_of_a_big_payload_the_job_all_of_it(
+    backend: trioqueue.MemoryBackend,
+) -> None:
+    big = await backend.enqueue("mail", {"blob": "x" * 100_000})
+    small = await backend.enqueue("mail", {"to": "a"})
+    async with client(create_app(backend)) as c:
+        listed = (await c.get("/api/jobs", params={"limit": 20})).json()["jobs"]
+        detail = (await c.get(f"/api/jobs/{big}")).json()
+    entries = {j["id"]: j for j in listed}
+    assert entries[big]["payload"] == '{"blob": "' + "x" * (LIST_PREVIEW - 10)
+    assert entries[big]["truncated"] == {"payload": 100_012}
+    assert entries[small]["payload"] == {"to": "a"}
+    assert "truncated" not in entries[small]
+    assert detail["payload"] == {"blob": "x" * 100_000}
+    assert "truncated" not in detail
+
+
+async def test_the_job_list_cuts_a_long_error_and_result_too(
+    backend: trioqueue.MemoryBackend,
+) -> None:
+    failed, done = await backend.enqueue_many("mail", [1, 2])
+    claimed = {
+        c.job.id: c.job.claim_seq
+        for c in await backend.claim("mail", limit=2, worker_id="w", visibility_timeout=60)
+    }
+    await backend.fail([Failure(failed, claimed[failed], "E" * 5000, None)])
+    await backend.ack([Ack(done, claimed[done], result='"' + "r" * 5000 + '"')])
+    async with client(create_app(backend)) as c:
+        listed = {j["id"]: j for j in (await c.get("/api/jobs")).json()["jobs"]}
+        whole = (await c.get(f"/api/jobs/{failed}")).json()
+    assert listed[failed]["last_error"] == "E" * LIST_PREVIEW
+    assert listed[failed]["truncated"] == {"last_error": 5000}
+    assert listed[done]["result"] == '"' + "r" * (LIST_PREVIEW - 1)
+    assert listed[done]["truncated"] == {"result": 5002}
+    assert whole["last_error"] == "E" * 5000

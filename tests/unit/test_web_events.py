@@ -417,3 +417,19 @@ async def test_streams_are_capped_per_client_and_in_all(
     async with events(app) as again:  # every stream closed: room again
         assert (await again.next_body()).startswith(b"retry:")
     assert again.status == 200
+
+
+async def test_a_stream_that_joins_following_other_jobs_gets_them_after_the_debounce(
+    backend: trioqueue.MemoryBackend, autojump_clock: object
+) -> None:
+    """Its jobs were not in the shared read: the next read comes within MIN_GAP, not an
+    interval later."""
+    ready = await backend.enqueue("mail", 1)
+    app = create_app(backend, events_interval=3600)
+    async with events(app) as first:
+        await first.next_events()
+        joined_at = trio.current_time()
+        async with events(app, f"jobs={ready}") as second:
+            _, data = await second.until(lambda n, d: n == "job")
+            assert trio.current_time() - joined_at <= MIN_GAP
+    assert (data["id"], data["status"]) == (ready, "ready")

@@ -204,6 +204,11 @@ def check_job_ids(job_ids: object) -> list[int]:
     return list(dict.fromkeys(check_job_id(job_id) for job_id in job_ids))
 
 
+def check_preview(preview: object) -> int | None:
+    """``list_jobs``' and ``get_jobs``' ``preview``: None (whole texts) or an int >= 0."""
+    return None if preview is None else check_int("preview", preview, minimum=0, maximum=INT32_MAX)
+
+
 def check_list_jobs(
     queue: object, status: object, limit: object, offset: object
 ) -> tuple[str | None, JobStatus | None, int, int]:

@@ -21,6 +21,7 @@ from trioqueue.web.auth import Guard, error
 
 __all__ = [
     "ACTIONS",
+    "LIST_PREVIEW",
     "QUEUE_ACTIONS",
     "ActionResult",
     "JobQuery",
@@ -43,6 +44,9 @@ ACTIONS: tuple[Action, ...] = ("cancel", "retry", "delete")
 #: The most ids one bulk action takes (a page holds at most 1000 jobs).
 MAX_BULK = 1000
 MAX_SEARCH = 200
+#: How many characters of each payload, result and error a job list carries (the list
+#: shows 80; the job's own page and ``GET /api/jobs/{id}`` carry them whole).
+LIST_PREVIEW = 200
 #: The longest queue name a backend takes (``enqueue`` refuses longer ones).
 MAX_QUEUE = 128
 
@@ -54,30 +58,50 @@ def iso(value: datetime | None) -> str | None:
 
 
 def job_json(info: trioqueue.JobInfo) -> dict[str, Any]:
-    """A JobInfo as the API's JSON object (the job list's entries)."""
+    """A JobInfo as the API's JSON object (the job list's entries).
+
+    A payload, result or error the list read cut (:class:`trioqueue.TruncatedText`) is
+    its prefix as a string, and ``"truncated"`` maps each cut field to its whole length.
+    """
     undecodable = isinstance(info.payload, trioqueue.UndecodablePayload)
     out: dict[str, Any] = {
         "id": info.id,
         "queue": info.queue,
-        "payload": str(info.payload) if undecodable else info.payload,
+        "payload": _plain(info.payload),
         "status": info.status,
         "attempts": info.attempts,
         "max_attempts": info.max_attempts,
         "priority": info.priority,
         "progress": info.progress,
-        "last_error": info.last_error,
+        "last_error": _plain(info.last_error),
         "created_at": iso(info.created_at),
         "finished_at": iso(info.finished_at),
         "group": info.group,  # enqueue(..., group=): one job of the group at a time
         # What the handler returned (None: nothing, or not succeeded); a stored result this
         # process cannot decode is its JSON text, like a payload.
-        "result": str(info.result)
-        if isinstance(info.result, trioqueue.UndecodablePayload)
-        else info.result,
+        "result": _plain(info.result),
     }
     if undecodable:
         out["undecodable"] = True
+    cut = {
+        name: value.length
+        for name, value in (
+            ("payload", info.payload),
+            ("result", info.result),
+            ("last_error", info.last_error),
+        )
+        if isinstance(value, trioqueue.TruncatedText)
+    }
+    if cut:
+        out["truncated"] = cut
     return out
+
+
+def _plain(value: Any) -> Any:
+    """A decoded value as it is; the text of one that could not be decoded or was cut."""
+    if isinstance(value, trioqueue.UndecodablePayload | trioqueue.TruncatedText):
+        return str(value)
+    return value
 
 
 def job_detail_json(info: trioqueue.JobInfo) -> dict[str, Any]:
@@ -264,6 +288,7 @@ class JobQuery:
             self.offset,
             search=self.search,
             sort=self.sort,
+            preview=LIST_PREVIEW,
         )
         total = await backend.count_jobs(self.queue, self.status, search=self.search)
         return jobs, total

@@ -266,6 +266,8 @@ class Poller:
         if self.latest is None:
             return 0
         if self._driving.locked():
+            if any(self.latest.state(job_id) is None for job_id in differ.watched):
+                self.waker.wake()  # its jobs are not in that read: the next one comes soon
             return self.latest.generation - 1  # kept fresh: start from the latest one
         self.waker.wake()  # nobody was reading (it may be hours old): read again at once
         return self.latest.generation
@@ -297,10 +299,13 @@ class Poller:
             await self._woken.wait()
 
     async def _read(self) -> Snapshot:
+        # preview=0: an event carries no payload, so none is read (it may be megabytes).
         queues = {q["queue"]: q for q in queues_json(await self.backend.queue_stats())}
         running = {
             info.id: JobState.of(info)
-            for info in await self.backend.list_jobs(status="running", limit=RUNNING_WINDOW)
+            for info in await self.backend.list_jobs(
+                status="running", limit=RUNNING_WINDOW, preview=0
+            )
         }
         before = {} if self.latest is None else self.latest.running
         wanted = set().union(*(d.wanted for d in self.subscribers)) | before.keys()
@@ -313,7 +318,7 @@ class Poller:
         per :data:`READ_CHUNK` ids (one in all for 50 streams of 200 ids)."""
         states = dict.fromkeys(ids, DELETED)
         for start in range(0, len(ids), READ_CHUNK):
-            found = await self.backend.get_jobs(ids[start : start + READ_CHUNK])
+            found = await self.backend.get_jobs(ids[start : start + READ_CHUNK], preview=0)
             states |= {job_id: JobState.of(info) for job_id, info in found.items()}
         return states
 
