@@ -5,9 +5,10 @@
 
 events: N clients of ``/api/events``, each following ``--watched`` jobs of its own
         (``?jobs=``), driven as raw ASGI calls on the app (each client from its own
-        address, as N browsers), for ``--seconds`` after a warm-up of 5 s -> the
-        statements per second the backend ran (``statistics().calls``: one per
-        statement), and the bytes the streams received.
+        address, as N browsers), for ``--seconds`` after a warm-up of 8 s -> the
+        statements per second the streams made the backend run (``statistics().calls``:
+        one per statement), the bytes the streams received, and how long a ``GET /api/queues``
+        took meanwhile (median of one every 0.5 s).
 lists:  ``--jobs`` jobs of ``--megabytes`` MB of payload each, then one ``GET /jobs`` and
         one ``GET /api/jobs?limit=20`` through the app in this process -> the process's
         peak RSS growth over each request (``ru_maxrss``, so run each in a fresh process:
@@ -24,6 +25,8 @@ import argparse
 import os
 import resource
 import secrets
+import statistics
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -37,7 +40,7 @@ from trioqueue.web import create_app
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 QUEUE = "bench"
 #: Seconds before counting: 200 followed jobs take four ticks of 50 events to send.
-WARM_UP = 5.0
+WARM_UP = 8.0
 
 
 @asynccontextmanager
@@ -91,7 +94,7 @@ def _statements(backend: trioqueue.PostgresBackend) -> int:
     return sum(backend.statistics().calls.values())
 
 
-async def events(dsn: str, streams: int, watched: int, seconds: float) -> tuple[float, int]:
+async def events(dsn: str, streams: int, watched: int, seconds: float) -> tuple[float, int, float]:
     async with fresh_backend(dsn) as backend:
         ids = []
         for _ in range(streams):
@@ -106,10 +109,26 @@ async def events(dsn: str, streams: int, watched: int, seconds: float) -> tuple[
                 nursery.start_soon(_stream, app, query, client, hang_up, got)
             await trio.sleep(WARM_UP)  # every stream connected and its first events sent
             before, received = _statements(backend), got[0]
-            await trio.sleep(seconds)
-            after, received = _statements(backend), got[0] - received
+            waits = await _request_times(app, seconds)
+            # Less the requests' own statements (one queue_stats each).
+            after, received = _statements(backend) - len(waits), got[0] - received
             hang_up.set()
-        return (after - before) / seconds, received
+        return (after - before) / seconds, received, statistics.median(waits)
+
+
+async def _request_times(app: Any, seconds: float) -> list[float]:
+    """``GET /api/queues`` once every 0.5 s for ``seconds``: how long each took (what
+    another page waits while the streams run)."""
+    waits = []
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+        end = trio.current_time() + seconds
+        while trio.current_time() < end:
+            start = time.perf_counter()
+            (await c.get("/api/queues")).raise_for_status()
+            waits.append(time.perf_counter() - start)
+            await trio.sleep_until(min(end, trio.current_time() + 0.5))
+    return waits
 
 
 # -- lists --------------------------------------------------------------------------------
@@ -156,10 +175,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "events":
         for n in args.streams:
-            rate, received = trio.run(events, args.dsn, n, args.watched, args.seconds)
+            rate, received, wait = trio.run(events, args.dsn, n, args.watched, args.seconds)
             print(
                 f"{n:4d} streams x {args.watched} watched ids: {rate:8.1f} statements/s,"
-                f" {received / args.seconds / 1e3:.1f} kB/s to the clients"
+                f" {received / args.seconds / 1e3:.1f} kB/s to the clients,"
+                f" GET /api/queues meanwhile {wait * 1e3:.0f} ms (median)"
             )
     else:
         trio.run(lists, args.dsn, args.jobs, args.megabytes)
