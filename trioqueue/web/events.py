@@ -73,7 +73,7 @@ MAX_STREAMS_PER_CLIENT = 16
 MAX_STREAMS = 128
 #: A comment line this often keeps proxies from closing an idle stream.
 KEEPALIVE = 15.0
-#: The shortest time between two ticks of a stream: notices wake it no more often.
+#: The shortest time between two reads of the poller: notices wake it no more often.
 MIN_GAP = 0.25
 #: How long the waker waits before watching again after the watch failed or ended.
 REWATCH_DELAY = 5.0
@@ -241,9 +241,9 @@ class Waker:
 class Poller:
     """The app's one reader of the backend for all its streams (see the module's notes).
 
-    A stream :meth:`subscribe`\\ s with its :class:`Differ`, runs :meth:`drive` beside its
-    own loop (only one stream's :meth:`drive` reads at a time; the others wait for its
-    lock), and takes each new :class:`Snapshot` with :meth:`next`.
+    Each stream adds its :class:`Differ` (:meth:`subscribe`), runs :meth:`drive` beside
+    its own loop (one stream's :meth:`drive` reads at a time; the others wait for its
+    lock and take over in turn), and takes each new :class:`Snapshot` with :meth:`next`.
     """
 
     def __init__(self, backend: Backend, interval: float, waker: Waker) -> None:
