@@ -24,6 +24,7 @@ from trioqueue._types import (
     JobStatus,
     QueueStats,
     ScheduleInfo,
+    TruncatedText,
     UndecodablePayload,
     WorkerInfo,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "QueueStats",
     "ScheduleInfo",
     "TrioqueueError",
+    "TruncatedText",
     "UndecodablePayload",
     "UnknownJobError",
     "Verdict",

@@ -28,6 +28,7 @@ __all__ = [
     "QueueStats",
     "Release",
     "ScheduleInfo",
+    "TruncatedText",
     "UndecodablePayload",
     "Verdict",
     "WorkerInfo",
@@ -114,6 +115,29 @@ class UndecodablePayload(str):
 
     def __repr__(self) -> str:
         return f"UndecodablePayload({str(self)[:40]!r}..., error={self.error!r})"
+
+
+@final
+class TruncatedText(str):
+    """The first characters of a long stored text, from a list read with ``preview=``.
+
+    ``list_jobs(..., preview=n)`` (and ``get_jobs``) carry at most ``n`` characters of
+    each job's payload, result and ``last_error``, cut by the database: a value longer
+    than that comes back as one of these (a ``str``, so it prints as the prefix), with
+    ``length``, the whole text's length in characters. For a payload or a result the
+    text is its stored JSON text, cut anywhere (so not JSON itself). ``get_job`` always
+    carries the whole value.
+    """
+
+    length: int
+
+    def __new__(cls, prefix: str, length: int) -> TruncatedText:
+        text = super().__new__(cls, prefix)
+        text.length = length
+        return text
+
+    def __repr__(self) -> str:
+        return f"TruncatedText({str(self)[:40]!r}..., length={self.length})"
 
 
 @final

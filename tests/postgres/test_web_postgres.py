@@ -9,6 +9,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 import trio
 
 import trioqueue
+from tests.unit.test_web_events import events
 from trioqueue._core.wire import RenewItem
 from trioqueue._types import PoolBeat, PoolRegistration
 from trioqueue.web import create_app
@@ -151,3 +153,52 @@ def test_dashboard_command_serves_until_ctrl_c(postgres_dsn: str, postgres_schem
     assert queues[0]["counts"] == {"ready": 1}
     assert 'data-testid="read-only-badge"' in page
     assert out == "dashboard stopped\n"
+
+
+async def test_ten_streams_following_200_jobs_share_one_read(
+    backend: trioqueue.PostgresBackend,
+) -> None:
+    """Ten clients of ``/api/events`` following the same 200 jobs: one read serves them
+    all (one queue_stats, one list_jobs, one get_jobs of the 200 ids), not ten reads of
+    202 statements each. An hour between polls: only the first read happens."""
+    ids = await backend.enqueue_many("mail", [{"n": n} for n in range(200)])
+    query = "jobs=" + ",".join(map(str, ids))
+    app = create_app(backend, events_interval=3600)
+    before = dict(backend.statistics().calls)
+    with trio.fail_after(20):
+        async with AsyncExitStack() as stack:
+            for _ in range(10):
+                stream = await stack.enter_async_context(events(app, query))
+                first = await stream.next_events()
+                assert {d["id"] for n, d in first if n == "job"} <= set(ids)
+    calls = backend.statistics().calls
+    assert {op: calls[op] - before[op] for op in ("queue_stats", "list_jobs", "get_jobs")} == {
+        "queue_stats": 1,
+        "list_jobs": 1,
+        "get_jobs": 1,
+    }
+    assert calls["get_job"] == before["get_job"]
+
+
+async def test_job_lists_carry_a_prefix_cut_in_sql_the_job_all_of_it(
+    backend: trioqueue.PostgresBackend,
+) -> None:
+    """Twenty jobs of 1 MB: ``/api/jobs`` carries 200 characters of each (PostgreSQL's
+    jsonb text, cut by the query), ``GET /api/jobs/{id}`` the whole payload."""
+    blob = "x" * 1_000_000
+    ids = [await backend.enqueue("mail", {"n": n, "blob": blob}) for n in range(20)]
+    async with client(create_app(backend)) as c:
+        listed = await c.get("/api/jobs", params={"limit": 20})
+        page = await c.get("/jobs", params={"limit": 20})
+        detail = (await c.get(f"/api/jobs/{ids[0]}")).json()
+    jobs = listed.json()["jobs"]
+    assert len(jobs) == 20
+    assert len(listed.content) < 20 * 1000  # not 20 MB
+    for job in jobs:
+        assert len(job["payload"]) == 200
+        assert job["truncated"] == {
+            "payload": len(json.dumps({"n": job["id"] - ids[0], "blob": blob}))
+        }
+    assert page.status_code == 200
+    assert len(page.content) < 100_000
+    assert detail["payload"] == {"n": 0, "blob": blob}

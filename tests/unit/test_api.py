@@ -24,6 +24,7 @@ PUBLIC = {
     "QueueStats",
     "ScheduleInfo",
     "TrioqueueError",
+    "TruncatedText",
     "UndecodablePayload",
     "UnknownJobError",
     "Verdict",

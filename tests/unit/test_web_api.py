@@ -14,8 +14,9 @@ import trio
 
 import trioqueue
 from tests._web_harness import BASE, SAME_SITE, client
-from trioqueue._types import Ack
+from trioqueue._types import Ack, Failure
 from trioqueue.web import check_bind, create_app, job_json
+from trioqueue.web.api import LIST_PREVIEW
 
 
 async def test_queues_lists_counts_per_queue(backend: trioqueue.MemoryBackend) -> None:
@@ -358,3 +359,111 @@ async def test_a_succeeded_jobs_json_carries_its_result(backend: trioqueue.Memor
         listed = (await c.get("/api/jobs")).json()["jobs"]
     assert detail["result"] == {"sent": 2}
     assert [j["result"] for j in listed] == [{"sent": 2}]
+
+
+# -- bad input: one clear 400, never a 500 (issue 22, items 9 and 11) ---------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        ("q=a%00b", "q must not contain"),
+        ("queue=a%00b", "queue must not contain"),
+        ("queue=" + "x" * 129, "queue must be at most 128 characters"),
+    ],
+)
+async def test_jobs_filters_a_database_cannot_hold_are_400(
+    backend: trioqueue.MemoryBackend, query: str, reason: str
+) -> None:
+    async with client(create_app(backend)) as c:
+        r = await c.get(f"/api/jobs?{query}")
+    assert r.status_code == 400
+    assert r.json()["error"].startswith(reason)
+
+
+NESTED = b"[" * 100_000 + b"]" * 100_000
+
+
+async def test_deeply_nested_json_bodies_are_400_and_change_nothing(
+    backend: trioqueue.MemoryBackend,
+) -> None:
+    job_id = await backend.enqueue("mail", 1)
+    await backend.set_queue_limits("mail", max_running=4)
+    async with client(create_app(backend)) as c:
+        bulk = await c.post("/api/jobs/actions", content=NESTED, headers=SAME_SITE)
+        limits = await c.post("/api/queues/mail/limits", content=NESTED, headers=SAME_SITE)
+        nested_ids = b'{"action": "delete", "ids": ' + NESTED + b"}"
+        inner = await c.post("/api/jobs/actions", content=nested_ids, headers=SAME_SITE)
+    for r in (bulk, limits, inner):
+        assert r.status_code == 400
+        assert r.json() == {"error": "the body must be JSON, not nested this deep"}
+    assert (await backend.get_job(job_id)).status == "ready"
+    assert (await backend.queue_stats())["mail"].max_running == 4
+
+
+@pytest.mark.parametrize("raw", ["+1", "%20" + "1", "1%20", "1_0", "%D9%A1", "0x1", "%EF%BC%91"])
+async def test_job_ids_are_ascii_digits_only(backend: trioqueue.MemoryBackend, raw: str) -> None:
+    """int() reads all of these as a number; a job id in a URL is ASCII digits only."""
+    first = await backend.enqueue("mail", 1)
+    assert first == 1  # "+1", an Arabic-Indic or a fullwidth "1" would name it
+    for _ in range(9):
+        await backend.enqueue("mail", 1)  # "1_0" would name job 10
+    async with client(create_app(backend)) as c:
+        got = await c.get(f"/api/jobs/{raw}")
+        cancel = await c.post(f"/api/jobs/{raw}/cancel", headers=SAME_SITE)
+        delete = await c.delete(f"/api/jobs/{raw}", headers=SAME_SITE)
+    for r in (got, cancel, delete):
+        assert r.status_code == 400, r.text
+        assert r.json()["error"].startswith("job id must be ASCII digits")
+    assert [j.status for j in await backend.list_jobs()] == ["ready"] * 10
+
+
+@pytest.mark.parametrize("name", ["limit", "offset"])
+@pytest.mark.parametrize("raw", ["+1", "%201", "1_0", "%D9%A1"])
+async def test_limits_and_offsets_are_ascii_digits_only(
+    backend: trioqueue.MemoryBackend, name: str, raw: str
+) -> None:
+    async with client(create_app(backend)) as c:
+        r = await c.get(f"/api/jobs?{name}={raw}")
+    assert r.status_code == 400
+    assert r.json()["error"].startswith(f"{name} must be ASCII digits")
+
+
+# -- lists carry a bounded prefix of big texts (issue 22, item 10) ------------------------
+
+
+async def test_the_job_list_carries_a_prefix_of_a_big_payload_the_job_all_of_it(
+    backend: trioqueue.MemoryBackend,
+) -> None:
+    big = await backend.enqueue("mail", {"blob": "x" * 100_000})
+    small = await backend.enqueue("mail", {"to": "a"})
+    async with client(create_app(backend)) as c:
+        listed = (await c.get("/api/jobs", params={"limit": 20})).json()["jobs"]
+        detail = (await c.get(f"/api/jobs/{big}")).json()
+    entries = {j["id"]: j for j in listed}
+    assert entries[big]["payload"] == '{"blob": "' + "x" * (LIST_PREVIEW - 10)
+    assert entries[big]["truncated"] == {"payload": 100_012}
+    assert entries[small]["payload"] == {"to": "a"}
+    assert "truncated" not in entries[small]
+    assert detail["payload"] == {"blob": "x" * 100_000}
+    assert "truncated" not in detail
+
+
+async def test_the_job_list_cuts_a_long_error_and_result_too(
+    backend: trioqueue.MemoryBackend,
+) -> None:
+    failed, done = await backend.enqueue_many("mail", [1, 2])
+    claimed = {
+        c.job.id: c.job.claim_seq
+        for c in await backend.claim("mail", limit=2, worker_id="w", visibility_timeout=60)
+    }
+    await backend.fail([Failure(failed, claimed[failed], "E" * 5000, None)])
+    await backend.ack([Ack(done, claimed[done], result='"' + "r" * 5000 + '"')])
+    async with client(create_app(backend)) as c:
+        listed = {j["id"]: j for j in (await c.get("/api/jobs")).json()["jobs"]}
+        whole = (await c.get(f"/api/jobs/{failed}")).json()
+    assert listed[failed]["last_error"] == "E" * LIST_PREVIEW
+    assert listed[failed]["truncated"] == {"last_error": 5000}
+    assert listed[done]["result"] == '"' + "r" * (LIST_PREVIEW - 1)
+    assert listed[done]["truncated"] == {"result": 5002}
+    assert whole["last_error"] == "E" * 5000

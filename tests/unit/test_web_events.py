@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,12 @@ import trioqueue
 from trioqueue._core import RenewItem
 from trioqueue._types import Failure
 from trioqueue.web import create_app
-from trioqueue.web.events import MAX_JOB_EVENTS, MIN_GAP
+from trioqueue.web.events import (
+    MAX_JOB_EVENTS,
+    MAX_STREAMS,
+    MAX_STREAMS_PER_CLIENT,
+    MIN_GAP,
+)
 
 
 @dataclass
@@ -63,7 +68,12 @@ def parse(chunk: bytes) -> list[tuple[str, Any]]:
     return events
 
 
-def scope(path: str, query: str = "", headers: list[tuple[bytes, bytes]] | None = None) -> Any:
+def scope(
+    path: str,
+    query: str = "",
+    headers: list[tuple[bytes, bytes]] | None = None,
+    client: str = "127.0.0.1",
+) -> Any:
     return {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.4"},
@@ -75,7 +85,7 @@ def scope(path: str, query: str = "", headers: list[tuple[bytes, bytes]] | None 
         "query_string": query.encode(),
         "root_path": "",
         "headers": [(b"host", b"127.0.0.1"), *(headers or [])],
-        "client": ("127.0.0.1", 5000),
+        "client": (client, 5000),
         "server": ("127.0.0.1", 80),
     }
 
@@ -225,7 +235,16 @@ async def test_a_disconnected_client_ends_its_stream(
 
 @pytest.mark.parametrize(
     ("query", "status"),
-    [("jobs=abc", 400), ("jobs=0", 400), ("jobs=" + ",".join(["1"] * 201), 400)],
+    [
+        ("jobs=abc", 400),
+        ("jobs=0", 400),
+        ("jobs=" + ",".join(["1"] * 201), 400),
+        # int() takes these; an id is ASCII digits only
+        ("jobs=%2B1", 400),
+        ("jobs=1_0", 400),
+        ("jobs=%D9%A1", 400),
+        ("jobs=1,%202", 400),
+    ],
 )
 async def test_bad_params_are_400(
     backend: trioqueue.MemoryBackend, autojump_clock: object, query: str, status: int
@@ -310,3 +329,107 @@ async def test_notices_are_debounced_into_few_ticks(
     assert 1 <= len(ticks) <= 2 / MIN_GAP + 1
     counts = [d["counts"] for t in ticks for n, d in parse(t) if n == "queue"]
     assert counts[-1] == {"ready": 200}
+
+
+# -- one poller for every stream, and the caps (issue 22, item 6) -------------------------
+
+
+def reads(backend: trioqueue.MemoryBackend) -> dict[str, int]:
+    calls = backend.statistics().calls
+    return {op: calls[op] for op in ("queue_stats", "list_jobs", "get_jobs", "get_job")}
+
+
+async def test_streams_share_one_read_per_tick_whatever_their_number(
+    backend: trioqueue.MemoryBackend, autojump_clock: object
+) -> None:
+    """Ten streams following 20 jobs each cost what one does: per tick one queue_stats,
+    one list_jobs and one get_jobs (all 200 followed ids at once), never a get_job."""
+    await running_job(backend)
+    followed = [await backend.enqueue_many("mail", [{"n": n}] * 20) for n in range(10)]
+    app = create_app(backend)  # a one-second tick
+    async with AsyncExitStack() as stack:
+        streams = [
+            await stack.enter_async_context(events(app, "jobs=" + ",".join(map(str, ids))))
+            for ids in followed
+        ]
+        for stream, ids in zip(streams, followed, strict=True):
+            first = [d["id"] for n, d in await stream.next_events() if n == "job"]
+            assert set(ids) <= set(first)
+        await trio.sleep(0.5)  # between two ticks
+        before = reads(backend)
+        await trio.sleep(10)
+        after = reads(backend)
+    assert {op: after[op] - before[op] for op in after} == {
+        "queue_stats": 10,
+        "list_jobs": 10,
+        "get_jobs": 10,
+        "get_job": 0,
+    }
+
+
+async def test_a_stream_that_joins_starts_from_the_shared_read_at_once(
+    backend: trioqueue.MemoryBackend, autojump_clock: object
+) -> None:
+    """With an hour between polls, a second stream still gets its first events at once
+    (from the read the first one keeps), and the first one's leaving hands the reads on."""
+    job_id, seq = await running_job(backend)
+    app = create_app(backend, events_interval=3600)
+    async with events(app) as first:
+        await first.next_events()
+        async with events(app, f"jobs={job_id}") as second:
+            with trio.fail_after(0.1):
+                joined = await second.next_events()
+            assert ("job", job_id) in [(n, d.get("id")) for n, d in joined]
+            first.hang_up.set()
+            with trio.fail_after(0.1):
+                await first.ended.wait()
+            await backend.renew([RenewItem(job_id, seq, 0.5)], visibility_timeout=600)
+            await trio.sleep(3600)
+            _, moved = await second.until(lambda n, d: n == "job")
+    assert (moved["id"], moved["progress"]) == (job_id, 0.5)
+    assert backend.statistics().calls["queue_stats"] == 2  # one read, then one an hour on
+
+
+async def test_streams_are_capped_per_client_and_in_all(
+    backend: trioqueue.MemoryBackend, autojump_clock: object
+) -> None:
+    app = create_app(backend)
+    async with AsyncExitStack() as stack:
+        for _ in range(MAX_STREAMS_PER_CLIENT):
+            stream = await stack.enter_async_context(events(app))
+            assert (await stream.next_body()).startswith(b"retry:")
+        over = await stack.enter_async_context(events(app))
+        with trio.fail_after(1):
+            await over.ended.wait()
+        assert over.status == 429
+        body = json.loads(await over.next_body())
+        assert body == {
+            "error": f"too many event streams from this client (at most {MAX_STREAMS_PER_CLIENT})"
+        }
+        for n in range(MAX_STREAMS - MAX_STREAMS_PER_CLIENT):
+            stream = await stack.enter_async_context(events(app, client=f"10.0.0.{n}"))
+            assert (await stream.next_body()).startswith(b"retry:")
+        full = await stack.enter_async_context(events(app, client="10.9.9.9"))
+        with trio.fail_after(1):
+            await full.ended.wait()
+        assert full.status == 503
+        assert "too many event streams open" in json.loads(await full.next_body())["error"]
+    async with events(app) as again:  # every stream closed: room again
+        assert (await again.next_body()).startswith(b"retry:")
+    assert again.status == 200
+
+
+async def test_a_stream_that_joins_following_other_jobs_gets_them_after_the_debounce(
+    backend: trioqueue.MemoryBackend, autojump_clock: object
+) -> None:
+    """Its jobs were not in the shared read: the next read comes within MIN_GAP, not an
+    interval later."""
+    ready = await backend.enqueue("mail", 1)
+    app = create_app(backend, events_interval=3600)
+    async with events(app) as first:
+        await first.next_events()
+        joined_at = trio.current_time()
+        async with events(app, f"jobs={ready}") as second:
+            _, data = await second.until(lambda n, d: n == "job")
+            assert trio.current_time() - joined_at <= MIN_GAP
+    assert (data["id"], data["status"]) == (ready, "ready")

@@ -13,8 +13,9 @@ import trio
 import trioqueue
 from tests._web_harness import BASE, SAME_SITE, client
 from trioqueue._core import RenewItem
-from trioqueue._types import Ack, PoolBeat, PoolRegistration
+from trioqueue._types import Ack, Failure, PoolBeat, PoolRegistration
 from trioqueue.web import create_app
+from trioqueue.web.api import LIST_PREVIEW
 from trioqueue.web.pages import CHART_HEIGHT, chart
 
 HTMX = {"Origin": BASE, "HX-Request": "true"}
@@ -452,3 +453,67 @@ async def test_job_page_shows_the_result_as_pretty_json(backend: trioqueue.Memor
         "  &#34;b&#34;: [\n    1\n  ]\n}</pre>" in done.text
     )
     assert '<p class="muted" data-testid="job-result">none</p>' in none.text
+
+
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        ("q=a%00b", "q must not contain"),
+        ("queue=a%00b", "queue must not contain"),
+        ("queue=" + "x" * 129, "queue must be at most 128 characters"),
+        ("limit=%2B5", "limit must be ASCII digits"),
+        ("offset=1_0", "offset must be ASCII digits"),
+    ],
+)
+async def test_jobs_page_bad_filters_are_400(
+    backend: trioqueue.MemoryBackend, query: str, reason: str
+) -> None:
+    async with client(create_app(backend)) as c:
+        r = await c.get(f"/jobs?{query}")
+    assert r.status_code == 400
+    assert reason in r.text
+
+
+@pytest.mark.parametrize("raw", ["+1", "%201", "%D9%A1"])
+async def test_job_page_and_actions_take_ascii_digit_ids(
+    backend: trioqueue.MemoryBackend, raw: str
+) -> None:
+    job_id = await backend.enqueue("mail", 1)
+    assert job_id == 1
+    async with client(create_app(backend)) as c:
+        page = await c.get(f"/jobs/{raw}")
+        action = await c.post(
+            "/jobs/actions",
+            content=f"action=cancel&ids={raw}",
+            headers={**SAME_SITE, "Content-Type": "application/x-www-form-urlencoded"},
+        )
+    assert page.status_code == 400
+    assert "job id must be ASCII digits" in page.text
+    assert action.status_code == 400
+    assert (await backend.get_job(job_id)).status == "ready"
+
+
+async def test_jobs_page_reads_a_prefix_of_big_texts_the_job_page_all_of_them(
+    backend: trioqueue.MemoryBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    big = await backend.enqueue("mail", {"blob": "x" * 100_000})
+    [claimed] = await backend.claim("mail", limit=1, worker_id="w", visibility_timeout=60)
+    await backend.fail([Failure(big, claimed.job.claim_seq, "E" * 5000, None)])
+    asked: list[int | None] = []
+    list_jobs = backend.list_jobs
+
+    async def spy(*args: Any, **kwargs: Any) -> list[trioqueue.JobInfo]:
+        asked.append(kwargs.get("preview"))
+        return await list_jobs(*args, **kwargs)
+
+    monkeypatch.setattr(backend, "list_jobs", spy)
+    async with client(create_app(backend)) as c:
+        listed = await c.get("/jobs")
+        page = await c.get(f"/jobs/{big}")
+    assert asked == [LIST_PREVIEW]  # the backend cuts the texts (in SQL on PostgreSQL)
+    assert listed.status_code == 200
+    assert "x" * 69 + "…" in listed.text  # the 80 characters on screen
+    assert "E" * LIST_PREVIEW + "…" in listed.text  # the error, cut and marked
+    assert "E" * (LIST_PREVIEW + 1) not in listed.text
+    assert "x" * 100_000 in page.text
+    assert "E" * 5000 in page.text

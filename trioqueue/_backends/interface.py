@@ -62,6 +62,7 @@ OPERATIONS = (
 #: Operators' calls both backends count in ``statistics().calls`` besides :data:`OPERATIONS`.
 READ_OPERATIONS = (
     "get_job",
+    "get_jobs",
     "list_jobs",
     "count_jobs",
     "delete_job",
@@ -153,6 +154,19 @@ class Backend(Protocol):
         :class:`~trioqueue.UndecodablePayload`, here and in :meth:`list_jobs`)."""
         ...
 
+    async def get_jobs(
+        self, job_ids: Sequence[int], *, preview: int | None = None
+    ) -> dict[int, JobInfo]:
+        """Snapshots of many jobs in one read (one statement): each known job's
+        :class:`JobInfo` by id; an unknown id is left out. ``preview`` as in
+        :meth:`list_jobs`.
+
+        Raises:
+            TypeError: an id is not an int.
+            ValueError: more than 10,000 ids, or a negative ``preview``.
+        """
+        ...
+
     async def wait_for(
         self,
         job_id: int,
@@ -175,14 +189,22 @@ class Backend(Protocol):
         *,
         search: str | None = None,
         sort: JobSort = "id",
+        preview: int | None = None,
     ) -> list[JobInfo]:
         """Snapshots of jobs, by id unless ``sort`` says otherwise, optionally of one
         queue and state, and whose payload's JSON text or ``last_error`` contains ``search``
         (case-insensitive).
 
+        With ``preview=n``, each payload, result and ``last_error`` longer than ``n``
+        characters (of its stored text: JSON for a payload or a result) is cut to its
+        first ``n`` by the database and comes back as a
+        :class:`~trioqueue.TruncatedText` saying its whole length; shorter ones come
+        back whole. A list of big payloads then reads and holds only their prefixes.
+
         Raises:
             ValueError: an unknown ``status`` or ``sort``, ``limit`` outside 1..10000,
-                ``offset`` < 0, or a ``search`` text a database cannot hold.
+                ``offset`` < 0, a negative ``preview``, or a ``search`` text a database
+                cannot hold.
         """
         ...
 

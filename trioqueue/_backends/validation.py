@@ -195,6 +195,20 @@ def check_job_id(job_id: object) -> int:
     return job_id
 
 
+def check_job_ids(job_ids: object) -> list[int]:
+    """``get_jobs``' ids: a sequence of at most :data:`MAX_LIST_LIMIT` ints, each once."""
+    if isinstance(job_ids, str | bytes | bytearray) or not isinstance(job_ids, Sequence):
+        raise TypeError(f"job_ids must be a sequence of ints, not {type(job_ids).__name__}")
+    if len(job_ids) > MAX_LIST_LIMIT:
+        raise ValueError(f"job_ids may name at most {MAX_LIST_LIMIT} jobs, not {len(job_ids)}")
+    return list(dict.fromkeys(check_job_id(job_id) for job_id in job_ids))
+
+
+def check_preview(preview: object) -> int | None:
+    """``list_jobs``' and ``get_jobs``' ``preview``: None (whole texts) or an int >= 0."""
+    return None if preview is None else check_int("preview", preview, minimum=0, maximum=INT32_MAX)
+
+
 def check_list_jobs(
     queue: object, status: object, limit: object, offset: object
 ) -> tuple[str | None, JobStatus | None, int, int]:

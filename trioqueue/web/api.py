@@ -21,6 +21,7 @@ from trioqueue.web.auth import Guard, error
 
 __all__ = [
     "ACTIONS",
+    "LIST_PREVIEW",
     "QUEUE_ACTIONS",
     "ActionResult",
     "JobQuery",
@@ -43,6 +44,11 @@ ACTIONS: tuple[Action, ...] = ("cancel", "retry", "delete")
 #: The most ids one bulk action takes (a page holds at most 1000 jobs).
 MAX_BULK = 1000
 MAX_SEARCH = 200
+#: How many characters of each payload, result and error a job list carries (the list
+#: shows 80; the job's own page and ``GET /api/jobs/{id}`` carry them whole).
+LIST_PREVIEW = 200
+#: The longest queue name a backend takes (``enqueue`` refuses longer ones).
+MAX_QUEUE = 128
 
 Backend = trioqueue.MemoryBackend | trioqueue.PostgresBackend
 
@@ -52,30 +58,50 @@ def iso(value: datetime | None) -> str | None:
 
 
 def job_json(info: trioqueue.JobInfo) -> dict[str, Any]:
-    """A JobInfo as the API's JSON object (the job list's entries)."""
+    """A JobInfo as the API's JSON object (the job list's entries).
+
+    A payload, result or error the list read cut (:class:`trioqueue.TruncatedText`) is
+    its prefix as a string, and ``"truncated"`` maps each cut field to its whole length.
+    """
     undecodable = isinstance(info.payload, trioqueue.UndecodablePayload)
     out: dict[str, Any] = {
         "id": info.id,
         "queue": info.queue,
-        "payload": str(info.payload) if undecodable else info.payload,
+        "payload": _plain(info.payload),
         "status": info.status,
         "attempts": info.attempts,
         "max_attempts": info.max_attempts,
         "priority": info.priority,
         "progress": info.progress,
-        "last_error": info.last_error,
+        "last_error": _plain(info.last_error),
         "created_at": iso(info.created_at),
         "finished_at": iso(info.finished_at),
         "group": info.group,  # enqueue(..., group=): one job of the group at a time
         # What the handler returned (None: nothing, or not succeeded); a stored result this
         # process cannot decode is its JSON text, like a payload.
-        "result": str(info.result)
-        if isinstance(info.result, trioqueue.UndecodablePayload)
-        else info.result,
+        "result": _plain(info.result),
     }
     if undecodable:
         out["undecodable"] = True
+    cut = {
+        name: value.length
+        for name, value in (
+            ("payload", info.payload),
+            ("result", info.result),
+            ("last_error", info.last_error),
+        )
+        if isinstance(value, trioqueue.TruncatedText)
+    }
+    if cut:
+        out["truncated"] = cut
     return out
+
+
+def _plain(value: Any) -> Any:
+    """A decoded value as it is; the text of one that could not be decoded or was cut."""
+    if isinstance(value, trioqueue.UndecodablePayload | trioqueue.TruncatedText):
+        return str(value)
+    return value
 
 
 def job_detail_json(info: trioqueue.JobInfo) -> dict[str, Any]:
@@ -182,28 +208,45 @@ async def set_limits(backend: Backend, queue: str, changes: dict[str, Any]) -> d
     return queue_json(queue, (await backend.queue_stats()).get(queue))
 
 
+def parse_digits(name: str, raw: str, low: int, high: int) -> int:
+    """A number from a path, a query string or a form: ASCII digits only, from ``low`` to
+    ``high``; ValueError with the one-line reason.
+
+    ``int()`` alone would also take a sign, spaces, underscores and the digits of other
+    scripts (``+1``, `` 1``, ``1_000``, ``\u0661``): many spellings of one id in URLs.
+    """
+    if not (raw.isascii() and raw.isdigit()):
+        raise ValueError(f"{name} must be ASCII digits, not {raw!r}")
+    # Longer than the bound's digits is out of range (and int() refuses over 4300 digits).
+    value = int(raw) if len(raw.lstrip("0")) <= len(str(high)) else high + 1
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be between {low} and {high}, not {raw[:40]}")
+    return value
+
+
 def parse_job_id(raw: str) -> int:
-    """A job id from a path or form; ValueError with the one-line reason."""
-    try:
-        job_id = int(raw)
-    except ValueError:
-        raise ValueError(f"job id must be an integer, not {raw!r}") from None
-    if not 1 <= job_id <= MAX_JOB_ID:
-        raise ValueError(f"job id out of range: {raw}")
-    return job_id
+    """A job id from a path, a query string or a form; ValueError with the one-line reason."""
+    return parse_digits("job id", raw, 1, MAX_JOB_ID)
 
 
 def _int(params: QueryParams, name: str, default: int, low: int, high: int) -> int:
     raw = params.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be an integer, not {raw!r}") from None
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low} and {high}")
-    return value
+    return parse_digits(name, raw, low, high)
+
+
+def _text(params: QueryParams, name: str, maximum: int) -> str | None:
+    """A text filter (``queue``, ``q``): None when absent or empty; ValueError when it is
+    longer than ``maximum`` or holds a NUL, which no database column can hold."""
+    raw = params.get(name) or None
+    if raw is None:
+        return None
+    if len(raw) > maximum:
+        raise ValueError(f"{name} must be at most {maximum} characters, not {len(raw)}")
+    if "\x00" in raw:
+        raise ValueError(f"{name} must not contain a NUL character")
+    return raw
 
 
 @dataclass(frozen=True)
@@ -226,13 +269,10 @@ class JobQuery:
         sort = params.get("sort") or "id"
         if sort not in SORTS:
             raise ValueError(f"sort must be one of {', '.join(SORTS)}, not {sort!r}")
-        search = params.get("q") or None
-        if search is not None and len(search) > MAX_SEARCH:
-            raise ValueError(f"q must be at most {MAX_SEARCH} characters")
         return cls(
-            queue=params.get("queue") or None,
+            queue=_text(params, "queue", MAX_QUEUE),
             status=status,
-            search=search,
+            search=_text(params, "q", MAX_SEARCH),
             sort=sort,
             limit=_int(params, "limit", default_limit, 1, 1000),
             offset=_int(params, "offset", 0, 0, MAX_JOB_ID),
@@ -248,6 +288,7 @@ class JobQuery:
             self.offset,
             search=self.search,
             sort=self.sort,
+            preview=LIST_PREVIEW,
         )
         total = await backend.count_jobs(self.queue, self.status, search=self.search)
         return jobs, total
@@ -313,6 +354,21 @@ def parse_bulk(body: Any) -> tuple[Action, list[int]]:
     return action, list(dict.fromkeys(ids))  # each job once, in the given order
 
 
+async def read_json(request: Request) -> Any:
+    """The request's JSON body; ValueError with a one-line reason when it is not JSON.
+
+    Python's parser recurses once per level of nesting: a body of a few thousand ``[``
+    ends in RecursionError, which is bad input like any other (the bodies the API takes
+    are two levels deep).
+    """
+    try:
+        return json.loads(await request.body())
+    except RecursionError:
+        raise ValueError("the body must be JSON, not nested this deep") from None
+    except ValueError:
+        raise ValueError("the body must be JSON") from None
+
+
 def routes(backend: Backend, guard: Guard) -> list[Route]:
     """The ``/api`` routes (``/api/events`` is :mod:`trioqueue.web.events`)."""
 
@@ -355,11 +411,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
 
     async def bulk(request: Request) -> Response:
         try:
-            body = json.loads(await request.body())
-        except ValueError:
-            return error(400, "the body must be JSON")
-        try:
-            action, ids = parse_bulk(body)
+            action, ids = parse_bulk(await read_json(request))
         except ValueError as exc:
             return error(400, str(exc))
         results = [await apply_action(backend, action, job_id) for job_id in ids]
@@ -385,11 +437,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
 
     async def limits(request: Request) -> Response:
         try:
-            body = json.loads(await request.body())
-        except ValueError:
-            return error(400, "the body must be JSON")
-        try:
-            changes = parse_limits(body)
+            changes = parse_limits(await read_json(request))
             done = await set_limits(backend, request.path_params["queue"], changes)
         except (TypeError, ValueError) as exc:
             return error(400, str(exc))

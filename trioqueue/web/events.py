@@ -1,24 +1,31 @@
 """``GET /api/events``: server-sent events for the live pages (docs/dashboard.rst, "Events").
 
-Each client's stream polls the backend once per tick (one second by default) and sends
-only what changed since its previous tick: one ``queue`` event per queue whose counts moved,
-and ``job`` events for running jobs whose status or progress moved (and for the jobs named
-by ``?jobs=``, also every renewal, so an open job page follows its lease), at most
-:data:`MAX_JOB_EVENTS` per tick. However fast jobs go (10k/s), a client sees at most one
-burst per tick: the diff coalesces everything in between.
+One :class:`Poller` per app reads the backend once per tick (one second by default) for
+every stream at once: the queue counts, the running jobs, and every job some stream
+follows (``?jobs=``, and those that stopped running) in one ``get_jobs`` call. However
+many clients are open, a tick costs the same three statements. Each stream then diffs
+that :class:`Snapshot` against what it sent before and sends only what changed: one
+``queue`` event per queue whose counts moved, and ``job`` events for running jobs whose
+status or progress moved (and for the jobs it follows, also every renewal, so an open job
+page follows its lease), at most :data:`MAX_JOB_EVENTS` per tick. However fast jobs go
+(10k/s), a client sees at most one burst per tick: the diff coalesces everything between.
+
+The poller runs in the streams' own tasks, not in the app's lifespan (an app may be
+mounted without one): the first stream to take its lock drives it while the others wait
+on that lock, and when the driving client leaves, the next one takes over. With no stream
+open, nothing reads. Streams are capped per client address and in all (429 and 503).
 
 Fed by LISTEN/NOTIFY, with polling behind it: one :class:`Waker` per app watches every
 notice of the backend (``backend.watch()``: enqueues, retries and cancels, on one dedicated
-connection however many clients are open) and wakes every stream at once, so a new job or
-a cancel shows within :data:`MIN_GAP`; a stream ticks at most once per ``MIN_GAP`` however
-many notices arrive (10k jobs/s make one tick, not 10k). Progress sends no notice, and a
-finish only when a ``wait_for`` waits for it (a NOTIFY per ack would serialise the
-workers' commits), so the poll every
-``interval`` stays: it is also what runs when the watch cannot (a transaction pooler
-without ``listen_dsn``, a lost connection, an app mounted without its lifespan).
+connection however many clients are open) and wakes the poller, so a new job or a cancel
+shows within :data:`MIN_GAP`; the poller reads at most once per ``MIN_GAP`` however many
+notices arrive (10k jobs/s make one read, not 10k). Progress sends no notice, and a finish
+only when a ``wait_for`` waits for it (a NOTIFY per ack would serialise the workers'
+commits), so the poll every ``interval`` stays: it is also what runs when the watch cannot
+(a transaction pooler without ``listen_dsn``, a lost connection, no lifespan).
 
 The stream is a plain ASGI app, so that it can wait for the client's ``http.disconnect``
-while it sleeps: a client that goes away ends its stream at once, whatever it was doing.
+while it waits for the next snapshot: a client that goes away ends its stream at once.
 """
 
 from __future__ import annotations
@@ -34,23 +41,39 @@ import trio
 from starlette.requests import Request
 
 import trioqueue
-from trioqueue.web.api import MAX_JOB_ID, iso, queue_json, queues_json
+from trioqueue.web.api import iso, parse_job_id, queue_json, queues_json
 from trioqueue.web.auth import Guard, error
 
-__all__ = ["MAX_JOB_EVENTS", "MAX_WATCHED", "MIN_GAP", "EventStream", "Waker"]
+__all__ = [
+    "MAX_JOB_EVENTS",
+    "MAX_STREAMS",
+    "MAX_STREAMS_PER_CLIENT",
+    "MAX_WATCHED",
+    "MIN_GAP",
+    "EventStream",
+    "Poller",
+    "Waker",
+]
 
 log = logging.getLogger("trioqueue.web")
 
 #: The most ``job`` events one tick sends; the rest wait for a later tick (or are
 #: superseded by it).
 MAX_JOB_EVENTS = 50
-#: The most ids ``?jobs=`` may name (each is read on every tick).
+#: The most ids ``?jobs=`` may name.
 MAX_WATCHED = 200
 #: How many running jobs a tick reads.
 RUNNING_WINDOW = 500
+#: The most ids one ``get_jobs`` call of the poller names (the backends' bound).
+READ_CHUNK = 10_000
+#: The most streams one client address may hold open (429 past it). Behind a reverse
+#: proxy every client has the proxy's address: raise it there.
+MAX_STREAMS_PER_CLIENT = 16
+#: The most streams the app holds open in all (503 past it).
+MAX_STREAMS = 128
 #: A comment line this often keeps proxies from closing an idle stream.
 KEEPALIVE = 15.0
-#: The shortest time between two ticks of a stream: notices wake it no more often.
+#: The shortest time between two reads of the poller: notices wake it no more often.
 MIN_GAP = 0.25
 #: How long the waker waits before watching again after the watch failed or ended.
 REWATCH_DELAY = 5.0
@@ -69,18 +92,10 @@ def sse(event: str, data: Any) -> bytes:
 def _parse_watch(raw: str | None) -> list[int]:
     if not raw:
         return []
-    ids: list[int] = []
-    for part in raw.split(","):
-        try:
-            job_id = int(part)
-        except ValueError:
-            raise ValueError(f"jobs must be comma-separated job ids, not {part!r}") from None
-        if not 1 <= job_id <= MAX_JOB_ID:
-            raise ValueError(f"job id out of range: {part}")
-        ids.append(job_id)
-    if len(ids) > MAX_WATCHED:
+    parts = raw.split(",")
+    if len(parts) > MAX_WATCHED:
         raise ValueError(f"jobs may name at most {MAX_WATCHED} ids")
-    return list(dict.fromkeys(ids))
+    return list(dict.fromkeys(parse_job_id(part) for part in parts))
 
 
 @dataclass(frozen=True)
@@ -113,58 +128,73 @@ class JobState:
 DELETED = JobState("deleted")
 
 
-class Differ:
-    """What changed since the previous tick, as SSE events."""
+@dataclass(frozen=True)
+class Snapshot:
+    """One read of the backend, shared by every stream: the queues' JSON by name, the
+    running jobs, and the jobs read by id (followed, or no longer running; a job asked
+    for and not found is :data:`DELETED`)."""
 
-    def __init__(self, backend: Backend, watched: list[int]) -> None:
-        self.backend = backend
+    generation: int
+    queues: dict[str, dict[str, Any]]
+    running: dict[int, JobState]
+    by_id: dict[int, JobState]
+
+    def state(self, job_id: int) -> JobState | None:
+        """The job's state in this read; None when it was not read."""
+        return self.running.get(job_id) or self.by_id.get(job_id)
+
+
+class Differ:
+    """One stream's view: what changed since the snapshot it saw before, as SSE events.
+
+    ``wanted`` is what this stream needs read by id: the jobs it follows, and those it
+    last saw running that a snapshot did not show (one it missed while its client was
+    slow); the poller reads them at its next tick.
+    """
+
+    def __init__(self, watched: list[int]) -> None:
         self.watched = watched
+        self.wanted: set[int] = set(watched)
         self.queues: dict[str, dict[str, Any]] = {}
         self.jobs: dict[int, JobState] = {}
         self.pending: list[int] = []  # jobs seen changing but not yet sent (over the cap)
 
-    async def tick(self) -> list[bytes]:
-        events = [sse("queue", q) for q in await self._queue_changes()]
-        events += [state.event(job_id) for job_id, state in await self._job_changes()]
+    def diff(self, snapshot: Snapshot) -> list[bytes]:
+        events = [sse("queue", q) for q in self._queue_changes(snapshot.queues)]
+        events += [state.event(job_id) for job_id, state in self._job_changes(snapshot)]
         return events
 
-    async def _queue_changes(self) -> list[dict[str, Any]]:
-        now = {q["queue"]: q for q in queues_json(await self.backend.queue_stats())}
+    def _queue_changes(self, now: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         changed = [q for name, q in now.items() if _key(self.queues.get(name)) != _key(q)]
         changed += [queue_json(name, None) for name in self.queues if name not in now]
         self.queues = now
         return changed
 
-    async def _job_changes(self) -> list[tuple[int, JobState]]:
-        seen: dict[int, JobState] = {}
-        running = await self.backend.list_jobs(status="running", limit=RUNNING_WINDOW)
-        for info in running:
-            seen[info.id] = JobState.of(info)
-        for job_id in self.watched:
-            if job_id not in seen:
-                seen[job_id] = await self._state(job_id)
-        # Jobs that were running at the previous tick and are not now: read where they went.
+    def _job_changes(self, snapshot: Snapshot) -> list[tuple[int, JobState]]:
+        seen = dict(snapshot.running)
+        unread: set[int] = set()
+        # Followed jobs, and jobs that were running at the previous tick and are not now.
         gone = [j for j, s in self.jobs.items() if j not in seen and s.status == "running"]
-        for job_id in gone[:MAX_JOB_EVENTS]:
-            seen[job_id] = await self._state(job_id)
+        for job_id in (*self.watched, *gone):
+            state = snapshot.state(job_id)
+            if state is None:
+                unread.add(job_id)  # asked for after this read began: the next one has it
+            else:
+                seen[job_id] = state
+        self.wanted = set(self.watched) | unread
         changed = [j for j, state in seen.items() if self._changed(j, state)]
         queue = list(dict.fromkeys(self.pending + changed))
         send, self.pending = queue[:MAX_JOB_EVENTS], queue[MAX_JOB_EVENTS:]
-        out = [(job_id, seen.get(job_id) or await self._state(job_id)) for job_id in send]
+        out = [(job_id, seen.get(job_id) or self.jobs[job_id]) for job_id in send]
         # Remember what this tick saw, so the next one sends only changes.
-        self.jobs = {j: s for j, s in (self.jobs | seen).items() if j in seen or j in self.pending}
+        keep = seen.keys() | set(self.pending) | unread
+        self.jobs = {j: s for j, s in (self.jobs | seen).items() if j in keep}
         return out
 
     def _changed(self, job_id: int, state: JobState) -> bool:
         before = self.jobs.get(job_id)
         watched = job_id in self.watched
         return before is None or before.key(watched) != state.key(watched)
-
-    async def _state(self, job_id: int) -> JobState:
-        try:
-            return JobState.of(await self.backend.get_job(job_id))
-        except trioqueue.UnknownJobError:
-            return DELETED
 
 
 def _key(queue: dict[str, Any] | None) -> tuple[Any, ...] | None:
@@ -176,14 +206,14 @@ def _key(queue: dict[str, Any] | None) -> tuple[Any, ...] | None:
 
 
 class Waker:
-    """Wakes every event stream of an app when the backend sends a notice.
+    """Wakes the app's poller when the backend sends a notice.
 
     :meth:`run` belongs in the app's lifespan: one watch for all clients. Without it,
-    :attr:`woken` is simply never set and the streams poll.
+    :attr:`woken` is set only by a new stream and the poller polls.
     """
 
     def __init__(self) -> None:
-        #: Set (then replaced) at each notice; a stream takes it before it naps.
+        #: Set (then replaced) at each notice; the poller takes it before it reads.
         self.woken = trio.Event()
         #: True while a watch is open (for tests and the logs).
         self.watching = False
@@ -208,17 +238,106 @@ class Waker:
             await trio.sleep(REWATCH_DELAY)
 
 
+class Poller:
+    """The app's one reader of the backend for all its streams (see the module's notes).
+
+    Each stream adds its :class:`Differ` (:meth:`subscribe`), runs :meth:`drive` beside
+    its own loop (one stream's :meth:`drive` reads at a time; the others wait for its
+    lock and take over in turn), and takes each new :class:`Snapshot` with :meth:`next`.
+    """
+
+    def __init__(self, backend: Backend, interval: float, waker: Waker) -> None:
+        self.backend = backend
+        self.interval = interval
+        self.waker = waker
+        self.subscribers: dict[Differ, str] = {}  # each stream's view, and its client
+        self.latest: Snapshot | None = None
+        self._published = trio.Event()
+        self._driving = trio.Lock()
+        self._woken = waker.woken  # taken before the latest read began
+        self._read_at = -math.inf
+
+    def streams_of(self, client: str) -> int:
+        return sum(1 for c in self.subscribers.values() if c == client)
+
+    def subscribe(self, differ: Differ, client: str) -> int:
+        """Add a stream; the generation its first snapshot must be newer than."""
+        self.subscribers[differ] = client
+        if self.latest is None:
+            return 0
+        if self._driving.locked():
+            if any(self.latest.state(job_id) is None for job_id in differ.watched):
+                self.waker.wake()  # its jobs are not in that read: the next one comes soon
+            return self.latest.generation - 1  # kept fresh: start from the latest one
+        self.waker.wake()  # nobody was reading (it may be hours old): read again at once
+        return self.latest.generation
+
+    def unsubscribe(self, differ: Differ) -> None:
+        del self.subscribers[differ]
+
+    async def next(self, after: int) -> Snapshot:
+        """The latest snapshot, once it is newer than generation ``after``."""
+        while self.latest is None or self.latest.generation <= after:
+            await self._published.wait()
+        return self.latest
+
+    async def drive(self) -> None:
+        """Read and publish snapshots, once this task holds the lock, until cancelled."""
+        async with self._driving:
+            while True:
+                await self._nap()
+                self._woken = self.waker.woken  # a notice during the read ends the next nap
+                self._read_at = trio.current_time()
+                self._publish(await self._read())
+
+    async def _nap(self) -> None:
+        """Until the next read: ``interval`` after the previous one, or sooner once a
+        notice set ``woken``, but never sooner than ``MIN_GAP`` (the debounce)."""
+        gap = min(MIN_GAP, self.interval)
+        await trio.sleep_until(self._read_at + gap)
+        with trio.move_on_at(self._read_at + self.interval):
+            await self._woken.wait()
+
+    async def _read(self) -> Snapshot:
+        # preview=0: an event carries no payload, so none is read (it may be megabytes).
+        queues = {q["queue"]: q for q in queues_json(await self.backend.queue_stats())}
+        running = {
+            info.id: JobState.of(info)
+            for info in await self.backend.list_jobs(
+                status="running", limit=RUNNING_WINDOW, preview=0
+            )
+        }
+        before = {} if self.latest is None else self.latest.running
+        wanted = set().union(*(d.wanted for d in self.subscribers)) | before.keys()
+        by_id = await self._read_by_id(sorted(wanted - running.keys()))
+        generation = 1 if self.latest is None else self.latest.generation + 1
+        return Snapshot(generation, queues, running, by_id)
+
+    async def _read_by_id(self, ids: list[int]) -> dict[int, JobState]:
+        """The jobs' states, :data:`DELETED` for those not found: one ``get_jobs`` call
+        per :data:`READ_CHUNK` ids (one in all for 50 streams of 200 ids)."""
+        states = dict.fromkeys(ids, DELETED)
+        for start in range(0, len(ids), READ_CHUNK):
+            found = await self.backend.get_jobs(ids[start : start + READ_CHUNK], preview=0)
+            states |= {job_id: JobState.of(info) for job_id, info in found.items()}
+        return states
+
+    def _publish(self, snapshot: Snapshot) -> None:
+        self.latest = snapshot
+        self._published.set()
+        self._published = trio.Event()
+
+
 class EventStream:
     """The ASGI app of ``GET /api/events``."""
 
     def __init__(self, backend: Backend, guard: Guard, interval: float, waker: Waker) -> None:
-        self.backend = backend
         self.guard = guard
-        self.interval = interval
-        self.waker = waker
+        self.poller = Poller(backend, interval, waker)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope)
+        client = request.client.host if request.client else ""
         refused = self.guard.refusal(request)
         if refused is None and request.method != "GET":
             refused = (405, "method not allowed")
@@ -227,20 +346,38 @@ class EventStream:
         except ValueError as exc:
             refused = refused or (400, str(exc))
             watched = []
+        refused = refused or self._over_cap(client)
         if refused is not None:
             await error(*refused)(scope, receive, send)
             return
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._until_disconnect, receive, nursery.cancel_scope)
-            await self._stream(send, Differ(self.backend, watched))
-            nursery.cancel_scope.cancel()
+        differ = Differ(watched)
+        after = self.poller.subscribe(differ, client)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._until_disconnect, receive, nursery.cancel_scope)
+                nursery.start_soon(self.poller.drive)
+                await self._stream(send, differ, after)
+        finally:
+            self.poller.unsubscribe(differ)
+
+    def _over_cap(self, client: str) -> tuple[int, str] | None:
+        """429 past :data:`MAX_STREAMS_PER_CLIENT` streams from one address, 503 past
+        :data:`MAX_STREAMS` in all (each open stream holds a task and its diff state)."""
+        if self.poller.streams_of(client) >= MAX_STREAMS_PER_CLIENT:
+            return (
+                429,
+                f"too many event streams from this client (at most {MAX_STREAMS_PER_CLIENT})",
+            )
+        if len(self.poller.subscribers) >= MAX_STREAMS:
+            return (503, f"too many event streams open (at most {MAX_STREAMS}); try again later")
+        return None
 
     async def _until_disconnect(self, receive: Receive, scope: trio.CancelScope) -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
         scope.cancel()
 
-    async def _stream(self, send: Send, differ: Differ) -> None:
+    async def _stream(self, send: Send, differ: Differ, generation: int) -> None:
         await send(
             {
                 "type": "http.response.start",
@@ -255,25 +392,15 @@ class EventStream:
         await self._body(send, b"retry: 2000\n\n")
         quiet_since = trio.current_time()
         while True:
-            # Taken before the tick reads: a notice that comes while it reads (too late for
-            # what it read) still ends the nap after it.
-            woken = self.waker.woken
-            events = await differ.tick()
+            snapshot = await self.poller.next(generation)
+            generation = snapshot.generation
+            events = differ.diff(snapshot)
             if events:
                 await self._body(send, b"".join(events))
                 quiet_since = trio.current_time()
             elif trio.current_time() - quiet_since >= KEEPALIVE:
                 await self._body(send, b": keepalive\n\n")
                 quiet_since = trio.current_time()
-            await self._nap(woken)
-
-    async def _nap(self, woken: trio.Event) -> None:
-        """Until the next tick: ``interval``, or sooner once ``woken`` is set (a notice
-        since the last tick began), but never sooner than ``MIN_GAP`` (the debounce)."""
-        gap = min(MIN_GAP, self.interval)
-        await trio.sleep(gap)
-        with trio.move_on_after(self.interval - gap):
-            await woken.wait()
 
     async def _body(self, send: Send, data: bytes) -> None:
         await send({"type": "http.response.body", "body": data, "more_body": True})

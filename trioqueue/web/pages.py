@@ -106,6 +106,7 @@ def environment() -> jinja2.Environment:
         "short_time": lambda t: t.astimezone(UTC).strftime("%m-%d %H:%M:%S"),
         "full_time": lambda t: t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "payload_line": _payload_line,
+        "error_line": _error_line,
         "statuses": STATUSES,
         "sorts": SORT_LABELS,
         "limits_text": _limits_text,
@@ -115,11 +116,18 @@ def environment() -> jinja2.Environment:
 
 def _payload_line(job: trioqueue.JobInfo) -> str:
     text = _payload_text(job.payload, indent=None)
-    return text if len(text) <= 80 else text[:79] + "…"
+    cut = isinstance(job.payload, trioqueue.TruncatedText)
+    return text if len(text) <= 80 and not cut else text[:79] + "…"
+
+
+def _error_line(job: trioqueue.JobInfo) -> str:
+    """The job list's error cell: the list read carries a prefix of a long error, marked."""
+    error = job.last_error or ""
+    return error + "…" if isinstance(error, trioqueue.TruncatedText) else error
 
 
 def _payload_text(payload: Any, *, indent: int | None) -> str:
-    if isinstance(payload, trioqueue.UndecodablePayload):
+    if isinstance(payload, trioqueue.UndecodablePayload | trioqueue.TruncatedText):
         return str(payload)
     return json.dumps(payload, indent=indent, ensure_ascii=False, sort_keys=indent is not None)
 

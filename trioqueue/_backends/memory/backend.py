@@ -42,7 +42,9 @@ from trioqueue._backends.validation import (
     check_filters,
     check_history,
     check_job_id,
+    check_job_ids,
     check_list_jobs,
+    check_preview,
     check_queue,
     check_queue_limits,
     check_registration,
@@ -434,6 +436,20 @@ class MemoryBackend:
 
         return await self._execute("get_job", effect)
 
+    async def get_jobs(
+        self, job_ids: Sequence[int], *, preview: int | None = None
+    ) -> dict[int, JobInfo]:
+        """Snapshots of many jobs in one read: each known job's JobInfo by id
+        (``preview`` as in :meth:`list_jobs`).
+
+        Raises:
+            TypeError: an id is not an int.
+            ValueError: more than 10,000 ids, or a negative ``preview``.
+        """
+        ids = check_job_ids(job_ids)
+        cut = check_preview(preview)
+        return await self._execute("get_jobs", lambda now, _: self._model.get_jobs(now, ids, cut))
+
     async def wait_for(
         self,
         job_id: int,
@@ -474,23 +490,28 @@ class MemoryBackend:
         *,
         search: str | None = None,
         sort: JobSort = "id",
+        preview: int | None = None,
     ) -> list[JobInfo]:
         """Snapshots of jobs, by id unless ``sort`` says otherwise, optionally of one
         queue and one status, and whose payload's JSON text or ``last_error`` contains
-        ``search`` (case-insensitive).
+        ``search`` (case-insensitive). With ``preview=n``, payloads, results and errors
+        longer than ``n`` characters come back cut, as :class:`~trioqueue.TruncatedText`
+        (the payload's text as PostgreSQL would print it).
 
         Raises:
             ValueError: an unknown ``status`` or ``sort``, ``limit`` outside 1..10000,
-                ``offset`` < 0, or a ``search`` longer than 1000 characters or holding NUL.
+                ``offset`` < 0, a negative ``preview``, or a ``search`` longer than 1000
+                characters or holding NUL.
         """
         queue, status, limit, offset = check_list_jobs(queue, status, limit, offset)
         search = check_filters(queue, status, search)[2]
         sort = check_sort(sort)
+        cut = check_preview(preview)
 
         return await self._execute(
             "list_jobs",
             lambda now, _: self._model.list_jobs(
-                now, queue, status, limit, offset, search=search, sort=sort
+                now, queue, status, limit, offset, search=search, sort=sort, preview=cut
             ),
         )
 

@@ -37,7 +37,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from trioqueue._backends.validation import (
     EnqueueRequest,
@@ -66,6 +66,7 @@ from trioqueue._types import (
     Recorded,
     Release,
     ScheduleInfo,
+    TruncatedText,
     WorkerInfo,
 )
 
@@ -316,6 +317,13 @@ class MemoryModel:
         row = self._rows.get(job_id)
         return None if row is None else self._info(row, now)
 
+    def get_jobs(
+        self, now: float, job_ids: Sequence[int], preview: int | None = None
+    ) -> dict[int, JobInfo]:
+        """Snapshots of the known jobs among ``job_ids``, by id; mirrors ``get_jobs``."""
+        rows = (self._rows.get(job_id) for job_id in job_ids)
+        return {row.id: self._info(row, now, preview) for row in rows if row is not None}
+
     def await_job(self, now: float, job_id: int) -> JobInfo | None:
         """``get_job``, after marking an unfinished job awaited, so that the statements
         finishing (or deleting) it send a ``FINISHED`` notice; mirrors ``await_job`` and
@@ -337,11 +345,12 @@ class MemoryModel:
         *,
         search: str | None = None,
         sort: JobSort = "id",
+        preview: int | None = None,
     ) -> list[JobInfo]:
         """Snapshots in ``sort`` order, optionally of one queue and state, and containing
-        ``search``; mirrors ``list_jobs``."""
+        ``search``, their long texts cut to ``preview`` characters; mirrors ``list_jobs``."""
         matching = _sorted(self._matching(now, queue, status, search), sort)
-        return [self._info(row, now) for row in matching[offset : offset + limit]]
+        return [self._info(row, now, preview) for row in matching[offset : offset + limit]]
 
     def count_jobs(
         self, now: float, queue: str | None, status: JobStatus | None, search: str | None
@@ -749,18 +758,18 @@ class MemoryModel:
         if value is not None:
             row.progress = value
 
-    def _info(self, row: Row, now: float) -> JobInfo:
+    def _info(self, row: Row, now: float, preview: int | None = None) -> JobInfo:
         running = row.leased(now)
         return JobInfo(
             id=row.id,
             queue=row.queue,
-            payload=decode_payload(row.payload),
+            payload=_json_preview(row.payload, preview),
             status=row.state(now),
             attempts=row.attempts,
             max_attempts=row.max_attempts,
             priority=row.priority,
             progress=row.progress,
-            last_error=row.last_error,
+            last_error=_text_preview(row.last_error, preview),
             created_at=self.to_datetime(row.created_at),
             finished_at=self._maybe_datetime(row.finished_at),
             lease_expires_at=self.to_datetime(row.not_visible_until) if running else None,
@@ -768,7 +777,7 @@ class MemoryModel:
             cancel_requested_at=self._maybe_datetime(row.cancel_requested_at),
             cancel_acknowledged_at=self._maybe_datetime(row.cancel_acknowledged_at),
             worker_id=row.worker_id if running else None,
-            result=None if row.result is None else decode_payload(row.result),
+            result=None if row.result is None else _json_preview(row.result, preview),
             group=row.group,
         )
 
@@ -1075,13 +1084,33 @@ class MemoryModel:
             self._outbox.append(Sent(Notice(NoticeKind.FINISHED, row.queue, row.id)))
 
 
-def _contains(row: Row, needle: str) -> bool:
-    """Whether the payload's JSON text or ``last_error`` contains ``needle`` (lower case).
+def _printed(text: str) -> str:
+    """Stored JSON text as PostgreSQL prints ``jsonb`` (``", "`` and ``": "`` between
+    items, non-ASCII characters as themselves), so that searches and previews of short
+    texts agree with it."""
+    return json.dumps(json.loads(text), ensure_ascii=False)
 
-    The payload is printed as PostgreSQL prints ``jsonb`` (``", "`` and ``": "`` between
-    items, non-ASCII characters as themselves), so short searches match alike in both.
-    """
-    text = json.dumps(json.loads(row.payload), ensure_ascii=False)
+
+def _json_preview(text: str, preview: int | None) -> Any:
+    """A stored payload or result, decoded; or, with ``preview`` and longer than it once
+    printed, its first ``preview`` characters; mirrors ``list_jobs``' ``left(...)``."""
+    if preview is not None:
+        printed = _printed(text)
+        if len(printed) > preview:
+            return TruncatedText(printed[:preview], len(printed))
+    return decode_payload(text)
+
+
+def _text_preview(text: str | None, preview: int | None) -> str | None:
+    if text is None or preview is None or len(text) <= preview:
+        return text
+    return TruncatedText(text[:preview], len(text))
+
+
+def _contains(row: Row, needle: str) -> bool:
+    """Whether the payload's JSON text (:func:`_printed`) or ``last_error`` contains
+    ``needle`` (lower case): short searches match alike in both backends."""
+    text = _printed(row.payload)
     if needle in text.lower():
         return True
     return row.last_error is not None and needle in row.last_error.lower()

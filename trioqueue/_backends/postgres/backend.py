@@ -79,7 +79,9 @@ from trioqueue._backends.validation import (
     check_history,
     check_int,
     check_job_id,
+    check_job_ids,
     check_list_jobs,
+    check_preview,
     check_queue,
     check_queue_limits,
     check_registration,
@@ -116,6 +118,7 @@ from trioqueue._types import (
     Recorded,
     Release,
     ScheduleInfo,
+    TruncatedText,
     UndecodablePayload,
     WorkerInfo,
 )
@@ -636,6 +639,24 @@ class PostgresBackend:
             raise UnknownJobError(job_id)
         return _job_info(row)
 
+    async def get_jobs(
+        self, job_ids: Sequence[int], *, preview: int | None = None
+    ) -> dict[int, JobInfo]:
+        """Snapshots of many jobs in one statement: each known job's JobInfo by id
+        (``preview`` as in :meth:`list_jobs`).
+
+        Raises:
+            TypeError: an id is not an int.
+            ValueError: more than 10,000 ids, or a negative ``preview``.
+        """
+        ids = [job_id for job_id in check_job_ids(job_ids) if _is_bigint(job_id)]
+        cut = check_preview(preview)
+        if not ids:
+            await trio.lowlevel.checkpoint()
+            return {}
+        rows = await self._driver.run("get_jobs", _fetch, self._sql["get_jobs"], ids, cut)
+        return {row["id"]: _job_info(row) for row in rows}
+
     async def wait_for(
         self,
         job_id: int,
@@ -713,20 +734,26 @@ class PostgresBackend:
         *,
         search: str | None = None,
         sort: JobSort = "id",
+        preview: int | None = None,
     ) -> list[JobInfo]:
         """Snapshots of jobs, by id unless ``sort`` says otherwise, optionally of one
         queue and one status, and whose payload's JSON text or ``last_error`` contains
         ``search`` (case-insensitive ``ILIKE``; a search reads every row of the queue).
+        With ``preview=n``, payloads, results and errors longer than ``n`` characters are
+        cut by the query (``left(payload::text, n)``) and come back as
+        :class:`~trioqueue.TruncatedText`.
 
         Raises:
             ValueError: an unknown ``status`` or ``sort``, ``limit`` outside 1..10000,
-                ``offset`` < 0, or a ``search`` longer than 1000 characters or holding NUL.
+                ``offset`` < 0, a negative ``preview``, or a ``search`` longer than 1000
+                characters or holding NUL.
         """
         queue, status, limit, offset = check_list_jobs(queue, status, limit, offset)
         pattern = _like_pattern(check_filters(queue, status, search)[2])
         sql = self._list_sql[check_sort(sort)]
+        cut = check_preview(preview)
         rows = await self._driver.run(
-            "list_jobs", _fetch, sql, queue, status, limit, min(offset, _INT64), pattern
+            "list_jobs", _fetch, sql, queue, status, limit, min(offset, _INT64), pattern, cut
         )
         return [_job_info(row) for row in rows]
 
@@ -1329,13 +1356,13 @@ def _job_info(row: Any) -> JobInfo:
     return JobInfo(
         id=row["id"],
         queue=row["queue"],
-        payload=_read_payload(row["payload"]),
+        payload=_read_cut(row, "payload"),
         status=row["state"],
         attempts=row["attempts"],
         max_attempts=row["max_attempts"],
         priority=row["priority"],
         progress=row["progress"],
-        last_error=row["last_error"],
+        last_error=_cut(row, "last_error"),
         created_at=row["created_at"],
         finished_at=row["finished_at"],
         lease_expires_at=row["not_visible_until"] if running else None,
@@ -1343,9 +1370,25 @@ def _job_info(row: Any) -> JobInfo:
         cancel_requested_at=row["cancel_requested_at"],
         cancel_acknowledged_at=row["cancel_acknowledged_at"],
         worker_id=row["worker_id"] if running else None,
-        result=None if row["result"] is None else _read_payload(row["result"]),
+        result=None if row["result"] is None else _read_cut(row, "result"),
         group=row["group_key"],
     )
+
+
+def _cut(row: Any, column: str) -> Any:
+    """A text column of a list read with a preview: a :class:`TruncatedText` when the
+    query cut it (its ``<column>_length`` is longer than what came); else the text."""
+    text = row[column]
+    length = row.get(f"{column}_length")  # absent from get_job's row
+    if text is not None and length is not None and length > len(text):
+        return TruncatedText(text, length)
+    return text
+
+
+def _read_cut(row: Any, column: str) -> Any:
+    """A payload or result: decoded, unless the query cut it (:func:`_cut`)."""
+    text = _cut(row, column)
+    return text if isinstance(text, TruncatedText) else _read_payload(text)
 
 
 def _schedule_info(row: Any) -> ScheduleInfo:

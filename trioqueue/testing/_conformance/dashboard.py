@@ -12,7 +12,7 @@ import pytest
 from trioqueue._backends.interface import Backend
 from trioqueue._core.wire import Verdict
 from trioqueue._errors import UnknownJobError
-from trioqueue._types import Ack, Failure, PoolBeat, PoolRegistration
+from trioqueue._types import Ack, Failure, PoolBeat, PoolRegistration, TruncatedText
 from trioqueue.testing._conformance._base import WORKER, ConformanceBase, Q
 
 __all__ = ["DashboardConformance"]
@@ -36,6 +36,82 @@ def _pool(
 
 class DashboardConformance(ConformanceBase):
     """Search, sort, count and delete jobs; lease details; worker pools; history."""
+
+    # -- get_jobs: many jobs in one read ----------------------------------------------------
+
+    async def test_get_jobs_reads_many_jobs_in_one_call_leaving_out_unknown_ids(
+        self, backend: Backend, clock: object
+    ) -> None:
+        running, ready, deleted = await backend.enqueue_many(Q, [{"n": 1}, {"n": 2}, {"n": 3}])
+        claimed = await self._claim_one(backend)
+        assert claimed.job.id == running
+        assert await backend.delete_job(deleted)
+        calls = backend.statistics().calls["get_jobs"]
+        got = await backend.get_jobs([ready, running, deleted, 10**9, 2**63, ready])
+        assert backend.statistics().calls["get_jobs"] == calls + 1
+        assert sorted(got) == [running, ready]
+        assert got[running] == await backend.get_job(running)
+        assert got[ready] == await backend.get_job(ready)
+        assert got[running].status == "running"
+        assert got[running].lease_expires_at is not None
+        assert await backend.get_jobs([]) == {}
+
+    async def test_get_jobs_refuses_bad_ids(self, backend: Backend, clock: object) -> None:
+        job_id = await backend.enqueue(Q, 1)
+        for bad in (["1"], [True], "1", [1.0]):
+            with pytest.raises(TypeError):
+                await backend.get_jobs(bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="at most 10000"):
+            await backend.get_jobs(list(range(1, 10_002)))
+        assert (await backend.get_job(job_id)).status == "ready"
+
+    # -- previews: lists carry a bounded prefix of long texts ------------------------------
+
+    async def test_list_jobs_preview_cuts_long_texts_and_says_their_length(
+        self, backend: Backend, clock: object
+    ) -> None:
+        failed, done = await backend.enqueue_many(Q, [{"n": 1}, {"n": 2}])
+        claimed = await self._claim(backend, limit=2)
+        seqs = {c.job.id: c.job.claim_seq for c in claimed}
+        await backend.fail([Failure(failed, seqs[failed], "E" * 500, None)])
+        await backend.ack([Ack(done, seqs[done], result='"' + "r" * 300 + '"')])
+        big, short = await backend.enqueue_many(Q, ["x" * 1000, "short"])
+
+        listed = {j.id: j for j in await backend.list_jobs(preview=100)}
+        payload = listed[big].payload
+        assert isinstance(payload, TruncatedText)
+        assert (str(payload), payload.length) == ('"' + "x" * 99, 1002)  # its JSON text, cut
+        assert listed[short].payload == "short"  # short enough: decoded as ever
+        error = listed[failed].last_error
+        assert isinstance(error, TruncatedText)
+        assert (str(error), error.length) == ("E" * 100, 500)
+        result = listed[done].result
+        assert isinstance(result, TruncatedText)
+        assert (str(result), result.length) == ('"' + "r" * 99, 302)
+        assert listed[failed].payload == {"n": 1}
+
+        whole = {j.id: j for j in await backend.list_jobs()}
+        assert whole[big].payload == "x" * 1000
+        assert whole[failed].last_error == "E" * 500
+        assert whole[done].result == "r" * 300
+        assert (await backend.get_job(big)).payload == "x" * 1000
+        assert (await backend.get_job(failed)).last_error == "E" * 500
+
+        nothing = await backend.get_jobs([big, short], preview=0)
+        assert (str(nothing[big].payload), nothing[big].payload.length) == ("", 1002)
+        assert (str(nothing[short].payload), nothing[short].payload.length) == ("", 7)
+        assert (await backend.get_jobs([big]))[big].payload == "x" * 1000
+
+    async def test_preview_refuses_what_is_not_a_length(
+        self, backend: Backend, clock: object
+    ) -> None:
+        job_id = await backend.enqueue(Q, 1)
+        with pytest.raises(ValueError, match="preview"):
+            await backend.list_jobs(preview=-1)
+        with pytest.raises(TypeError, match="preview"):
+            await backend.list_jobs(preview="10")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="preview"):
+            await backend.get_jobs([job_id], preview=-1)
 
     # -- list_jobs: search and sort, count_jobs -------------------------------------------
 
