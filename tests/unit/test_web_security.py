@@ -79,7 +79,9 @@ async def test_a_rebound_name_can_neither_read_nor_delete(backend: trioqueue.Mem
     assert (await backend.get_job(job_id)).payload == {"secret": 1}
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1:8080", "localhost:8080", "LOCALHOST", "[::1]:8080"])
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1:8080", "localhost:8080", "LOCALHOST", "[::1]:8080", "[0:0::1]"]
+)
 async def test_the_loopback_names_are_served_by_default(
     backend: trioqueue.MemoryBackend, host: str
 ) -> None:

@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 from trioqueue.cli import _dashboard
 from trioqueue.cli._commands import build_parser
 from trioqueue.web.auth import safe_next
-from trioqueue.web.hosts import LOOPBACK_NAMES, bind_hosts, normal_host, normal_origin
+from trioqueue.web.hosts import (
+    LOOPBACK_NAMES,
+    bind_hosts,
+    normal_host,
+    normal_origin,
+    parse_host,
+)
 from trioqueue.web.sessions import Sessions
 from trioqueue.web.throttle import LoginThrottle, client_key
 
@@ -141,6 +147,26 @@ def test_a_wildcard_bind_answers_to_loopback_and_this_machines_names() -> None:
     assert set(LOOPBACK_NAMES) <= set(hosts)
     assert socket.gethostname().lower() in hosts
     assert "0.0.0.0" not in hosts
+
+
+@pytest.mark.parametrize(
+    ("header", "parsed"),
+    [
+        ("Dash.Example:8080", ("dash.example", "8080")),
+        ("[::1]:8080", ("[::1]", "8080")),
+        ("[0:0::1]", ("[::1]", None)),
+        ("127.0.0.1", ("127.0.0.1", None)),
+        ("[zz::1]", None),
+        ("a b", None),
+        ("a:b", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_host_headers_are_parsed_as_rfc_9110_writes_them(
+    header: str | None, parsed: tuple[str, str | None] | None
+) -> None:
+    assert parse_host(header) == parsed
 
 
 @pytest.mark.parametrize(

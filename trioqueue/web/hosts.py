@@ -11,20 +11,21 @@ own scheme and (allowed) host, or one named by ``--allowed-origin`` (a proxy tha
 ``Host`` makes the browser's origin differ from what reaches the app).
 
 The host check is an ASGI middleware over the whole app (static files and event streams
-too). It parses ``Host`` with Starlette's own parser, the one its ``TrustedHostMiddleware``
-uses; that middleware is not used itself because its refusal says only "Invalid host header",
-where an operator behind a new proxy needs to read which host was refused and which option
-lets it in.
+too). Starlette's ``TrustedHostMiddleware`` does the same check, but is not used: its
+refusal says only "Invalid host header", where an operator behind a new proxy needs to read
+which host was refused and which option lets it in; and the Starlette versions this package
+accepts (0.37 on) differ in how it reads an IPv6 literal (older ones cut ``[::1]:8080`` at
+its first colon). The header is parsed here as RFC 9110 §7.2 writes it.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
-from starlette._utils import parse_host_header
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -36,6 +37,7 @@ __all__ = [
     "bind_hosts",
     "normal_host",
     "normal_origin",
+    "parse_host",
     "same_origin",
 ]
 
@@ -43,6 +45,25 @@ LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 #: ``--allowed-host '*'``: answer to any name (only behind a proxy that checks it).
 ANY_HOST = "*"
 WILDCARD_BINDS = frozenset({"0.0.0.0", "::", "[::]", ""})
+#: ``Host``: a registered name or an IP literal in brackets, then an optional port.
+_HOST_HEADER = re.compile(
+    r"(?P<host>[a-z0-9._~%!$&'()*+,;=-]+|\[[0-9a-f:.]+\])(?::(?P<port>[0-9]+))?", re.IGNORECASE
+)
+
+
+def parse_host(header: str | None) -> tuple[str, str | None] | None:
+    """A ``Host`` header's host (lower case, an IPv6 literal compressed, in brackets) and
+    port; None for no header or one that is not a host."""
+    found = _HOST_HEADER.fullmatch(header or "")
+    if found is None:
+        return None
+    host = found["host"].lower()
+    if host.startswith("["):
+        try:
+            host = f"[{ipaddress.IPv6Address(host[1:-1]).compressed}]"
+        except ValueError:
+            return None
+    return host, found["port"]
 
 
 def normal_host(text: str) -> str:
@@ -60,10 +81,10 @@ def normal_host(text: str) -> str:
         address = None
     if address is not None and address.version == 6:
         return f"[{address.compressed}]"
-    parsed = parse_host_header(text)
-    if parsed is None or parsed.port is not None or not text:
+    parsed = parse_host(text)
+    if parsed is None or parsed[1] is not None:
         raise ValueError(f"not a host name (no scheme, no port): {text!r}")
-    return parsed.host.lower()
+    return parsed[0]
 
 
 def normal_origin(text: str) -> str:
@@ -80,7 +101,7 @@ def normal_origin(text: str) -> str:
         or parts.query
         or parts.fragment
         or "@" in parts.netloc
-        or parse_host_header(parts.netloc) is None
+        or parse_host(parts.netloc) is None
     ):
         raise ValueError(f"not an origin (scheme://host[:port]): {text!r}")
     return f"{parts.scheme}://{parts.netloc.lower()}"
@@ -159,5 +180,5 @@ class HostCheck:
         await PlainTextResponse(message, status_code=400)(scope, receive, send)
 
     def allows(self, scope: Scope) -> bool:
-        parsed = parse_host_header(Headers(scope=scope).get("host"))
-        return parsed is not None and parsed.host.lower() in self.hosts
+        parsed = parse_host(Headers(scope=scope).get("host"))
+        return parsed is not None and parsed[0] in self.hosts
