@@ -274,9 +274,12 @@ async def test_same_site_and_allowed_origins_pass(
     assert (r.status_code, r.json()) == (200, {"ok": True})
 
 
+TOKEN = "s3cret-s3cret-s3cret-s3cret"
+
+
 async def test_token_required_everywhere(backend: trioqueue.MemoryBackend) -> None:
     job_id = await backend.enqueue("mail", 1)
-    app = create_app(backend, token="s3cret")
+    app = create_app(backend, token="s3cret-s3cret-s3cret-s3cret")
     paths = ["/api/queues", "/api/jobs", f"/api/jobs/{job_id}", "/metrics"]
     async with client(app) as c:
         for path in paths:
@@ -284,23 +287,30 @@ async def test_token_required_everywhere(backend: trioqueue.MemoryBackend) -> No
             wrong = await c.get(path, headers={"Authorization": "Bearer nope"})
             assert wrong.status_code == 401
             assert list(wrong.json()) == ["error"]
-            ok = await c.get(path, headers={"Authorization": "Bearer s3cret"})
+            ok = await c.get(path, headers={"Authorization": "Bearer s3cret-s3cret-s3cret-s3cret"})
             assert ok.status_code == 200
-        basic = await c.get("/api/queues", headers={"Authorization": "Basic s3cret"})
+        basic = await c.get(
+            "/api/queues", headers={"Authorization": "Basic s3cret-s3cret-s3cret-s3cret"}
+        )
         assert basic.status_code == 401
         refused = await c.post(f"/api/jobs/{job_id}/cancel", headers=SAME_SITE)
         assert refused.status_code == 401
     assert (await backend.get_job(job_id)).status == "ready"
 
 
-async def test_token_cookie_works(backend: trioqueue.MemoryBackend) -> None:
+async def test_session_cookie_works(backend: trioqueue.MemoryBackend) -> None:
     job_id = await backend.enqueue("mail", 1)
-    app = create_app(backend, token="s3cret")
-    async with client(app, cookies={"trioqueue_token": "s3cret"}) as c:
+    app = create_app(backend, token=TOKEN)
+    async with client(app) as c:
+        login = await c.post("/login", data={"token": TOKEN}, headers=SAME_SITE)
+        assert login.status_code == 303
         assert (await c.get("/api/queues")).status_code == 200
         r = await c.post(f"/api/jobs/{job_id}/cancel", headers=SAME_SITE)
     assert (r.status_code, r.json()) == (200, {"ok": True})
-    async with client(app, cookies={"trioqueue_token": "wrong"}) as c:
+    # The token itself in a cookie (what older versions set) opens nothing.
+    async with client(app, cookies={"trioqueue_token": TOKEN}) as c:
+        assert (await c.get("/api/queues")).status_code == 401
+    async with client(app, cookies={"trioqueue_session": "forged.0000"}) as c:
         assert (await c.get("/api/queues")).status_code == 401
 
 
@@ -329,7 +339,7 @@ def test_check_bind_refuses_public_without_token(host: str) -> None:
         check_bind(host, None)
     with pytest.raises(ValueError):
         check_bind(host, "")
-    check_bind(host, "s3cret")
+    check_bind(host, "s3cret-s3cret-s3cret-s3cret")
 
 
 async def test_served_by_hypercorn_over_tcp(backend: trioqueue.MemoryBackend) -> None:

@@ -259,12 +259,14 @@ async def test_bad_params_are_400(
 
 async def test_token_is_required(backend: trioqueue.MemoryBackend, autojump_clock: object) -> None:
     await backend.enqueue("mail", 1)
-    app = create_app(backend, token="s3cret")
+    app = create_app(backend, token="s3cret-s3cret-s3cret-s3cret")
     async with events(app) as refused:
         with trio.fail_after(1):
             await refused.ended.wait()
     assert refused.status == 401
-    async with events(app, headers=[(b"authorization", b"Bearer s3cret")]) as allowed:
+    async with events(
+        app, headers=[(b"authorization", b"Bearer s3cret-s3cret-s3cret-s3cret")]
+    ) as allowed:
         await allowed.next_events()
     assert allowed.status == 200
 

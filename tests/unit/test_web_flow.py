@@ -133,7 +133,7 @@ async def test_queue_actions_follow_the_same_rules_as_job_actions(
             await c.post(path, headers={"Origin": "http://evil.example"}, **kw)
             for path, kw in posts
         ]
-    async with client(create_app(backend, token="s3cret")) as c:
+    async with client(create_app(backend, token="s3cret-s3cret-s3cret-s3cret")) as c:
         no_token = [await c.post(path, headers=SAME_SITE, **kw) for path, kw in posts]
     assert [r.status_code for r in read_only] == [403] * 3
     assert [r.status_code for r in cross_site] == [403] * 3
@@ -181,9 +181,12 @@ async def test_read_only_overview_has_no_queue_buttons(backend: trioqueue.Memory
 
 
 async def test_the_buttons_work_without_javascript(backend: trioqueue.MemoryBackend) -> None:
+    # (A pause without JavaScript is confirmed on a page of its own first: test_web_security.)
     async with client(create_app(backend)) as c:
         paused = await c.post(
-            "/queues/actions", data={"queue": "mail", "action": "pause"}, headers=SAME_SITE
+            "/queues/actions",
+            data={"queue": "mail", "action": "pause", "confirmed": "yes"},
+            headers=SAME_SITE,
         )
         assert (await backend.queue_stats())["mail"].paused is True
         resumed = await c.post(

@@ -174,7 +174,7 @@ async def test_read_only_pages_have_no_action_buttons(backend: trioqueue.MemoryB
 
 
 async def test_static_files_ship_with_the_package(backend: trioqueue.MemoryBackend) -> None:
-    async with client(create_app(backend, token="s3cret")) as c:
+    async with client(create_app(backend, token="s3cret-s3cret-s3cret-s3cret")) as c:
         htmx = await c.get("/static/htmx.min.js")
         css = await c.get("/static/dashboard.css")
         script = await c.get("/static/dashboard.js")
@@ -219,7 +219,7 @@ async def test_page_actions_without_htmx_redirect(backend: trioqueue.MemoryBacke
     async with client(create_app(backend)) as c:
         r = await c.post(
             "/jobs/actions?next=/jobs",
-            data={"action": "delete", "ids": str(job_id)},
+            data={"action": "delete", "ids": str(job_id), "confirmed": "yes"},
             headers=SAME_SITE,
         )
     assert (r.status_code, r.headers["location"]) == (303, "/jobs")
@@ -308,12 +308,17 @@ async def test_bulk_bad_bodies_are_400(backend: trioqueue.MemoryBackend, body: b
 async def test_bulk_refusals(backend: trioqueue.MemoryBackend) -> None:
     job_id = await backend.enqueue("mail", 1)
     body = {"action": "delete", "ids": [job_id]}
-    async with client(create_app(backend, token="s3cret", read_only=False)) as c:
+    async with client(
+        create_app(backend, token="s3cret-s3cret-s3cret-s3cret", read_only=False)
+    ) as c:
         no_token = await c.post("/api/jobs/actions", json=body, headers=SAME_SITE)
         cross = await c.post(
             "/api/jobs/actions",
             json=body,
-            headers={"Origin": "http://evil.example", "Authorization": "Bearer s3cret"},
+            headers={
+                "Origin": "http://evil.example",
+                "Authorization": "Bearer s3cret-s3cret-s3cret-s3cret",
+            },
         )
     async with client(create_app(backend, read_only=True)) as c:
         read_only = await c.post("/api/jobs/actions", json=body, headers=SAME_SITE)
@@ -349,7 +354,7 @@ async def test_job_detail_has_the_lease(backend: trioqueue.MemoryBackend) -> Non
 
 
 async def test_login_flow(backend: trioqueue.MemoryBackend) -> None:
-    app = create_app(backend, token="s3cret")
+    app = create_app(backend, token="s3cret-s3cret-s3cret-s3cret")
     async with client(app) as c:
         page = await c.get("/jobs?status=ready")
         assert (page.status_code, page.headers["location"]) == (
@@ -366,11 +371,13 @@ async def test_login_flow(backend: trioqueue.MemoryBackend) -> None:
         assert 'data-testid="login-error"' in wrong.text
         assert "set-cookie" not in wrong.headers
         ok = await c.post(
-            "/login", data={"token": "s3cret", "next": "/jobs?status=ready"}, headers=SAME_SITE
+            "/login",
+            data={"token": "s3cret-s3cret-s3cret-s3cret", "next": "/jobs?status=ready"},
+            headers=SAME_SITE,
         )
         assert (ok.status_code, ok.headers["location"]) == (303, "/jobs?status=ready")
         cookie = ok.headers["set-cookie"]
-        assert "trioqueue_token=s3cret" in cookie
+        assert "trioqueue_session=" in cookie and "s3cret" not in cookie
         assert "HttpOnly" in cookie
         assert "SameSite=strict" in cookie
         assert (await c.get("/jobs")).status_code == 200
@@ -384,15 +391,21 @@ async def test_login_flow(backend: trioqueue.MemoryBackend) -> None:
 async def test_login_never_redirects_off_site(
     backend: trioqueue.MemoryBackend, target: str
 ) -> None:
-    async with client(create_app(backend, token="s3cret")) as c:
-        r = await c.post("/login", data={"token": "s3cret", "next": target}, headers=SAME_SITE)
+    async with client(create_app(backend, token="s3cret-s3cret-s3cret-s3cret")) as c:
+        r = await c.post(
+            "/login",
+            data={"token": "s3cret-s3cret-s3cret-s3cret", "next": target},
+            headers=SAME_SITE,
+        )
     assert (r.status_code, r.headers["location"]) == (303, "/")
 
 
 async def test_login_cross_site_is_refused(backend: trioqueue.MemoryBackend) -> None:
-    async with client(create_app(backend, token="s3cret")) as c:
+    async with client(create_app(backend, token="s3cret-s3cret-s3cret-s3cret")) as c:
         r = await c.post(
-            "/login", data={"token": "s3cret"}, headers={"Origin": "http://evil.example"}
+            "/login",
+            data={"token": "s3cret-s3cret-s3cret-s3cret"},
+            headers={"Origin": "http://evil.example"},
         )
     assert r.status_code == 403
     assert "set-cookie" not in r.headers

@@ -79,8 +79,10 @@ async def test_every_page_links_the_schedules(backend: trioqueue.MemoryBackend) 
 
 
 async def test_schedules_need_the_token(backend: trioqueue.MemoryBackend) -> None:
-    async with client(create_app(backend, token="secret")) as c:
+    async with client(create_app(backend, token="secret-secret-secret-secret")) as c:
         assert (await c.get("/api/schedules")).status_code == 401
         assert (await c.get("/schedules")).status_code in (302, 303, 307)
-        authorised = await c.get("/api/schedules", headers={"Authorization": "Bearer secret"})
+        authorised = await c.get(
+            "/api/schedules", headers={"Authorization": "Bearer secret-secret-secret-secret"}
+        )
     assert authorised.status_code == 200

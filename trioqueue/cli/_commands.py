@@ -1617,10 +1617,17 @@ def _add_dashboard(commands: Subparsers) -> None:
 
 def _run_dashboard(args: argparse.Namespace) -> int:
     with _errors_as_cli_errors():
-        _dashboard.check(args.host)  # before connecting: a public bind needs a token
+        # Before connecting: a public bind needs a token, and the names must be names.
+        access = _dashboard.check(args.host, args)
     try:  # until Ctrl-C, which exits 0 (serving has no other way to end), as jobs --watch
         run_on_database(
-            args, _dashboard.serve_dashboard, args.host, args.port, args.read_only, sys.stdout
+            args,
+            _dashboard.serve_dashboard,
+            args.host,
+            args.port,
+            args.read_only,
+            sys.stdout,
+            access,
         )
     except (KeyboardInterrupt, BaseExceptionGroup) as exc:
         if not _only_interrupts(exc):

@@ -2,7 +2,8 @@
 
 hypercorn's trio worker serves :func:`trioqueue.web.create_app` over a PostgreSQL backend
 until Ctrl-C. The token comes from ``TRIOQUEUE_DASHBOARD_TOKEN`` only (never an option: a
-command line shows up in ``ps``). ``trioqueue.web`` needs the ``dashboard`` extra, so it is
+command line shows up in ``ps``). The hosts and origins it answers to beyond its own address
+(a proxy's) come from ``--allowed-host`` / ``--allowed-origin`` and their variables. ``trioqueue.web`` needs the ``dashboard`` extra, so it is
 imported only when a dashboard is started; the demo shares :func:`start` to serve one too.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import trio
@@ -19,9 +21,21 @@ import trioqueue
 from trioqueue._errors import leaves
 from trioqueue.cli._terminal import check_migrated, stop_on_signals
 
-__all__ = ["DESCRIPTION", "HELP", "TOKEN_ENV", "add_arguments", "serve_dashboard", "start"]
+__all__ = [
+    "DESCRIPTION",
+    "HELP",
+    "HOSTS_ENV",
+    "ORIGINS_ENV",
+    "TOKEN_ENV",
+    "Access",
+    "add_arguments",
+    "serve_dashboard",
+    "start",
+]
 
 TOKEN_ENV = "TRIOQUEUE_DASHBOARD_TOKEN"
+HOSTS_ENV = "TRIOQUEUE_DASHBOARD_ALLOWED_HOSTS"
+ORIGINS_ENV = "TRIOQUEUE_DASHBOARD_ALLOWED_ORIGINS"
 DEFAULT_PORT = 8080
 INSTALL_HINT = "the dashboard needs the dashboard extra: pip install 'trioqueue[dashboard]'"
 HELP = "serve the web dashboard"
@@ -42,6 +56,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--read-only", action="store_true", help="hide every action and refuse every change"
     )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a further name the Host header may give, e.g. a proxy's (repeatable; also "
+        f"${HOSTS_ENV}, comma-separated; '*' for any); the bound address, and the loopback "
+        "names for a loopback bind, are always allowed",
+    )
+    parser.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a further origin (scheme://host[:port]) that may change things, for a proxy "
+        f"that rewrites Host or serves https (repeatable; also ${ORIGINS_ENV})",
+    )
+
+
+@dataclass(frozen=True)
+class Access:
+    """Who besides the bound address may reach the dashboard: ``--allowed-host`` and
+    ``--allowed-origin`` with their variables' values."""
+
+    hosts: tuple[str, ...] = ()
+    origins: tuple[str, ...] = ()
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Access:
+        """Raises: ValueError: a name that is not a host, or an origin that is not one."""
+        from trioqueue.web.hosts import normal_host, normal_origin
+
+        hosts = [*getattr(args, "allowed_host", []), *_env_list(HOSTS_ENV)]
+        origins = [*getattr(args, "allowed_origin", []), *_env_list(ORIGINS_ENV)]
+        return cls(
+            hosts=tuple(normal_host(h) for h in hosts),
+            origins=tuple(normal_origin(o) for o in origins),
+        )
+
+
+def _env_list(name: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
 
 
 def port(text: str) -> int:
@@ -58,8 +114,9 @@ def token_from_env() -> str | None:
     return os.environ.get(TOKEN_ENV) or None
 
 
-def check(host: str) -> None:
-    """Refuse a public address without a token, before connecting to anything.
+def check(host: str, args: argparse.Namespace | None = None) -> Access:
+    """Refuse a public address without a token, a weak token, and allowed hosts or origins
+    that are not ones, before connecting to anything.
 
     Raises:
         ValueError: the one-line reason (the command line exits 2 with it).
@@ -69,6 +126,7 @@ def check(host: str) -> None:
     except ImportError:
         raise ValueError(INSTALL_HINT) from None
     check_bind(host, token_from_env())
+    return Access.from_args(args) if args is not None else Access()
 
 
 def _address_in_use(exc: BaseException) -> bool:
@@ -87,18 +145,28 @@ async def start(
     read_only: bool = False,
     token: str | None = None,
     fallback: bool = False,
+    access: Access | None = None,
 ) -> str:
     """Serve the dashboard over ``backend`` in ``nursery``; its address (``http://...``).
 
     With ``fallback``, a port already in use is replaced by a free one (the demo's
-    choice); without, that is an error.
+    choice); without, that is an error. The app answers to the bound host (with the
+    loopback names for a loopback bind) and to ``access``'s hosts and origins.
 
     Raises:
-        ValueError: a public ``host`` without a token, or the port is taken.
+        ValueError: a public ``host`` without a token, a weak token, or the port is taken.
     """
     from trioqueue.web import create_app, serve
+    from trioqueue.web.hosts import bind_hosts
 
-    app = create_app(backend, read_only=read_only, token=token)
+    access = access or Access()
+    app = create_app(
+        backend,
+        read_only=read_only,
+        token=token,
+        allowed_hosts=bind_hosts(host, access.hosts),
+        allowed_origins=access.origins,
+    )
     try:
         binds: list[str] = await nursery.start(_serve, serve, app, host, port, token)
     except (OSError, BaseExceptionGroup) as exc:
@@ -122,7 +190,13 @@ async def _serve(
 
 
 async def serve_dashboard(
-    dsn: str, schema: str, host: str, port: int, read_only: bool, out: TextIO
+    dsn: str,
+    schema: str,
+    host: str,
+    port: int,
+    read_only: bool,
+    out: TextIO,
+    access: Access | None = None,
 ) -> None:
     """``trioqueue dashboard``: serve until Ctrl-C or SIGTERM."""
     token = token_from_env()
@@ -132,7 +206,7 @@ async def serve_dashboard(
     ):
         await check_migrated(backend)
         address = await start(
-            nursery, backend, host=host, port=port, read_only=read_only, token=token
+            nursery, backend, host=host, port=port, read_only=read_only, token=token, access=access
         )
         await nursery.start(stop_on_signals, nursery.cancel_scope)
         mode = ", read-only" if read_only else ""

@@ -2,6 +2,12 @@
 
 Only the public API is used here (``trioqueue``, ``trioqueue.metrics``). Starlette runs on
 trio through anyio, so the app can be mounted in any trio ASGI server or app.
+
+A request meets, in this order: the security headers on whatever answers it
+(:mod:`~trioqueue.web.headers`), the ``Host`` check (:mod:`~trioqueue.web.hosts`), the body's
+bounds (:mod:`~trioqueue.web.limits`), the login throttle (:mod:`~trioqueue.web.logins`),
+then the endpoint's own token, read-only and same-origin checks (:mod:`~trioqueue.web.auth`).
+So nothing is read whole, and no token compared, for a request that another rule refuses.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve as hypercorn_serve
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route
@@ -24,8 +31,13 @@ from starlette.staticfiles import StaticFiles
 import trioqueue
 from trioqueue.metrics import PrometheusObserver
 from trioqueue.web import api, pages
-from trioqueue.web.auth import Guard, check_bind
+from trioqueue.web.auth import Guard, check_bind, check_token
 from trioqueue.web.events import EventStream, Waker, check_interval
+from trioqueue.web.headers import SecurityHeaders
+from trioqueue.web.hosts import LOOPBACK_NAMES, HostCheck, normal_host
+from trioqueue.web.limits import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY, BodyLimit
+from trioqueue.web.logins import LoginLimit
+from trioqueue.web.throttle import LoginThrottle
 
 __all__ = ["create_app", "serve"]
 
@@ -39,6 +51,10 @@ def create_app(
     token: str | None = None,
     allowed_origins: Iterable[str] | None = None,
     events_interval: float = 1.0,
+    allowed_hosts: Iterable[str] | None = None,
+    max_body: int = DEFAULT_MAX_BODY,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT,
+    login_throttle: LoginThrottle | None = None,
 ) -> Starlette:
     """The dashboard's ASGI app over ``backend`` (docs/dashboard.rst).
 
@@ -46,14 +62,28 @@ def create_app(
         backend: the backend the app reads and acts on; the caller keeps it open.
         read_only: hide every action and refuse every state-changing request with 403.
         token: when set, every request but the login form and the static files needs
-            ``Authorization: Bearer <token>`` or the login cookie ``trioqueue_token``:
-            API requests without it get 401, pages redirect to ``/login``.
-        allowed_origins: origins (``scheme://host[:port]``) besides the request's own host
-            that may send state-changing requests.
+            ``Authorization: Bearer <token>`` or the session cookie ``trioqueue_session``
+            that logging in gives: API requests without it get 401, pages redirect to
+            ``/login``. At least 22 characters (:func:`~trioqueue.web.auth.check_token`).
+        allowed_origins: origins (``scheme://host[:port]``) besides the request's own
+            scheme and host that may send state-changing requests (a proxy that rewrites
+            ``Host``, or serves https in front of http).
         events_interval: seconds between two polls of ``/api/events``; notices (new
             jobs, retries, cancels) wake the streams sooner, while the app's lifespan runs
             (docs/dashboard.rst, "Events").
+        allowed_hosts: the names the ``Host`` header may give (no port; ``"*"``: any);
+            others get 400. None: the loopback names only (``localhost``, ``127.0.0.1``,
+            ``[::1]``), safe for tests and for an app mounted behind a loopback server.
+        max_body: bodies past this many bytes get 413, while they are read.
+        body_timeout: a body not whole this many seconds after its request began gets 408.
+        login_throttle: the rule for wrong tokens per client (default: 10, then one every
+            10 s; docs/dashboard.rst, "Safety rules").
+
+    Raises:
+        ValueError: a weak ``token``, or an allowed host or origin that is not one.
     """
+    check_token(token or None)
+    hosts = [normal_host(h) for h in (LOOPBACK_NAMES if allowed_hosts is None else allowed_hosts)]
     guard = Guard(token=token, read_only=read_only, allowed_origins=allowed_origins)
     observer = PrometheusObserver()
     waker = Waker()
@@ -86,11 +116,23 @@ def create_app(
         *pages.routes(backend, guard),
         Mount("/static", static, name="static"),
     ]
+    # Starlette runs these outside in, inside its error middleware (so a body refused in
+    # the middle of an endpoint still reaches BodyLimit, not a 500).
+    middleware = [
+        Middleware(SecurityHeaders),
+        Middleware(HostCheck, hosts=hosts),
+        Middleware(BodyLimit, max_bytes=max_body, timeout=body_timeout),
+    ]
+    if guard.token is not None:
+        throttle = login_throttle or LoginThrottle()
+        middleware.append(Middleware(LoginLimit, throttle=throttle))
     app = Starlette(
         routes=routes,
+        middleware=middleware,
         exception_handlers={trioqueue.BackendError: _backend_unavailable},
         lifespan=lifespan,
     )
+    app.state.guard = guard
     app.state.observer = observer
     app.state.waker = waker
     return app

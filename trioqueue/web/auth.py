@@ -1,8 +1,12 @@
 """Who may use the dashboard, and from where (docs/dashboard.rst, "Safety rules").
 
-Three checks, in this order, before a request reaches the backend: the token (bearer header
-or the login cookie), read-only mode for state-changing requests, and the same-origin rule
-for state-changing requests (a page on another site cannot make a browser act).
+Three checks, in this order, before a request reaches the backend: the token (bearer header,
+or the session cookie that logging in with it gave), read-only mode for state-changing
+requests, and the same-origin rule for state-changing requests (a page on another site cannot
+make a browser act). The cookie never holds the token: it names a session
+(:mod:`trioqueue.web.sessions`) that logging out ends. The checks that come before these (the
+``Host``, the body's size, the login throttle) are middlewares, see
+:func:`trioqueue.web.app.create_app`.
 """
 
 from __future__ import annotations
@@ -10,25 +14,65 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from collections.abc import Awaitable, Callable, Iterable
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
+import trio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-__all__ = ["TOKEN_COOKIE", "Guard", "check_bind", "safe_next"]
+from trioqueue.web.hosts import normal_origin, same_origin
+from trioqueue.web.sessions import Sessions
 
-TOKEN_COOKIE = "trioqueue_token"
+__all__ = [
+    "MIN_TOKEN_LENGTH",
+    "OLD_TOKEN_COOKIE",
+    "SESSION_COOKIE",
+    "Guard",
+    "check_bind",
+    "check_token",
+    "safe_next",
+]
+
+SESSION_COOKIE = "trioqueue_session"
+#: The cookie that held the raw token before sessions; logging out clears it too.
+OLD_TOKEN_COOKIE = "trioqueue_token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: 22 characters of ``secrets.token_urlsafe`` carry 132 bits; 32 hex digits, 128.
+MIN_TOKEN_LENGTH = 22
+MAKE_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def check_bind(host: str, token: str | None) -> None:
-    """Refuse to serve on a non-loopback address without a token (docs/dashboard.rst).
+def check_token(token: str | None) -> None:
+    """Refuse a token a guesser could find (docs/dashboard.rst, "Safety rules"): shorter than
+    :data:`MIN_TOKEN_LENGTH` characters, or with whitespace or control characters (which a
+    ``Bearer`` header cannot carry at its ends: such a token could never be sent). None (no
+    token at all) passes.
 
     Raises:
-        ValueError: ``host`` is not a loopback address and ``token`` is empty.
+        ValueError: one line saying how long a token must be and how to make one.
     """
+    if token is None:
+        return
+    plain = token.isprintable() and token == token.strip() and " " not in token
+    if len(token) < MIN_TOKEN_LENGTH or not plain:
+        raise ValueError(
+            f"the dashboard token must be at least {MIN_TOKEN_LENGTH} characters (128 bits) "
+            f"of random text without spaces or control characters (this one has {len(token)}"
+            f"{'' if plain else ', not all printable'}); make one with: {MAKE_TOKEN}"
+        )
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse to serve on a non-loopback address without a token, and a weak token anywhere
+    (docs/dashboard.rst).
+
+    Raises:
+        ValueError: ``host`` is not a loopback address and ``token`` is empty, or ``token``
+            is too weak (:func:`check_token`).
+    """
+    check_token(token or None)
     if token:
         return
     if host == "localhost":
@@ -50,8 +94,18 @@ def error(status: int, message: str) -> JSONResponse:
 
 
 def safe_next(value: str | None) -> str:
-    """A redirect target that stays on this site: a path, never ``//host`` or a URL."""
-    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
+    """A redirect target that stays on this site: a plain path, else ``/``.
+
+    Plain: it starts with one ``/`` and holds only printable ASCII without spaces or
+    backslashes. Browsers drop tabs and newlines from a URL, so ``/\t/attacker.test`` is
+    ``//attacker.test`` to them, another site; CR and LF would break the header it goes in.
+    """
+    if (
+        not value
+        or not value.startswith("/")
+        or value.startswith("//")
+        or not all("!" <= c <= "~" and c != "\\" for c in value)
+    ):
         return "/"
     return value
 
@@ -60,11 +114,17 @@ class Guard:
     """The token, read-only and same-origin checks, wrapped around endpoints."""
 
     def __init__(
-        self, *, token: str | None, read_only: bool, allowed_origins: Iterable[str] | None
+        self,
+        *,
+        token: str | None,
+        read_only: bool,
+        allowed_origins: Iterable[str] | None,
+        sessions: Sessions | None = None,
     ) -> None:
         self.token = token or None
         self.read_only = read_only
-        self.allowed = frozenset(o.rstrip("/") for o in (allowed_origins or ()))
+        self.allowed = frozenset(normal_origin(o) for o in (allowed_origins or ()))
+        self.sessions = sessions or Sessions()
 
     def token_matches(self, given: str | None) -> bool:
         """Constant-time comparison with the configured token."""
@@ -75,20 +135,17 @@ class Guard:
     def authorised(self, request: Request) -> bool:
         if self.token is None:
             return True
-        header = request.headers.get("authorization", "")
-        scheme, _, given = header.partition(" ")
-        if scheme.lower() == "bearer" and self.token_matches(given.strip()):
-            return True
-        return self.token_matches(request.cookies.get(TOKEN_COOKIE))
+        header = request.headers.get("authorization")
+        if header is not None:
+            scheme, _, given = header.partition(" ")
+            return scheme.lower() == "bearer" and self.token_matches(given.strip())
+        return self.sessions.valid(request.cookies.get(SESSION_COOKIE), trio.current_time())
 
     def same_site(self, request: Request) -> bool:
         origin = request.headers.get("origin")
         if origin is None:
             return request.headers.get("sec-fetch-site") == "same-origin"
-        if origin.rstrip("/") in self.allowed:
-            return True
-        host = request.headers.get("host")
-        return host is not None and (urlsplit(origin).netloc or None) == host
+        return same_origin(origin, request.url.scheme, request.headers.get("host"), self.allowed)
 
     def refusal(self, request: Request) -> tuple[int, str] | None:
         """Why a request is refused (status, message), or None when it may go on."""
@@ -113,14 +170,16 @@ class Guard:
         return endpoint
 
     def page(self, handler: Handler) -> Handler:
-        """An HTML endpoint: without the token, a redirect to the login form."""
+        """An HTML endpoint: without the token, a redirect to the login form (a wrong
+        ``Bearer`` header gets its 401, which the login throttle counts)."""
 
         async def endpoint(request: Request) -> Response:
             refused = self.refusal(request)
             if refused is None:
                 return await handler(request)
             status, message = refused
-            if status == 401 and request.method in SAFE_METHODS:
+            offered = "authorization" in request.headers
+            if status == 401 and request.method in SAFE_METHODS and not offered:
                 target = request.url.path
                 if request.url.query:
                     target += "?" + request.url.query
@@ -129,8 +188,22 @@ class Guard:
 
         return endpoint
 
-    def login_cookie(self, response: Response) -> None:
-        """Set the token cookie: HttpOnly (no script reads it) and SameSite=Strict (no
-        other site's request carries it)."""
-        assert self.token is not None
-        response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict", path="/")
+    def log_in(self, request: Request, response: Response) -> None:
+        """Start a session and set its cookie: HttpOnly (no script reads it), SameSite=Strict
+        (no other site's request carries it), Secure when served over https."""
+        cookie = self.sessions.start(trio.current_time())
+        response.set_cookie(
+            SESSION_COOKIE,
+            cookie,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
+
+    def log_out(self, request: Request, response: Response) -> None:
+        """End the request's session, and clear its cookie (and a token cookie left by an
+        older version)."""
+        self.sessions.end(request.cookies.get(SESSION_COOKIE))
+        for name in (SESSION_COOKIE, OLD_TOKEN_COOKIE):
+            response.delete_cookie(name, path="/", httponly=True, samesite="strict")

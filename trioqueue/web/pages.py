@@ -2,7 +2,11 @@
 
 Pages are rendered on the server from the same backend calls as the JSON API; the browser
 adds only htmx (actions without a reload, confirmations) and ``dashboard.js`` (live updates
-from ``/api/events``, ticking countdowns). Every action also works as a plain form post.
+from ``/api/events``, ticking countdowns). Every action also works as a plain form post; a
+plain post that changes jobs or pauses a queue first answers with a confirmation page, whose
+own post (``confirmed=yes``) acts. htmx sends its posts only after the page's own dialog
+(``hx-confirm``), marked by the ``HX-Request`` header that no form can set: so a page whose
+scripts are off (a sandboxed frame, were framing not refused anyway) cannot act in one click.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from trioqueue.web.api import (
     parse_job_id,
     queues_json,
 )
-from trioqueue.web.auth import TOKEN_COOKIE, Guard, Handler, safe_next
+from trioqueue.web.auth import Guard, Handler, safe_next
 
 __all__ = ["routes"]
 
@@ -296,6 +300,28 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         ]
         return render(request, "schedules.html", page="schedules", title="Schedules", rows=rows)
 
+    def confirm(
+        request: Request, question: str, button: str, fields: list[tuple[str, str]], back: str
+    ) -> HTMLResponse:
+        """The page a plain form post gets before it acts: the same fields, confirmed."""
+        post_to = request.url.path
+        if request.url.query:
+            post_to += "?" + urlencode({"next": safe_next(request.query_params.get("next"))})
+        return render(
+            request,
+            "confirm.html",
+            page="confirm",
+            title="Confirm",
+            question=question,
+            button=button,
+            fields=fields,
+            post_to=post_to,
+            back=back,
+        )
+
+    def confirmed(request: Request, form: Form) -> bool:
+        return bool(request.headers.get("hx-request")) or form.get("confirmed") == "yes"
+
     async def actions(request: Request) -> Response:
         """Cancel, retry or delete the selected jobs (a form post, by htmx or not)."""
         next_url = safe_next(request.query_params.get("next"))
@@ -315,6 +341,18 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
                     f'<p class="error" data-testid="action-error">{html.escape(str(exc))}</p>'
                 )
             return problem(request, 400, "Bad action", str(exc))
+        if not confirmed(request, form):
+            fields = [("action", action), *(("ids", str(i)) for i in ids), ("next", next_url)]
+            jobs = f"job {ids[0]}" if len(ids) == 1 else f"these {len(ids)} jobs"
+            undo = " This cannot be undone." if action == "delete" else ""
+            back = f"/jobs/{ids[0]}" if len(ids) == 1 and action != "delete" else "/jobs"
+            return confirm(
+                request,
+                f"{action.capitalize()} {jobs}?{undo}",
+                f"Yes, {action} {jobs}",
+                fields,
+                back,
+            )
         results = [await apply_action(backend, action, job_id) for job_id in ids]
         all_ok = all(r.ok for r in results)
         if not request.headers.get("hx-request"):
@@ -340,7 +378,17 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             action = form.get("action")
             if action not in QUEUE_ACTIONS:
                 raise ValueError(f"action must be one of {', '.join(QUEUE_ACTIONS)}")
-            await apply_queue_action(backend, action, form.get("queue") or "")
+            queue = form.get("queue") or ""
+            if action == "pause" and not confirmed(request, form):
+                return confirm(
+                    request,
+                    f"Pause queue {queue}? No pool claims from it until it is resumed; "
+                    "running jobs go on.",
+                    "Yes, pause it",
+                    [("queue", queue), ("action", action)],
+                    "/",
+                )
+            await apply_queue_action(backend, action, queue)
         except ValueError as exc:
             return problem(request, 400, "Bad action", str(exc))
         return RedirectResponse("/", status_code=303)
@@ -367,12 +415,12 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
                 request, "login.html", 401, page="login", title="Log in", failed=True, next=next_url
             )
         response = RedirectResponse(next_url, status_code=303)
-        guard.login_cookie(response)
+        guard.log_in(request, response)
         return response
 
     async def logout(request: Request) -> Response:
         response = RedirectResponse("/login" if guard.token else "/", status_code=303)
-        response.delete_cookie(TOKEN_COOKIE, path="/", httponly=True, samesite="strict")
+        guard.log_out(request, response)
         return response
 
     return [

@@ -43,6 +43,14 @@
     }
   }
 
+  // The server puts a bar's width in data-fill (a style attribute would break the page's
+  // Content-Security-Policy); styles set from a script are allowed.
+  function fillBars() {
+    document.querySelectorAll(".progress .fill[data-fill]").forEach(function (fill) {
+      fill.style.width = fill.getAttribute("data-fill") + "%";
+    });
+  }
+
   function setStatus(el, status) {
     el.textContent = status;
     el.className = "status " + status;
@@ -143,6 +151,7 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    fillBars();
     tick();
     setInterval(tick, 1000);
     selectAll();
