@@ -1217,14 +1217,16 @@ def _add_schedule(commands: Subparsers) -> None:
 
 def _run_schedule(args: argparse.Namespace) -> int:
     if args.action == "set":
-        options = {
-            "payload": _schedule_payload(args.payload),
-            "timezone": args.timezone,
-            "priority": args.priority,
-            "max_attempts": args.max_attempts,
-        }
         with _errors_as_cli_errors():  # bad input exits 2 before anything connects
-            _schedule.check_arguments(args.name, args.queue, args.cron, options)
+            options = _schedule.checked_options(
+                args.name,
+                args.queue,
+                args.cron,
+                payload=args.payload,
+                timezone=args.timezone,
+                priority=args.priority,
+                max_attempts=args.max_attempts,
+            )
         info = run_on_database(
             args, _schedule.set_schedule, args.name, args.queue, args.cron, options
         )
@@ -1241,13 +1243,6 @@ def _run_schedule(args: argparse.Namespace) -> int:
             now = datetime.datetime.now(datetime.UTC)
             print("\n".join(_schedule.schedules_table(schedules, now)))
     return 0
-
-
-def _schedule_payload(text: str) -> Any:
-    try:
-        return _schedule.parse_payload(text)
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
 
 
 # -- queue: flow control -----------------------------------------------------------------
