@@ -190,3 +190,27 @@ def test_text_logs_leave_the_stop_error_to_the_commands_last_line() -> None:
     assert not text.filter(record("stopped_claims_fail"))
     assert text.filter(record("claim_failed"))
     assert json_lines.filter(record("stopped_claims_fail"))
+
+
+async def test_a_scheduling_pass_names_the_queue_of_each_job_it_enqueued(
+    autojump_clock: object,
+) -> None:
+    """A pool on ``work`` enqueues a schedule's job on ``periodic``: the record about that
+    job names ``periodic`` (the job's queue) and the job, not the pool's queue."""
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonLogFormatter())
+    start = datetime(2026, 6, 1, 12, 0, 50, tzinfo=UTC)
+    with library_logs_to(handler, verbose=True):
+        async with trioqueue.open_memory(now=start) as backend:
+            await backend.set_schedule("minutely", "periodic", "* * * * *")
+            pool = config(Recorder(), queue="work", schedule_interval=5, max_job_duration=60)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(trioqueue.run_worker_pool, backend, pool)
+                await trio.sleep(15)  # the pass at 10 s enqueues the tick of 12:01
+                nursery.cancel_scope.cancel()
+            [job] = await backend.list_jobs()
+    entries = [json.loads(line) for line in out.getvalue().splitlines()]
+    scheduled = [e for e in entries if e.get("event") == "scheduled"]
+    assert [(e["queue"], e["job_id"]) for e in scheduled] == [("periodic", job.id)]
+    assert scheduled[0]["message"] == f"scheduled job {job.id} on queue 'periodic'"
