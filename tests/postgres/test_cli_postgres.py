@@ -29,6 +29,7 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 import trioqueue
+from tests._hostile_text import unsafe_in
 from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, render
 from trioqueue._types import Ack, PoolBeat, PoolRegistration
 from trioqueue.cli import _commands as cli
@@ -1027,3 +1028,105 @@ def test_show_refuses_unknown_ids_and_a_timeout_without_wait(run: Cli) -> None:
     code, out, err = run("show", "1", "--timeout", "5")
     assert (code, out) == (2, "")
     assert "--timeout needs --wait" in err
+
+
+#: Escape codes that recolour, retitle and clear the terminal, a forged ``show`` field on a
+#: line of its own, and a bidi override (PostgreSQL's text holds anything but NUL).
+HOSTILE = "\x1b]0;pwned\x07\x1b[31mred\r\n  error     none\u202eliam\x9b2J\x85\x7f\u2028"
+
+
+async def _store_hostile_fields(dsn: str, schema: str, job_ids: list[int]) -> None:
+    """Write ``HOSTILE`` into every stored text field the command line prints: the jobs'
+    queue, group, error, worker, payload and result, a worker pool's names, a schedule's
+    every field and a queue's flow row. Written straight into the tables, as an older
+    version or another client might have, so that no check at enqueue stands in the way."""
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        await backend.register_pool(PoolRegistration(HOSTILE, HOSTILE, 7, HOSTILE, 1, 30.0))
+        await backend.set_schedule("s", "q", "* * * * *")
+        async with backend.acquire() as connection:
+            await connection.execute(
+                f"""UPDATE {schema}.jobs SET queue = $1, group_key = $1, last_error = $1,
+                    worker_id = $1, payload = jsonb_build_object($1::text, $1::text),
+                    result = to_jsonb($1::text)
+                    WHERE id = ANY($2::bigint[])""",
+                HOSTILE,
+                job_ids,
+            )
+            await connection.execute(
+                f"""UPDATE {schema}.jobs SET status = 'succeeded', finished_at = now()
+                    WHERE id = $1""",
+                job_ids[0],
+            )
+            await connection.execute(
+                f"""UPDATE {schema}.schedules SET name = $1, queue = $1, cron = $1,
+                    timezone = $1""",
+                HOSTILE,
+            )
+            await connection.execute(
+                f"INSERT INTO {schema}.queues (queue, paused) VALUES ($1, true)", HOSTILE
+            )
+
+
+def test_no_command_prints_a_stored_string_raw(run: Cli) -> None:
+    """Every command that shows stored text, with hostile text in every field, prints no
+    control character, bidi control or line break of it: each shows escaped, on stdout
+    and stderr alike, and ``show`` prints one ``error`` field."""
+    ids = [int(run("enqueue", "q", "{}")[1]) for _ in range(3)]
+    trio.run(_store_hostile_fields, run.dsn, run.schema, ids)
+    succeeded, ready, failing = ids
+    printed: dict[str, tuple[int, str, str]] = {}
+    for argv in (
+        ["status"],
+        ["jobs"],
+        ["jobs", "--queue", HOSTILE],
+        ["show", str(succeeded)],
+        ["show", str(ready)],
+        ["cancel", str(succeeded)],  # refused: it already succeeded
+        ["cancel", str(failing)],  # at once: it was not running
+        ["show", str(failing)],
+        ["retry", str(succeeded)],  # refused
+        ["delete", str(ready)],
+        ["schedule", "list"],
+        ["schedule", "delete", HOSTILE],
+        ["queue", "limits", HOSTILE, "--max-running", "3"],
+        ["queue", "pause", HOSTILE],
+        ["enqueue", HOSTILE, "{}", "--dedup-key", HOSTILE],
+    ):
+        printed[" ".join(argv)] = result = run(*argv)
+        assert result[1] + result[2], argv
+    for command, (_, out, err) in printed.items():
+        assert not unsafe_in(out + err), (command, out, err)
+        assert "\x1b" not in out + err
+    show = printed[f"show {succeeded}"][1].splitlines()
+    assert [line for line in show if line.startswith("  error")] == [
+        "  error     \\x1b]0;pwned\\x07\\x1b[31mred\\r"
+    ]
+    assert "\\u202eliam" in printed["status"][1]  # shown whole, escaped
+    # JSON escapes what it must (ESC as \u001b), the rest shows escaped the same way.
+    assert show[-1].startswith('  result    "\\u001b]0;pwned\\u0007\\u001b[31mred\\r\\n')
+    assert show[-1].endswith('none\\u202eliam\\x9b2J\\x85\\x7f\\u2028"')
+
+
+def test_jobs_watch_into_a_pipe_prints_stored_strings_escaped(run: Cli) -> None:
+    ids = [int(run("enqueue", "q", "{}")[1]) for _ in range(2)]
+    trio.run(_store_hostile_fields, run.dsn, run.schema, ids)
+    argv = [sys.executable, "-m", "trioqueue", "--dsn", run.dsn, "--schema", run.schema]
+    argv += ["jobs", "--watch", "--interval", "0.2"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as watch:
+        assert watch.stdout is not None
+        try:
+            lines: list[str] = []
+            while "" not in lines:  # one whole snapshot: a blank line starts the next
+                line = watch.stdout.readline().decode()
+                assert line, "the watch ended early"
+                lines.append(line.rstrip("\n"))
+            watch.send_signal(signal.SIGINT)
+            _, err = watch.communicate(timeout=30)
+        finally:
+            watch.kill()
+    assert watch.returncode == 0, err
+    assert not unsafe_in("\n".join(lines)), lines
+    assert any("\\u202eliam" in line for line in lines)

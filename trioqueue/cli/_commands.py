@@ -48,9 +48,11 @@ from trioqueue._backends.postgres import embedded as _embedded
 from trioqueue._errors import causes, leaves
 from trioqueue._runtime.config import problems_of
 from trioqueue.cli import _dashboard, _demo, _schedule, _watch
+from trioqueue.cli._escape import say, visible, visible_lines
 from trioqueue.cli._terminal import (
     JsonLogFormatter,
     LiveBlock,
+    TextLogFormatter,
     check_migrated,
     clip,
     format_age,
@@ -95,12 +97,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(args)
     except CliError as exc:
-        print(f"trioqueue {args.command}: error: {exc}", file=sys.stderr)
+        # One line, or one per problem (a message may list several), each made visible.
+        say(*f"trioqueue {args.command}: error: {exc}".split("\n"), file=sys.stderr)
         return exc.code
     except (KeyboardInterrupt, BaseExceptionGroup) as exc:
         if not _only_interrupts(exc):
             raise
-        print("interrupted", file=sys.stderr)
+        say("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
@@ -301,7 +304,7 @@ def _stderr_log_handler(log_format: str = "text") -> logging.Handler:
     if log_format == "json":
         handler.setFormatter(JsonLogFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextLogFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         handler.addFilter(_not_said_again)
     return handler
 
@@ -318,9 +321,9 @@ def _add_migrate(commands: Subparsers) -> None:
 def _run_migrate(args: argparse.Namespace) -> int:
     applied: list[str] = run_on_database(args, migrate)
     if applied:
-        print(f"schema {schema_of(args)}: applied {', '.join(applied)}")
+        say(f"schema {schema_of(args)}: applied {', '.join(applied)}")
     else:
-        print(f"schema {schema_of(args)} is already up to date")
+        say(f"schema {schema_of(args)} is already up to date")
     return 0
 
 
@@ -833,8 +836,7 @@ async def _pool_task(
 
 
 def _say(out: TextIO, line: str) -> None:
-    out.write(line + "\n")
-    out.flush()
+    say(line, file=out)
 
 
 async def serve_worker(
@@ -963,10 +965,10 @@ def _run_enqueue(args: argparse.Namespace) -> int:
         "group": args.group,
     }
     job_id, added = run_on_database(args, enqueue_reporting, args.queue, payload, options)
-    print(job_id)
+    say(str(job_id))
     if not added:
         # stdout stays the id alone, for scripts; the news goes to stderr.
-        print(
+        say(
             f"job {job_id} already exists with dedup key {args.dedup_key!r}; not enqueued again",
             file=sys.stderr,
         )
@@ -1049,7 +1051,7 @@ def _run_cancel(args: argparse.Namespace) -> int:
     report = cancel_report(args.job_id, accepted, info)
     if not accepted:
         raise CliError(report, EXIT_FAILED)
-    print(report)
+    say(report)
     return 0
 
 
@@ -1078,7 +1080,7 @@ def cancel_report(job_id: int, accepted: bool, info: trioqueue.JobInfo) -> str:
             "checkpoint, and the job then fails"
         )
     if info.status == "failed":
-        return f"job {job_id} cancelled at once, it was not running ({info.last_error})"
+        return visible(f"job {job_id} cancelled at once, it was not running ({info.last_error})")
     return f"job {job_id}: cancel requested, but it is {info.status} now"
 
 
@@ -1122,7 +1124,7 @@ def _run_show(args: argparse.Namespace) -> int:
     info, timed_out = run_on_database(args, show_job, args.job_id, args.wait, args.timeout)
     if info is None:
         raise CliError(f"no job with id {args.job_id}", EXIT_FAILED)
-    print("\n".join(job_report(info)))
+    say(*job_report(info))
     if timed_out:
         raise CliError(
             f"job {args.job_id} is still {info.status} after {args.timeout:g} s", EXIT_FAILED
@@ -1149,7 +1151,7 @@ async def show_job(
 
 def job_report(info: trioqueue.JobInfo) -> list[str]:
     """``show``'s lines: a headline, then one ``name  value`` line per detail it has."""
-    head = (
+    head = visible(
         f"job {info.id} in queue {info.queue}: {info.status} "
         f"(attempt {info.attempts} of {info.max_attempts})"
     )
@@ -1165,7 +1167,19 @@ def job_report(info: trioqueue.JobInfo) -> list[str]:
         ("error", info.last_error),
         ("result", None if info.status != "succeeded" else _json_text(info.result)),
     ]
-    return [head] + [f"  {name:<9} {value}" for name, value in details if value is not None]
+    lines = [head]
+    for name, value in details:
+        if value is not None:
+            lines += _field_lines(name, str(value))
+    return lines
+
+
+def _field_lines(name: str, value: str) -> list[str]:
+    """``  name      value``, made visible; a value of several lines (an error with a
+    traceback) goes on below, indented past every field name, so that no line of it can
+    pass for a field (docs/cli.rst, ``show``)."""
+    first, *more = visible_lines(value)
+    return [f"  {name:<9} {first}", *(" " * 12 + line for line in more)]
 
 
 def _json_text(value: Any) -> str:
@@ -1186,7 +1200,7 @@ def _on_job(args: argparse.Namespace, *, operation: JobOperation, done: str, ref
         if status is None:
             raise CliError(f"no job with id {args.job_id}", EXIT_FAILED)
         raise CliError(f"job {args.job_id} is {status}: {refused}", EXIT_FAILED)
-    print(f"job {args.job_id}: {done}")
+    say(f"job {args.job_id}: {done}")
     return 0
 
 
@@ -1230,18 +1244,18 @@ def _run_schedule(args: argparse.Namespace) -> int:
         info = run_on_database(
             args, _schedule.set_schedule, args.name, args.queue, args.cron, options
         )
-        print(_schedule.schedule_report(info))
+        say(_schedule.schedule_report(info))
     elif args.action == "delete":
         if not run_on_database(args, _schedule.delete_schedule, args.name):
             raise CliError(f"no schedule named {args.name!r}", EXIT_FAILED)
-        print(f"schedule {args.name!r} deleted")
+        say(f"schedule {args.name!r} deleted")
     else:
         schedules = run_on_database(args, _schedule.list_schedules)
         if not schedules:
-            print(f"no schedules in schema {schema_of(args)}")
+            say(f"no schedules in schema {schema_of(args)}")
         else:
             now = datetime.datetime.now(datetime.UTC)
-            print("\n".join(_schedule.schedules_table(schedules, now)))
+            say(*_schedule.schedules_table(schedules, now))
     return 0
 
 
@@ -1290,9 +1304,9 @@ def _run_queue_help(args: argparse.Namespace) -> int:
 def _run_pause(args: argparse.Namespace, *, paused: bool) -> int:
     run_on_database(args, pause_queue, args.queue, paused)
     if paused:
-        print(f"queue {args.queue}: paused (running jobs go on; `trioqueue queue resume` resumes)")
+        say(f"queue {args.queue}: paused (running jobs go on; `trioqueue queue resume` resumes)")
     else:
-        print(f"queue {args.queue}: resumed")
+        say(f"queue {args.queue}: resumed")
     return 0
 
 
@@ -1312,7 +1326,7 @@ LIMITS = ("max_running", "max_per_second")
 def _run_limits(args: argparse.Namespace) -> int:
     changes = {name: getattr(args, name) for name in LIMITS if hasattr(args, name)}
     stats = run_on_database(args, queue_limits, args.queue, changes)
-    print(f"queue {args.queue}: {limits_text(stats)}")
+    say(f"queue {args.queue}: {limits_text(stats)}")
     return 0
 
 
@@ -1376,14 +1390,14 @@ def _add_status(commands: Subparsers) -> None:
 def _run_status(args: argparse.Namespace) -> int:
     counts, oldest, pools, flow = run_on_database(args, count_jobs)
     if counts:
-        print("\n".join(status_table(counts, oldest, flow)))
+        say(*status_table(counts, oldest, flow))
     else:
-        print(f"no jobs in schema {schema_of(args)}")
-    print()
+        say(f"no jobs in schema {schema_of(args)}")
+    say("")
     if pools:
-        print("\n".join(workers_table(pools, datetime.datetime.now(datetime.UTC))))
+        say(*workers_table(pools, datetime.datetime.now(datetime.UTC)))
     else:
-        print(f"no worker pools in schema {schema_of(args)}")
+        say(f"no worker pools in schema {schema_of(args)}")
     return 0
 
 
@@ -1487,9 +1501,9 @@ def _run_jobs(args: argparse.Namespace) -> int:
         return _run_jobs_watch(args)
     infos = run_on_database(args, list_jobs, args.queue, args.status, args.limit, args.offset)
     if not infos:
-        print("no jobs")
+        say("no jobs")
         return 0
-    print("\n".join(jobs_table(infos)))
+    say(*jobs_table(infos))
     return 0
 
 
@@ -1564,8 +1578,7 @@ async def watch_jobs(dsn: str, schema: str, args: argparse.Namespace, out: TextI
                         width=10_000,
                         height=10_000,
                     )
-                    out.write(("\n" if snapshots else "") + "\n".join(frame) + "\n")
-                    out.flush()
+                    say(*([""] if snapshots else []), *frame, file=out)
                     snapshots += 1
 
             async with trio.open_nursery() as nursery:
@@ -1620,7 +1633,7 @@ def _run_dashboard(args: argparse.Namespace) -> int:
     except (KeyboardInterrupt, BaseExceptionGroup) as exc:
         if not _only_interrupts(exc):
             raise
-    print("dashboard stopped")
+    say("dashboard stopped")
     return 0
 
 
@@ -1707,7 +1720,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     dsn = resolve_dsn(args)
     if dsn is not None:
         return _demo_on(_with_dsn(options, dsn, "your server"))
-    print("starting an embedded PostgreSQL server (pgserver) ...", file=sys.stderr, flush=True)
+    say("starting an embedded PostgreSQL server (pgserver) ...", file=sys.stderr)
     try:
         with _embedded.embedded_postgres() as embedded:
             return _demo_on(_with_dsn(options, embedded, "embedded"))

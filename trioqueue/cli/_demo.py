@@ -40,6 +40,7 @@ import trio
 
 import trioqueue
 from trioqueue.cli import _dashboard
+from trioqueue.cli._escape import say
 from trioqueue.cli._terminal import (
     STATUS_STYLES,
     LiveBlock,
@@ -242,8 +243,7 @@ class PlainView:
         return f"{time.monotonic() - self._start:6.2f}s"
 
     def _write(self, line: str) -> None:
-        self._out.write(line + "\n")
-        self._out.flush()
+        say(line, file=self._out)
 
 
 def change_line(info: trioqueue.JobInfo) -> str:
@@ -614,8 +614,7 @@ async def run_demo(options: DemoOptions, out: TextIO) -> int:
         ):
             result = await run_jobs(backend, options, pace, view)
         lines, code = summary(result, options.speed)
-        out.write("\n".join(lines) + "\n")
-        out.flush()
+        say(*lines, file=out)
         if options.keep_dashboard and options.dashboard_port is not None:
             await linger(out)
         nursery.cancel_scope.cancel()  # the dashboard ends with the demo

@@ -15,6 +15,7 @@ from typing import Any
 
 import trioqueue
 from trioqueue._backends.validation import check_schedule
+from trioqueue.cli._escape import visible
 from trioqueue.cli._terminal import format_age, format_table
 
 __all__ = [
@@ -153,7 +154,7 @@ async def list_schedules(dsn: str, schema: str) -> list[trioqueue.ScheduleInfo]:
 
 def schedule_report(info: trioqueue.ScheduleInfo) -> str:
     """What ``schedule set`` prints: the schedule and its next run, in its own time zone."""
-    return (
+    return visible(
         f"schedule {info.name!r}: {info.cron!r} in {info.timezone} on queue {info.queue!r}; "
         f"next run {_local(info.next_run_at, info.timezone)}"
     )
