@@ -1130,3 +1130,36 @@ def test_jobs_watch_into_a_pipe_prints_stored_strings_escaped(run: Cli) -> None:
     assert watch.returncode == 0, err
     assert not unsafe_in("\n".join(lines)), lines
     assert any("\\u202eliam" in line for line in lines)
+
+
+def _into_a_closed_pipe(argv: list[str]) -> subprocess.CompletedProcess[bytes]:
+    """Run ``python -m trioqueue ARGV`` with stdout a pipe whose reading end is already
+    closed (as after ``| head -1`` has read its line): every write to it fails."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "trioqueue", *argv],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(run: Cli) -> None:
+    """``trioqueue status | head -1``: no BrokenPipeError traceback, nothing on stderr,
+    exit 141 (128 + SIGPIPE: what ``cat`` or ``yes`` give under ``set -o pipefail``)."""
+    job_id = run("enqueue", "q", "{}")[1].strip()
+    database = ["--dsn", run.dsn, "--schema", run.schema]
+    # jobs --watch writes inside trio.run: its error comes inside exception groups.
+    for argv in (["status"], ["show", job_id], ["jobs"], ["schedule", "list"], ["jobs", "--watch"]):
+        done = _into_a_closed_pipe([*database, *argv])
+        assert (done.returncode, done.stderr) == (141, b""), argv
+    # argparse ignores a failed write of its help itself: quiet too, exit 0 as ever.
+    done = _into_a_closed_pipe(["--help"])
+    assert (done.returncode, done.stderr) == (0, b"")

@@ -47,7 +47,7 @@ import trioqueue
 from trioqueue._backends.postgres import embedded as _embedded
 from trioqueue._errors import causes, leaves
 from trioqueue._runtime.config import problems_of
-from trioqueue.cli import _dashboard, _demo, _schedule, _watch
+from trioqueue.cli import _broken_pipe, _dashboard, _demo, _schedule, _watch
 from trioqueue.cli._escape import say, visible, visible_lines
 from trioqueue.cli._terminal import (
     JsonLogFormatter,
@@ -89,9 +89,21 @@ class CliError(Exception):
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code.
 
+    A reader that closes the output early (``| head -1``) ends the command quietly, with
+    exit 141 (``trioqueue/cli/_broken_pipe.py``).
+
     Raises:
         SystemExit: for ``--help``, ``--version`` and usage errors (code 2), as argparse does.
     """
+    try:
+        return _parse_and_run(argv)
+    except (BrokenPipeError, BaseExceptionGroup) as exc:
+        if not _broken_pipe.is_broken_pipe(exc):
+            raise
+        return _broken_pipe.quiet_exit()
+
+
+def _parse_and_run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     run: Runner = args.run
     try:
