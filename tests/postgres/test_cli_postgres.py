@@ -262,7 +262,7 @@ def test_cancel_a_waiting_job_and_an_unknown_one(run: Cli) -> None:
     assert info.last_error == "cancelled before it ran"
     code, _, err = run("cancel", job_id)
     assert code == 1
-    assert err == f"trioqueue cancel: error: job {job_id} already failed: nothing to cancel\n"
+    assert err == f"trioqueue cancel: error: job {job_id} has already failed: nothing to cancel\n"
     code, _, err = run("cancel", "999999")
     assert code == 1
     assert err == "trioqueue cancel: error: no job with id 999999\n"

@@ -62,6 +62,7 @@ from trioqueue.cli._terminal import (
     supports_unicode,
     wants_colour,
 )
+from trioqueue.cli._words import LIVE, STALE, job_is
 
 Runner = Callable[[argparse.Namespace], int]
 
@@ -1085,7 +1086,7 @@ def cancel_report(job_id: int, accepted: bool, info: trioqueue.JobInfo) -> str:
     its worker passes on to the handler (docs/protocol.rst, "Progress and cancellation").
     """
     if not accepted:
-        return f"job {job_id} already {info.status}: nothing to cancel"
+        return f"job {job_id} {job_is(info.status, already=True)}: nothing to cancel"
     if info.status == "running":
         return (
             f"job {job_id}: cancel requested; the running handler will stop at its next "
@@ -1093,7 +1094,7 @@ def cancel_report(job_id: int, accepted: bool, info: trioqueue.JobInfo) -> str:
         )
     if info.status == "failed":
         return visible(f"job {job_id} cancelled at once, it was not running ({info.last_error})")
-    return f"job {job_id}: cancel requested, but it is {info.status} now"
+    return f"job {job_id}: cancel requested, but by now it {job_is(info.status)}"
 
 
 def _add_job_commands(commands: Subparsers) -> None:
@@ -1211,7 +1212,7 @@ def _on_job(args: argparse.Namespace, *, operation: JobOperation, done: str, ref
     if not accepted:
         if status is None:
             raise CliError(f"no job with id {args.job_id}", EXIT_FAILED)
-        raise CliError(f"job {args.job_id} is {status}: {refused}", EXIT_FAILED)
+        raise CliError(f"job {args.job_id} {job_is(status)}: {refused}", EXIT_FAILED)
     say(f"job {args.job_id}: {done}")
     return 0
 
@@ -1447,7 +1448,7 @@ def workers_table(pools: list[trioqueue.WorkerInfo], now: datetime.datetime) -> 
             str(pool.concurrency),
             str(pool.in_flight),
             format_age(max(0.0, (now - pool.last_beat_at).total_seconds())) + " ago",
-            "stale" if pool.stale else "live",
+            STALE if pool.stale else LIVE,
         ]
         for pool in pools
     ]
