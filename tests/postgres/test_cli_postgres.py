@@ -604,13 +604,14 @@ def test_worker_command_serves_metrics_over_http(run: Cli) -> None:
 
 
 def test_worker_command_logs_json_lines_with_the_job_fields(run: Cli) -> None:
-    """``worker --log-format json -v``: every stderr line is one JSON object, the startup
-    warning among them, and a job's outcome carries its fields."""
+    """``worker --log-format json -v``: every line is one JSON object on stderr, the
+    startup warning and the command's own lines (banner, metrics, signal, stop) among
+    them, nothing on stdout, and a job's outcome carries its fields."""
     _, out, _ = run("enqueue", "work", "{}")
     job_id = int(out)
     argv = [sys.executable, "-m", "trioqueue", "--dsn", run.dsn, "--schema", run.schema]
     argv += ["worker", "tests.postgres.test_cli_postgres:noop", "--queue", "work", "-v"]
-    argv += ["--log-format", "json", "--shutdown-grace", "1"]
+    argv += ["--log-format", "json", "--shutdown-grace", "1", "--metrics-port", "0"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     records: list[dict[str, Any]] = []
     with subprocess.Popen(
@@ -623,11 +624,14 @@ def test_worker_command_logs_json_lines_with_the_job_fields(run: Cli) -> None:
                 if records[-1]["message"] == f"job {job_id} succeeded (attempt 1)":
                     break
             worker.send_signal(signal.SIGINT)
-            _, err = worker.communicate(timeout=30)
+            out, err = worker.communicate(timeout=30)
         finally:
             worker.kill()
     assert worker.returncode == 0, err
+    assert out == ""  # every line on one stream, stderr
     records += [json.loads(line) for line in err.splitlines()]
+    own = [r["event"] for r in records if r["logger"] == "trioqueue.cli"]
+    assert own == ["metrics_serving", "worker_started", "shutting_down", "worker_stopped"]
     warnings = [r for r in records if r["level"] == "WARNING"]
     assert [r["message"][:27] for r in warnings] == ["max_job_duration is not set"]
     [done] = [r for r in records if r["message"].startswith(f"job {job_id} succeeded")]

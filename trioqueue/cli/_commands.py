@@ -63,6 +63,8 @@ from trioqueue.cli._terminal import (
     wants_colour,
 )
 from trioqueue.cli._words import LIVE, STALE, job_is
+from trioqueue.cli._worker_defaults import CONCURRENCY_HELP, default_concurrency, default_help
+from trioqueue.cli._worker_lines import LOG_LEVELS, JsonLines, WorkerOut, log_level, say_line
 
 Runner = Callable[[argparse.Namespace], int]
 
@@ -110,13 +112,18 @@ def _parse_and_run(argv: Sequence[str] | None) -> int:
     try:
         return run(args)
     except CliError as exc:
-        # One line, or one per problem (a message may list several), each made visible.
-        say(*f"trioqueue {args.command}: error: {exc}".split("\n"), file=sys.stderr)
+        if getattr(args, "log_format", "text") == "json":  # the stream stays JSON to its end
+            JsonLines(sys.stderr).say(str(exc), "error", logging.ERROR)
+        else:  # one line, or one per problem (a message may list several), each visible
+            say(*f"trioqueue {args.command}: error: {exc}".split("\n"), file=sys.stderr)
         return exc.code
     except (KeyboardInterrupt, BaseExceptionGroup) as exc:
         if not _only_interrupts(exc):
             raise
-        say("interrupted", file=sys.stderr)
+        if getattr(args, "log_format", "text") == "json":
+            JsonLines(sys.stderr).say("interrupted", "interrupted", logging.WARNING)
+        else:
+            say("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
@@ -179,6 +186,14 @@ def _common_options(schema: str = DEFAULT_SCHEMA) -> argparse.ArgumentParser:
     common.add_argument(
         "-v", "--verbose", action="store_true", help="show the library's info log lines"
     )
+    common.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=LOG_LEVELS,
+        metavar="LEVEL",
+        help="show the library's log records of LEVEL and worse: "
+        f"{', '.join(LOG_LEVELS)} (default: warning, or info with -v)",
+    )
     # SUPPRESS: when given only before the subcommand, the main parser's value stands.
     _add_database_options(common, default=argparse.SUPPRESS, schema=schema)
     return common
@@ -234,7 +249,7 @@ def run_on_database(args: argparse.Namespace, fn: Callable[..., Any], *fn_args: 
     schema = schema_of(args)
     with (
         library_logs_to(
-            _stderr_log_handler(getattr(args, "log_format", "text")), verbose=args.verbose
+            _stderr_log_handler(getattr(args, "log_format", "text")), level=log_level(args)
         ),
         _errors_as_cli_errors(schema),
     ):
@@ -378,50 +393,46 @@ def _add_worker(commands: Subparsers) -> None:
         help="the queue of MODULE:HANDLER; or, repeatable, a queue and its own handler",
     )
     pool = worker.add_argument_group("pool options (docs/configuration.rst)")
-    pool.add_argument("--concurrency", type=int, help="batches handled at once")
-    pool.add_argument("--batch-size", type=int, help="jobs claimed per batch")
-    pool.add_argument("--visibility-timeout", type=float, metavar="S", help="lease length")
+    pool.add_argument("--concurrency", type=int, metavar="N", help=CONCURRENCY_HELP)
     pool.add_argument(
-        "--heartbeat-interval", type=_heartbeat, metavar="S", help="renewal cadence, or auto"
+        "--batch-size",
+        type=int,
+        metavar="N",
+        help=default_help("batch_size", "jobs claimed per batch"),
     )
-    pool.add_argument(
-        "--max-job-duration", type=float, metavar="S", help="longest a handler may run"
-    )
-    pool.add_argument(
-        "--poll-interval", type=float, metavar="S", help="look for work this often without notices"
-    )
-    pool.add_argument(
-        "--shutdown-grace", type=float, metavar="S", help="on shutdown, how long handlers go on"
-    )
-    pool.add_argument(
-        "--blocking-threshold",
-        type=float,
-        metavar="S",
-        help="log an async handler step longer than this as blocking the event loop",
-    )
-    pool.add_argument(
-        "--schedule-interval",
-        type=_schedule_interval,
-        metavar="S",
-        help="make a scheduling pass this often (default 5), or off: this process takes no "
-        "part in scheduling (docs/scheduling.rst)",
-    )
+    for option, field, kind, meaning in (
+        ("--visibility-timeout", "visibility_timeout", float, "lease length"),
+        ("--heartbeat-interval", "heartbeat_interval", _heartbeat, "renewal cadence, or auto"),
+        ("--max-job-duration", "max_job_duration", float, "longest a handler may run"),
+        ("--poll-interval", "poll_interval", float, "look for work this often without notices"),
+        ("--shutdown-grace", "shutdown_grace", float, "on shutdown, how long handlers go on"),
+        ("--blocking-threshold", "blocking_threshold", float,
+         "log an async handler step longer than this as blocking the event loop"),
+        ("--schedule-interval", "schedule_interval", _schedule_interval,
+         "make a scheduling pass this often, or off: no part in scheduling"),
+    ):  # fmt: skip
+        pool.add_argument(option, type=kind, metavar="S", help=default_help(field, meaning))
     pool.add_argument(
         "--transactional",
         action="store_const",
         const=True,
-        help="give handlers ctx.connection, committed together with the job's ack",
+        help=default_help(
+            "transactional", "give handlers ctx.connection, committed together with the job's ack"
+        ),
     )
     pool.add_argument(
         "--backoff",
         metavar="MODULE:ATTR",
-        help="the retry delay policy, backoff(attempt) -> seconds (not with --backoff-*)",
+        help="the retry delay policy, backoff(attempt) -> seconds (not with --backoff-*; "
+        "default: ExponentialBackoff() with the numbers below)",
     )
     for name, meaning in BACKOFF_OPTIONS.items():
         pool.add_argument(f"--backoff-{name}", type=float, metavar="X", help=meaning)
     for hook in HOOKS:
         pool.add_argument(
-            "--" + hook.replace("_", "-"), metavar="MODULE:ATTR", help=f"the {hook} hook"
+            "--" + hook.replace("_", "-"),
+            metavar="MODULE:ATTR",
+            help=f"the {hook} hook (default: none)",
         )
     worker.add_argument(
         "--resources",
@@ -431,25 +442,28 @@ def _add_worker(commands: Subparsers) -> None:
     )
     worker.add_argument(
         "--listen-dsn",
-        help=f"where to LISTEN for wake-ups, when --dsn is a transaction pooler (${LISTEN_DSN_ENV})",
+        help="where to LISTEN for wake-ups, when --dsn is a transaction pooler "
+        f"(default: ${LISTEN_DSN_ENV}, else --dsn)",
     )
     worker.add_argument(
         "--metrics-port",
         type=int,
         metavar="N",
-        help="serve Prometheus metrics on http://HOST:N/metrics (needs the metrics extra)",
+        help="serve Prometheus metrics on http://HOST:N/metrics (needs the metrics extra; "
+        "default: none)",
     )
     worker.add_argument(
         "--metrics-host",
         default="127.0.0.1",
         metavar="HOST",
-        help="the address --metrics-port binds (default 127.0.0.1; 0.0.0.0 for any)",
+        help="the address --metrics-port binds, 0.0.0.0 for any (default: %(default)s)",
     )
     worker.add_argument(
         "--log-format",
         choices=LOG_FORMATS,
         default="text",
-        help="the library's log records on stderr: lines of text, or one JSON object per line",
+        help="the library's log records on stderr: lines of text, or one JSON object per "
+        "line, the worker's own lines and its error among them (default: %(default)s)",
     )
 
 
@@ -468,10 +482,10 @@ WORKER_OPTIONS = (
 )
 #: ``--backoff-NAME``: the fields of ``ExponentialBackoff`` (docs/configuration.rst).
 BACKOFF_OPTIONS = {
-    "initial": "retry delay after the first failed attempt, in seconds (default 1)",
-    "base": "growth of the delay per attempt (default 2)",
-    "cap": "largest retry delay, in seconds (default 300)",
-    "jitter": "relative spread of each delay, in [0, 1] (default 0.1)",
+    "initial": "retry delay after the first failed attempt, in seconds (default: 1)",
+    "base": "growth of the delay per attempt (default: 2)",
+    "cap": "largest retry delay, in seconds (default: 300)",
+    "jitter": "relative spread of each delay, in [0, 1] (default: 0.1)",
 }
 #: The hooks of WorkerConfig, each an option ``--on-job-...`` naming an async function.
 HOOKS = (
@@ -505,7 +519,8 @@ def _run_worker(args: argparse.Namespace) -> int:
     # One pool goes as its config alone, as before several could run (serve_worker takes
     # either).
     pools: Configs = configs[0] if len(configs) == 1 else configs
-    stopped_at_once = run_on_database(args, work, pools, sys.stdout)
+    out: WorkerOut = JsonLines(sys.stderr) if args.log_format == "json" else sys.stdout
+    stopped_at_once = run_on_database(args, work, pools, out)
     return EXIT_INTERRUPTED if stopped_at_once else 0
 
 
@@ -520,7 +535,9 @@ def worker_configs(args: argparse.Namespace) -> list[trioqueue.WorkerConfig]:
     options = worker_options(args)
     configs = [
         spec if isinstance(spec, trioqueue.WorkerConfig)
-        else trioqueue.WorkerConfig(handler=spec, queue=queue, **options)
+        else trioqueue.WorkerConfig(
+            handler=spec, queue=queue, **({"concurrency": default_concurrency(spec)} | options)
+        )
         for queue, spec in specs
     ]  # fmt: skip
     problems = [
@@ -758,7 +775,7 @@ async def run_worker(
     dsn: str,
     schema: str,
     configs: Configs,
-    out: TextIO,
+    out: WorkerOut,
     *,
     listen_dsn: str | None = None,
     metrics: tuple[str, int] | None = None,
@@ -783,7 +800,7 @@ async def supervise_worker(
     serve: PoolServer,
     configs: Configs,
     signals: AsyncIterator[int],
-    out: TextIO,
+    out: WorkerOut,
     *,
     where: str,
 ) -> bool:
@@ -804,7 +821,7 @@ async def supervise_worker(
         pool = trio.CancelScope()
         await nursery.start(_pool_task, pool, nursery.cancel_scope, serve, configs, stop_now)
         on = "queue" if len(every) == 1 else "queues"
-        _say(out, f"{pools} on {on} {queues} ({where}); Ctrl-C to stop")
+        _say(out, f"{pools} on {on} {queues} ({where}); Ctrl-C to stop", "worker_started")
         async for signum in signals:
             name = signal.Signals(signum).name
             if not pool.cancel_called:
@@ -812,6 +829,7 @@ async def supervise_worker(
                     out,
                     f"{name}: shutting down; handlers may finish for up to "
                     f"{grace:g}s (signal again to stop at once)",
+                    "shutting_down",
                 )
                 pool.cancel()
             elif not stop_now.is_set():
@@ -819,11 +837,16 @@ async def supervise_worker(
                     out,
                     f"{name} again: stopping at once; running handlers are cancelled and their "
                     "jobs released for another worker",
+                    "stopping_at_once",
                 )
                 stop_now.set()
             else:
-                _say(out, f"{name}: already stopping at once; releasing the running jobs")
-    _say(out, f"{pools} stopped")
+                _say(
+                    out,
+                    f"{name}: already stopping at once; releasing the running jobs",
+                    "already_stopping",
+                )
+    _say(out, f"{pools} stopped", "worker_stopped")
     return stop_now.is_set()
 
 
@@ -848,8 +871,8 @@ async def _pool_task(
     done.cancel()
 
 
-def _say(out: TextIO, line: str) -> None:
-    say(line, file=out)
+def _say(out: WorkerOut, line: str, event: str) -> None:
+    say_line(out, line, event)
 
 
 async def serve_worker(
@@ -859,7 +882,7 @@ async def serve_worker(
     *,
     listen_dsn: str | None = None,
     metrics: tuple[str, int] | None = None,
-    out: TextIO | None = None,
+    out: WorkerOut | None = None,
     resources: Any = None,
     stop_now: trio.Event | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
@@ -902,7 +925,8 @@ async def serve_worker(
                 where = f"{_url_host(host)}:{port}"
                 raise CliError(f"cannot serve metrics on {where}: {exc}", EXIT_FAILED) from exc
             if out is not None:
-                _say(out, f"metrics on http://{_url_host(served.host)}:{served.port}/metrics")
+                where = f"{_url_host(served.host)}:{served.port}"
+                _say(out, f"metrics on http://{where}/metrics", "metrics_serving")
             await run(observer=served.observer)
 
 
@@ -957,9 +981,13 @@ def _add_enqueue(commands: Subparsers) -> None:
         metavar="JSON",
         help="the payload, as JSON text; - reads it from stdin, @PATH from a file",
     )
-    enqueue.add_argument("--priority", type=int, default=0, help="higher runs first")
+    enqueue.add_argument(
+        "--priority", type=int, default=0, help="higher runs first (default: %(default)s)"
+    )
     enqueue.add_argument("--delay", type=float, metavar="S", help="run no sooner than in S s")
-    enqueue.add_argument("--max-attempts", type=int, default=10, metavar="N")
+    enqueue.add_argument(
+        "--max-attempts", type=int, default=10, metavar="N", help="(default: %(default)s)"
+    )
     enqueue.add_argument(
         "--dedup-key", metavar="KEY", help="skip if an unfinished job of the queue has this key"
     )
@@ -1723,6 +1751,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         speed=args.speed,
         live=args.live,
         verbose=args.verbose,
+        log_level=log_level(args),
         backend=args.backend,
         schema=schema_of(args, _demo.SCHEMA),
         dashboard_port=args.dashboard_port if args.dashboard else None,

@@ -96,6 +96,8 @@ class DemoOptions:
     speed: float = 1.0
     live: bool = True
     verbose: bool = False
+    #: The level of the library's records shown (``--log-level``); None: by ``verbose``.
+    log_level: int | None = None
     #: Where the jobs live: ``"memory"``, or ``"postgres"`` at :attr:`dsn`.
     backend: str = "memory"
     dsn: str | None = None
@@ -610,7 +612,7 @@ async def run_demo(options: DemoOptions, out: TextIO) -> int:
             out.flush()
         with (
             open_view(options, out, header(options, pace)) as view,
-            library_logs_to(_ViewHandler(view), verbose=options.verbose),
+            library_logs_to(_ViewHandler(view), verbose=options.verbose, level=options.log_level),
         ):
             result = await run_jobs(backend, options, pace, view)
         lines, code = summary(result, options.speed)

@@ -146,12 +146,16 @@ class LiveBlock:
 
 
 @contextmanager
-def library_logs_to(handler: logging.Handler, *, verbose: bool) -> Iterator[None]:
-    """Route the ``trioqueue`` loggers' records to ``handler`` for the block: warnings and
-    worse, or info too when ``verbose``."""
+def library_logs_to(
+    handler: logging.Handler, *, verbose: bool = False, level: int | None = None
+) -> Iterator[None]:
+    """Route the ``trioqueue`` loggers' records to ``handler`` for the block: ``level`` and
+    worse; without one, warnings and worse, or info too when ``verbose``."""
     logger = logging.getLogger("trioqueue")
     previous = logger.level
-    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    if level is None:
+        level = logging.INFO if verbose else logging.WARNING
+    logger.setLevel(level)
     logger.addHandler(handler)
     try:
         yield
