@@ -64,7 +64,14 @@ from trioqueue.cli._terminal import (
 )
 from trioqueue.cli._words import LIVE, STALE, job_is
 from trioqueue.cli._worker_defaults import CONCURRENCY_HELP, default_concurrency, default_help
-from trioqueue.cli._worker_lines import LOG_LEVELS, JsonLines, WorkerOut, log_level, say_line
+from trioqueue.cli._worker_lines import (
+    LOG_LEVELS,
+    JsonLines,
+    WorkerOut,
+    log_level,
+    say_ending,
+    say_line,
+)
 
 Runner = Callable[[argparse.Namespace], int]
 
@@ -112,18 +119,12 @@ def _parse_and_run(argv: Sequence[str] | None) -> int:
     try:
         return run(args)
     except CliError as exc:
-        if getattr(args, "log_format", "text") == "json":  # the stream stays JSON to its end
-            JsonLines(sys.stderr).say(str(exc), "error", logging.ERROR)
-        else:  # one line, or one per problem (a message may list several), each visible
-            say(*f"trioqueue {args.command}: error: {exc}".split("\n"), file=sys.stderr)
+        say_ending(args, f"trioqueue {args.command}: error: ", str(exc), "error")
         return exc.code
     except (KeyboardInterrupt, BaseExceptionGroup) as exc:
         if not _only_interrupts(exc):
             raise
-        if getattr(args, "log_format", "text") == "json":
-            JsonLines(sys.stderr).say("interrupted", "interrupted", logging.WARNING)
-        else:
-            say("interrupted", file=sys.stderr)
+        say_ending(args, "", "interrupted", "interrupted")
         return EXIT_INTERRUPTED
 
 

@@ -18,12 +18,21 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from typing import TextIO, TypeAlias
 
 from trioqueue.cli._escape import say
 from trioqueue.cli._terminal import JsonLogFormatter
 
-__all__ = ["LOGGER", "LOG_LEVELS", "JsonLines", "WorkerOut", "log_level", "say_line"]
+__all__ = [
+    "LOGGER",
+    "LOG_LEVELS",
+    "JsonLines",
+    "WorkerOut",
+    "log_level",
+    "say_ending",
+    "say_line",
+]
 
 #: The logger named in the command line's own JSON records.
 LOGGER = "trioqueue.cli"
@@ -56,6 +65,18 @@ def say_line(out: WorkerOut, message: str, event: str) -> None:
         out.say(message, event)
     else:
         say(message, file=out)
+
+
+def say_ending(args: argparse.Namespace, prefix: str, message: str, event: str) -> None:
+    """How a command ends, on stderr: with ``--log-format json`` a record of ``event``
+    (an ``error`` at level ERROR, else WARNING), so that the stream stays JSON to its end;
+    else ``prefix`` and ``message`` as text, a line per line of the message (one may list
+    several problems), each made visible."""
+    if getattr(args, "log_format", "text") == "json":
+        level = logging.ERROR if event == "error" else logging.WARNING
+        JsonLines(sys.stderr).say(message, event, level)
+    else:
+        say(*(prefix + message).split("\n"), file=sys.stderr)
 
 
 def log_level(args: argparse.Namespace) -> int:
