@@ -54,6 +54,8 @@ def visible(text: str) -> str:
     One line always (a newline becomes ``\\n``); unchanged when there is nothing to escape;
     ``visible(visible(text)) == visible(text)``.
     """
+    if text.isprintable():  # the usual case: nothing unsafe is printable (one C-level pass)
+        return text
     return UNSAFE.sub(_escape, text)
 
 
