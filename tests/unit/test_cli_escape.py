@@ -9,12 +9,14 @@ hostile strings written into every stored field, are in tests/postgres/test_cli_
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import io
 import logging
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -248,3 +250,58 @@ def test_text_log_lines_are_visible_and_continuations_indented() -> None:
     assert lines[0] == "ERROR trioqueue.worker: job 7 failed: \\x1b[2Jx\\ry"
     assert all(line.startswith("    ") for line in lines[1:])
     assert not unsafe_in("\n".join(lines))
+
+
+# -- every command, through main ------------------------------------------------------------
+
+
+def _database_answers(text: str) -> dict[object, object]:
+    """What each database function of the commands answers, ``text`` in every field."""
+    return {
+        cli.count_jobs: (
+            {text: collections.Counter(ready=1)},
+            {text: 1.0},
+            [worker(text)],
+            {text: text},
+        ),
+        cli.list_jobs: [job(text), job(text, status="succeeded")],
+        cli.show_job: (job(text, status="succeeded"), False),
+        cli.cancel: (True, job(text)),
+        cli.job_operation: (False, "succeeded"),
+        cli.queue_limits: stats(text)[text],
+        cli.pause_queue: None,
+        cli.enqueue_reporting: (7, False),
+        _schedule.list_schedules: [schedule(text)],
+        _schedule.set_schedule: schedule(text),
+        _schedule.delete_schedule: False,
+    }
+
+
+def _commands(text: str) -> list[list[str]]:
+    return [
+        ["status"], ["jobs"], ["jobs", "--queue", text], ["show", "7"], ["cancel", "7"],
+        ["retry", "7"], ["delete", "7"], ["schedule", "list"],
+        ["schedule", "set", "n", "q", "* * * * *"], ["schedule", "delete", text],
+        ["queue", "limits", text], ["queue", "pause", text],
+        ["enqueue", "q", "{}", "--dedup-key", text],
+    ]  # fmt: skip
+
+
+@settings(max_examples=25, deadline=None)
+@given(hostile_text)
+def test_no_command_prints_a_hostile_string_raw(text: str) -> None:
+    """Every command that prints stored text, run through ``main`` with the database
+    stood in for (tests/postgres/test_cli_postgres.py runs them on a real one)."""
+    answers = _database_answers(text)
+
+    def run_on_database(args: object, fn: object, *fn_args: object) -> object:
+        return answers[fn]
+
+    with mock.patch.object(cli, "run_on_database", run_on_database):
+        for argv in _commands(text):
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                cli.main(["--dsn", "postgresql://x@127.0.0.1:1/x", *argv])
+            printed = out.getvalue() + err.getvalue()
+            assert printed, argv
+            assert not unsafe_in(printed), (argv, printed)
