@@ -29,6 +29,7 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 import trioqueue
+from tests._hostile_text import unsafe_in
 from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, render
 from trioqueue._types import Ack, PoolBeat, PoolRegistration
 from trioqueue.cli import _commands as cli
@@ -261,7 +262,7 @@ def test_cancel_a_waiting_job_and_an_unknown_one(run: Cli) -> None:
     assert info.last_error == "cancelled before it ran"
     code, _, err = run("cancel", job_id)
     assert code == 1
-    assert err == f"trioqueue cancel: error: job {job_id} already failed: nothing to cancel\n"
+    assert err == f"trioqueue cancel: error: job {job_id} has already failed: nothing to cancel\n"
     code, _, err = run("cancel", "999999")
     assert code == 1
     assert err == "trioqueue cancel: error: no job with id 999999\n"
@@ -603,13 +604,14 @@ def test_worker_command_serves_metrics_over_http(run: Cli) -> None:
 
 
 def test_worker_command_logs_json_lines_with_the_job_fields(run: Cli) -> None:
-    """``worker --log-format json -v``: every stderr line is one JSON object, the startup
-    warning among them, and a job's outcome carries its fields."""
+    """``worker --log-format json -v``: every line is one JSON object on stderr, the
+    startup warning and the command's own lines (banner, metrics, signal, stop) among
+    them, nothing on stdout, and a job's outcome carries its fields."""
     _, out, _ = run("enqueue", "work", "{}")
     job_id = int(out)
     argv = [sys.executable, "-m", "trioqueue", "--dsn", run.dsn, "--schema", run.schema]
     argv += ["worker", "tests.postgres.test_cli_postgres:noop", "--queue", "work", "-v"]
-    argv += ["--log-format", "json", "--shutdown-grace", "1"]
+    argv += ["--log-format", "json", "--shutdown-grace", "1", "--metrics-port", "0"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     records: list[dict[str, Any]] = []
     with subprocess.Popen(
@@ -622,11 +624,14 @@ def test_worker_command_logs_json_lines_with_the_job_fields(run: Cli) -> None:
                 if records[-1]["message"] == f"job {job_id} succeeded (attempt 1)":
                     break
             worker.send_signal(signal.SIGINT)
-            _, err = worker.communicate(timeout=30)
+            out, err = worker.communicate(timeout=30)
         finally:
             worker.kill()
     assert worker.returncode == 0, err
+    assert out == ""  # every line on one stream, stderr
     records += [json.loads(line) for line in err.splitlines()]
+    own = [r["event"] for r in records if r["logger"] == "trioqueue.cli"]
+    assert own == ["metrics_serving", "worker_started", "shutting_down", "worker_stopped"]
     warnings = [r for r in records if r["level"] == "WARNING"]
     assert [r["message"][:27] for r in warnings] == ["max_job_duration is not set"]
     [done] = [r for r in records if r["message"].startswith(f"job {job_id} succeeded")]
@@ -1027,3 +1032,138 @@ def test_show_refuses_unknown_ids_and_a_timeout_without_wait(run: Cli) -> None:
     code, out, err = run("show", "1", "--timeout", "5")
     assert (code, out) == (2, "")
     assert "--timeout needs --wait" in err
+
+
+#: Escape codes that recolour, retitle and clear the terminal, a forged ``show`` field on a
+#: line of its own, and a bidi override (PostgreSQL's text holds anything but NUL).
+HOSTILE = "\x1b]0;pwned\x07\x1b[31mred\r\n  error     none\u202eliam\x9b2J\x85\x7f\u2028"
+
+
+async def _store_hostile_fields(dsn: str, schema: str, job_ids: list[int]) -> None:
+    """Write ``HOSTILE`` into every stored text field the command line prints: the jobs'
+    queue, group, error, worker, payload and result, a worker pool's names, a schedule's
+    every field and a queue's flow row. Written straight into the tables, as an older
+    version or another client might have, so that no check at enqueue stands in the way."""
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        await backend.register_pool(PoolRegistration(HOSTILE, HOSTILE, 7, HOSTILE, 1, 30.0))
+        await backend.set_schedule("s", "q", "* * * * *")
+        async with backend.acquire() as connection:
+            await connection.execute(
+                f"""UPDATE {schema}.jobs SET queue = $1, group_key = $1, last_error = $1,
+                    worker_id = $1, payload = jsonb_build_object($1::text, $1::text),
+                    result = to_jsonb($1::text)
+                    WHERE id = ANY($2::bigint[])""",
+                HOSTILE,
+                job_ids,
+            )
+            await connection.execute(
+                f"""UPDATE {schema}.jobs SET status = 'succeeded', finished_at = now()
+                    WHERE id = $1""",
+                job_ids[0],
+            )
+            await connection.execute(
+                f"""UPDATE {schema}.schedules SET name = $1, queue = $1, cron = $1,
+                    timezone = $1""",
+                HOSTILE,
+            )
+            await connection.execute(
+                f"INSERT INTO {schema}.queues (queue, paused) VALUES ($1, true)", HOSTILE
+            )
+
+
+def test_no_command_prints_a_stored_string_raw(run: Cli) -> None:
+    """Every command that shows stored text, with hostile text in every field, prints no
+    control character, bidi control or line break of it: each shows escaped, on stdout
+    and stderr alike, and ``show`` prints one ``error`` field."""
+    ids = [int(run("enqueue", "q", "{}")[1]) for _ in range(3)]
+    trio.run(_store_hostile_fields, run.dsn, run.schema, ids)
+    succeeded, ready, failing = ids
+    printed: dict[str, tuple[int, str, str]] = {}
+    for argv in (
+        ["status"],
+        ["jobs"],
+        ["jobs", "--queue", HOSTILE],
+        ["show", str(succeeded)],
+        ["show", str(ready)],
+        ["cancel", str(succeeded)],  # refused: it already succeeded
+        ["cancel", str(failing)],  # at once: it was not running
+        ["show", str(failing)],
+        ["retry", str(succeeded)],  # refused
+        ["delete", str(ready)],
+        ["schedule", "list"],
+        ["schedule", "delete", HOSTILE],
+        ["queue", "limits", HOSTILE, "--max-running", "3"],
+        ["queue", "pause", HOSTILE],
+        ["enqueue", HOSTILE, "{}", "--dedup-key", HOSTILE],
+    ):
+        printed[" ".join(argv)] = result = run(*argv)
+        assert result[1] + result[2], argv
+    for command, (_, out, err) in printed.items():
+        assert not unsafe_in(out + err), (command, out, err)
+        assert "\x1b" not in out + err
+    show = printed[f"show {succeeded}"][1].splitlines()
+    assert [line for line in show if line.startswith("  error")] == [
+        "  error     \\x1b]0;pwned\\x07\\x1b[31mred\\r"
+    ]
+    assert "\\u202eliam" in printed["status"][1]  # shown whole, escaped
+    # JSON escapes what it must (ESC as \u001b), the rest shows escaped the same way.
+    assert show[-1].startswith('  result    "\\u001b]0;pwned\\u0007\\u001b[31mred\\r\\n')
+    assert show[-1].endswith('none\\u202eliam\\x9b2J\\x85\\x7f\\u2028"')
+
+
+def test_jobs_watch_into_a_pipe_prints_stored_strings_escaped(run: Cli) -> None:
+    ids = [int(run("enqueue", "q", "{}")[1]) for _ in range(2)]
+    trio.run(_store_hostile_fields, run.dsn, run.schema, ids)
+    argv = [sys.executable, "-m", "trioqueue", "--dsn", run.dsn, "--schema", run.schema]
+    argv += ["jobs", "--watch", "--interval", "0.2"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as watch:
+        assert watch.stdout is not None
+        try:
+            lines: list[str] = []
+            while "" not in lines:  # one whole snapshot: a blank line starts the next
+                line = watch.stdout.readline().decode()
+                assert line, "the watch ended early"
+                lines.append(line.rstrip("\n"))
+            watch.send_signal(signal.SIGINT)
+            _, err = watch.communicate(timeout=30)
+        finally:
+            watch.kill()
+    assert watch.returncode == 0, err
+    assert not unsafe_in("\n".join(lines)), lines
+    assert any("\\u202eliam" in line for line in lines)
+
+
+def _into_a_closed_pipe(argv: list[str]) -> subprocess.CompletedProcess[bytes]:
+    """Run ``python -m trioqueue ARGV`` with stdout a pipe whose reading end is already
+    closed (as after ``| head -1`` has read its line): every write to it fails."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "trioqueue", *argv],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(run: Cli) -> None:
+    """``trioqueue status | head -1``: no BrokenPipeError traceback, nothing on stderr,
+    exit 141 (128 + SIGPIPE: what ``cat`` or ``yes`` give under ``set -o pipefail``)."""
+    job_id = run("enqueue", "q", "{}")[1].strip()
+    database = ["--dsn", run.dsn, "--schema", run.schema]
+    # jobs --watch writes inside trio.run: its error comes inside exception groups.
+    for argv in (["status"], ["show", job_id], ["jobs"], ["schedule", "list"], ["jobs", "--watch"]):
+        done = _into_a_closed_pipe([*database, *argv])
+        assert (done.returncode, done.stderr) == (141, b""), argv
+    # argparse ignores a failed write of its help itself: quiet too, exit 0 as ever.
+    done = _into_a_closed_pipe(["--help"])
+    assert (done.returncode, done.stderr) == (0, b"")

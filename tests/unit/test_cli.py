@@ -772,3 +772,51 @@ async def test_later_signals_only_say_it_is_stopping(autojump_clock: trio.abc.Cl
 async def sleep_forever(payload: object, ctx: trioqueue.JobContext) -> None:
     """A handler that runs until it is cancelled."""
     await trio.sleep_forever()
+
+
+@pytest.mark.parametrize(
+    ("status", "command", "said"),
+    [
+        ("succeeded", "retry", "job 2 has succeeded: only a failed job can be retried"),
+        ("ready", "retry", "job 2 is ready: only a failed job can be retried"),
+        ("scheduled", "retry", "job 2 is scheduled: only a failed job can be retried"),
+        (
+            "running",
+            "delete",
+            "job 2 is running: a running job cannot be deleted (cancel it first)",
+        ),
+    ],
+)
+def test_a_refused_operation_names_the_jobs_state_in_good_english(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    status: str,
+    command: str,
+    said: str,
+) -> None:
+    async def job_operation(dsn: str, schema: str, operation: object, job_id: int) -> Any:
+        return False, status
+
+    monkeypatch.setattr("trioqueue.cli._commands.job_operation", job_operation)
+    assert main(["--dsn", "postgresql://x@127.0.0.1:1/x", command, "2"]) == 1
+    assert capsys.readouterr().err == f"trioqueue {command}: error: {said}\n"
+
+
+def test_cancel_reports_read_well_in_every_state() -> None:
+    from trioqueue.cli._commands import cancel_report
+
+    def job(status: str) -> trioqueue.JobInfo:
+        return trioqueue.JobInfo(
+            id=2, queue="q", payload=None, status=status, attempts=1, max_attempts=3,  # type: ignore[arg-type]
+            priority=0, progress=None, last_error=None, created_at=datetime.now(UTC),
+            finished_at=None,
+        )  # fmt: skip
+
+    assert cancel_report(2, False, job("succeeded")) == (
+        "job 2 has already succeeded: nothing to cancel"
+    )
+    assert cancel_report(2, False, job("failed")) == "job 2 has already failed: nothing to cancel"
+    assert cancel_report(2, True, job("succeeded")) == (
+        "job 2: cancel requested, but by now it has succeeded"
+    )
+    assert cancel_report(2, True, job("ready")) == "job 2: cancel requested, but by now it is ready"

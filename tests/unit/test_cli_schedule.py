@@ -100,6 +100,21 @@ def test_bad_cron_and_zone_exit_2_before_connecting(capsys: pytest.CaptureFixtur
     assert "unknown timezone 'Mars/Olympus'" in err
 
 
+def test_every_problem_is_listed_at_once_and_nothing_connects(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A bad payload, cron and time zone together: one error listing all three, exit 2,
+    before connecting (the DSN reaches nothing, so a write would have failed with exit 1)."""
+    argv = ["--dsn", UNREACHABLE, "schedule", "set", "n", "q", "61 * * * *", "--payload", "{"]
+    assert main([*argv, "--timezone", "Mars/Olympus"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trioqueue schedule: error: ")
+    assert "--payload is not valid JSON" in err
+    assert "cron '61 * * * *' is not valid" in err
+    assert "unknown timezone 'Mars/Olympus'" in err
+    assert err.rstrip().endswith("nothing was written")
+
+
 def test_delete_of_an_unknown_schedule_exits_1(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

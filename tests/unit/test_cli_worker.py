@@ -20,6 +20,7 @@ import trio
 
 import trioqueue
 from trioqueue.cli._commands import (
+    WORKER_OPTIONS,
     ReportedResources,
     build_parser,
     main,
@@ -306,9 +307,55 @@ def _worker_parser() -> Any:
     return subparsers.choices["worker"]
 
 
-def test_defaults_stay_the_configs_own() -> None:
+def sync_handler(payload: Any, ctx: trioqueue.JobContext) -> None:
+    """A plain ``def`` handler: it runs in a worker thread."""
+
+
+def test_defaults_are_the_configs_own_but_concurrency_10_for_an_async_handler() -> None:
+    """WorkerConfig says concurrency 1; the command line runs ten batches of an async
+    handler at once, and keeps one for a plain def handler (a thread each)."""
     [config] = configs_of(f"{HERE}:send_email", "--queue", "q")
-    assert config == trioqueue.WorkerConfig(handler=send_email, queue="q")
+    assert config == trioqueue.WorkerConfig(handler=send_email, queue="q", concurrency=10)
+    [config] = configs_of(f"{HERE}:sync_handler", "--queue", "q")
+    assert config == trioqueue.WorkerConfig(handler=sync_handler, queue="q")
+    assert config.concurrency == 1
+    [config] = configs_of(f"{HERE}:send_email", "--queue", "q", "--concurrency", "1")
+    assert config.concurrency == 1
+    assert [c.concurrency for c in configs_of(f"{HERE}:HANDLERS")] == [10, 10]
+    assert [c.concurrency for c in configs_of(f"{HERE}:CONFIGS")] == [8, 1]  # as they are
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return f"{value:g}"
+
+
+def test_worker_help_shows_every_default_and_the_config_agrees(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each option of ``worker --help`` that takes a value, or switches something on, says
+    its default; a pool option's is WorkerConfig's own (concurrency aside, see above)."""
+    actions = {a.dest: a for a in _worker_parser()._actions}
+    defaults = trioqueue.WorkerConfig.__dataclass_fields__
+    for field in WORKER_OPTIONS:
+        if field != "concurrency":
+            expected = f"(default: {_shown(defaults[field].default)})"
+            assert expected in actions[field].help, field
+    assert "(default: 10 for an async handler, 1 for a plain def one" in (
+        actions["concurrency"].help
+    )
+    undocumented = {
+        dest for dest, action in actions.items() if "default" not in (action.help or "")
+    }
+    assert undocumented == {"help", "verbose", "handler", "queue", "resources"}
+    with pytest.raises(SystemExit):
+        main(["worker", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "lease length (default: 60)" in shown
+    assert "--log-format {text,json} " in shown and "(default: text)" in shown
 
 
 def test_backoff_names_a_policy() -> None:

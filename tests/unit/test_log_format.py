@@ -7,6 +7,7 @@ import functools
 import io
 import json
 import logging
+import signal
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -17,8 +18,9 @@ import trio
 import trioqueue
 from tests._pool_harness import Recorder, config
 from trioqueue._runtime.logfields import job_fields
-from trioqueue.cli._commands import _stderr_log_handler, main
+from trioqueue.cli._commands import _stderr_log_handler, main, supervise_worker
 from trioqueue.cli._terminal import JsonLogFormatter, library_logs_to
+from trioqueue.cli._worker_lines import JsonLines
 
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/test"  # nothing listens on port 1
 JOB = trioqueue.Job(id=42, queue="mail", payload={}, attempt=3, max_attempts=5, claim_seq=9)
@@ -129,19 +131,70 @@ def test_worker_log_format_json_writes_its_startup_warning_as_json(
     monkeypatch.setattr("trioqueue.cli._commands.serve_worker", serve_worker)
     argv = ["--dsn", UNREACHABLE, "worker", "tests.unit.test_cli:noop", "--queue", "q"]
     code = main([*argv, "--log-format", "json"])
-    *lines, last = capsys.readouterr().err.splitlines()
+    captured = capsys.readouterr()
     assert code == 1
-    assert last == "trioqueue worker: error: stopped by the test"
-    [warning] = [json.loads(line) for line in lines]  # without -v: warnings only
-    assert warning["level"] == "WARNING"
+    assert captured.out == ""  # the banner went to stderr, as JSON
+    warning, banner, last = [json.loads(line) for line in captured.err.splitlines()]
+    assert (banner["logger"], banner["level"], banner["event"]) == (
+        "trioqueue.cli",
+        "INFO",
+        "worker_started",
+    )
+    assert banner["message"].startswith("worker pool on queue 'q' (schema trioqueue)")
+    assert warning["level"] == "WARNING"  # without -v: warnings only, of the library's
     assert warning["logger"] == "trioqueue.pool"
     assert warning["message"].startswith("max_job_duration is not set")
     assert "job_id" not in warning
+    assert {k: last[k] for k in ("level", "logger", "message", "event")} == {
+        "level": "ERROR",
+        "logger": "trioqueue.cli",
+        "message": "stopped by the test",
+        "event": "error",
+    }
 
-    # The default stays text.
+    # The default stays text: the banner on stdout, the error a line of text.
     assert main(argv) == 1
-    [text, _] = capsys.readouterr().err.splitlines()
+    captured = capsys.readouterr()
+    assert captured.out.startswith("worker pool on queue 'q' (schema trioqueue); Ctrl-C")
+    [text, error] = captured.err.splitlines()
     assert " WARNING trioqueue.pool: max_job_duration is not set" in text
+    assert error == "trioqueue worker: error: stopped by the test"
+
+    # --log-level: the library's records of that level and worse, beside -v.
+    assert main([*argv, "--log-format", "json", "--log-level", "error"]) == 1
+    levels = [json.loads(line)["level"] for line in capsys.readouterr().err.splitlines()]
+    assert levels == ["INFO", "ERROR"]  # the banner and the error: the command's own
+    assert main([*argv, "--log-format", "json", "--log-level", "INFO"]) == 1
+    records = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
+    assert ("trioqueue.pool", "started") in {(r["logger"], r.get("event")) for r in records}
+    assert main([*argv, "-v", "--log-level", "warning"]) == 1  # the level wins over -v
+    assert " INFO " not in capsys.readouterr().err
+
+
+async def test_the_workers_own_lines_as_json_records(autojump_clock: object) -> None:
+    """With ``--log-format json``, the banner, each signal's answer and the stop are
+    records of their own, each with its event."""
+    out = io.StringIO()
+    send, signals = trio.open_memory_channel[int](0)
+    pool = config(Recorder(), queue="q", max_job_duration=60)
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+
+        async def serve(configs: trioqueue.WorkerConfig, **kwargs: Any) -> None:
+            await trioqueue.run_worker_pool(backend, configs, **kwargs)
+
+        run = functools.partial(supervise_worker, serve, pool, signals, JsonLines(out))
+        nursery.start_soon(functools.partial(run, where="memory"))
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            await send.send(signum)
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert {(r["logger"], r["level"]) for r in records} == {("trioqueue.cli", "INFO")}
+    assert [r["event"] for r in records] == [
+        "worker_started",
+        "shutting_down",
+        "stopping_at_once",
+        "worker_stopped",
+    ]
+    assert records[0]["message"] == "worker pool on queue 'q' (memory); Ctrl-C to stop"
 
 
 async def test_several_pools_records_say_which_queue(autojump_clock: object) -> None:
@@ -190,3 +243,27 @@ def test_text_logs_leave_the_stop_error_to_the_commands_last_line() -> None:
     assert not text.filter(record("stopped_claims_fail"))
     assert text.filter(record("claim_failed"))
     assert json_lines.filter(record("stopped_claims_fail"))
+
+
+async def test_a_scheduling_pass_names_the_queue_of_each_job_it_enqueued(
+    autojump_clock: object,
+) -> None:
+    """A pool on ``work`` enqueues a schedule's job on ``periodic``: the record about that
+    job names ``periodic`` (the job's queue) and the job, not the pool's queue."""
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonLogFormatter())
+    start = datetime(2026, 6, 1, 12, 0, 50, tzinfo=UTC)
+    with library_logs_to(handler, verbose=True):
+        async with trioqueue.open_memory(now=start) as backend:
+            await backend.set_schedule("minutely", "periodic", "* * * * *")
+            pool = config(Recorder(), queue="work", schedule_interval=5, max_job_duration=60)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(trioqueue.run_worker_pool, backend, pool)
+                await trio.sleep(15)  # the pass at 10 s enqueues the tick of 12:01
+                nursery.cancel_scope.cancel()
+            [job] = await backend.list_jobs()
+    entries = [json.loads(line) for line in out.getvalue().splitlines()]
+    scheduled = [e for e in entries if e.get("event") == "scheduled"]
+    assert [(e["queue"], e["job_id"]) for e in scheduled] == [("periodic", job.id)]
+    assert scheduled[0]["message"] == f"scheduled job {job.id} on queue 'periodic'"

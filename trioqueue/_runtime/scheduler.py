@@ -27,7 +27,7 @@ import weakref
 import trio
 
 from trioqueue._backends.interface import Backend
-from trioqueue._runtime.logfields import pool_fields
+from trioqueue._runtime.logfields import job_fields, pool_fields
 
 __all__ = ["PASS_TIMEOUT", "run_scheduler"]
 
@@ -75,14 +75,33 @@ async def _one_pass(backend: Backend, queue: str, failures: int) -> bool:
         return False
     if failures:
         log.info("scheduling passes get through again", extra=pool_fields(queue, "scheduling"))
-    if ids:
-        log.info(
-            "scheduled %d job(s): %s",
-            len(ids),
-            ", ".join(map(str, ids)),
-            extra=pool_fields(queue, "scheduled"),
-        )
+    if ids and log.isEnabledFor(logging.INFO):
+        await _log_scheduled(backend, ids)
     return True
+
+
+async def _log_scheduled(backend: Backend, ids: list[int]) -> None:
+    """A record per job the pass enqueued, naming the job and its own queue (a schedule's
+    queue, not the pool's). The pass answers ids only, so each job's queue is read back,
+    and only when the record is wanted. A job no longer there (deleted, or the read
+    failing or slow) is named by its id alone; it never fails the pass."""
+    with trio.move_on_after(PASS_TIMEOUT):
+        for job_id in ids:
+            queue = await _queue_of(backend, job_id)
+            where = "" if queue is None else f" on queue {queue!r}"
+            log.info(
+                "scheduled job %d%s",
+                job_id,
+                where,
+                extra=job_fields(job_id, "scheduled", queue=queue),
+            )
+
+
+async def _queue_of(backend: Backend, job_id: int) -> str | None:
+    try:
+        return (await backend.get_job(job_id)).queue
+    except Exception:  # UnknownJobError, a BackendError: the record goes out without it
+        return None
 
 
 def _take_turn(backend: Backend, interval: float) -> bool:

@@ -47,10 +47,12 @@ import trioqueue
 from trioqueue._backends.postgres import embedded as _embedded
 from trioqueue._errors import causes, leaves
 from trioqueue._runtime.config import problems_of
-from trioqueue.cli import _dashboard, _demo, _schedule, _watch
+from trioqueue.cli import _broken_pipe, _dashboard, _demo, _schedule, _watch
+from trioqueue.cli._escape import say, visible, visible_lines
 from trioqueue.cli._terminal import (
     JsonLogFormatter,
     LiveBlock,
+    TextLogFormatter,
     check_migrated,
     clip,
     format_age,
@@ -59,6 +61,16 @@ from trioqueue.cli._terminal import (
     stop_on_signals,
     supports_unicode,
     wants_colour,
+)
+from trioqueue.cli._words import LIVE, STALE, job_is
+from trioqueue.cli._worker_defaults import CONCURRENCY_HELP, default_concurrency, default_help
+from trioqueue.cli._worker_lines import (
+    LOG_LEVELS,
+    JsonLines,
+    WorkerOut,
+    log_level,
+    say_ending,
+    say_line,
 )
 
 Runner = Callable[[argparse.Namespace], int]
@@ -87,20 +99,32 @@ class CliError(Exception):
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit code.
 
+    A reader that closes the output early (``| head -1``) ends the command quietly, with
+    exit 141 (``trioqueue/cli/_broken_pipe.py``).
+
     Raises:
         SystemExit: for ``--help``, ``--version`` and usage errors (code 2), as argparse does.
     """
+    try:
+        return _parse_and_run(argv)
+    except (BrokenPipeError, BaseExceptionGroup) as exc:
+        if not _broken_pipe.is_broken_pipe(exc):
+            raise
+        return _broken_pipe.quiet_exit()
+
+
+def _parse_and_run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     run: Runner = args.run
     try:
         return run(args)
     except CliError as exc:
-        print(f"trioqueue {args.command}: error: {exc}", file=sys.stderr)
+        say_ending(args, f"trioqueue {args.command}: error: ", str(exc), "error")
         return exc.code
     except (KeyboardInterrupt, BaseExceptionGroup) as exc:
         if not _only_interrupts(exc):
             raise
-        print("interrupted", file=sys.stderr)
+        say_ending(args, "", "interrupted", "interrupted")
         return EXIT_INTERRUPTED
 
 
@@ -163,6 +187,14 @@ def _common_options(schema: str = DEFAULT_SCHEMA) -> argparse.ArgumentParser:
     common.add_argument(
         "-v", "--verbose", action="store_true", help="show the library's info log lines"
     )
+    common.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=LOG_LEVELS,
+        metavar="LEVEL",
+        help="show the library's log records of LEVEL and worse: "
+        f"{', '.join(LOG_LEVELS)} (default: warning, or info with -v)",
+    )
     # SUPPRESS: when given only before the subcommand, the main parser's value stands.
     _add_database_options(common, default=argparse.SUPPRESS, schema=schema)
     return common
@@ -218,7 +250,7 @@ def run_on_database(args: argparse.Namespace, fn: Callable[..., Any], *fn_args: 
     schema = schema_of(args)
     with (
         library_logs_to(
-            _stderr_log_handler(getattr(args, "log_format", "text")), verbose=args.verbose
+            _stderr_log_handler(getattr(args, "log_format", "text")), level=log_level(args)
         ),
         _errors_as_cli_errors(schema),
     ):
@@ -301,7 +333,7 @@ def _stderr_log_handler(log_format: str = "text") -> logging.Handler:
     if log_format == "json":
         handler.setFormatter(JsonLogFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextLogFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         handler.addFilter(_not_said_again)
     return handler
 
@@ -318,9 +350,9 @@ def _add_migrate(commands: Subparsers) -> None:
 def _run_migrate(args: argparse.Namespace) -> int:
     applied: list[str] = run_on_database(args, migrate)
     if applied:
-        print(f"schema {schema_of(args)}: applied {', '.join(applied)}")
+        say(f"schema {schema_of(args)}: applied {', '.join(applied)}")
     else:
-        print(f"schema {schema_of(args)} is already up to date")
+        say(f"schema {schema_of(args)} is already up to date")
     return 0
 
 
@@ -362,50 +394,46 @@ def _add_worker(commands: Subparsers) -> None:
         help="the queue of MODULE:HANDLER; or, repeatable, a queue and its own handler",
     )
     pool = worker.add_argument_group("pool options (docs/configuration.rst)")
-    pool.add_argument("--concurrency", type=int, help="batches handled at once")
-    pool.add_argument("--batch-size", type=int, help="jobs claimed per batch")
-    pool.add_argument("--visibility-timeout", type=float, metavar="S", help="lease length")
+    pool.add_argument("--concurrency", type=int, metavar="N", help=CONCURRENCY_HELP)
     pool.add_argument(
-        "--heartbeat-interval", type=_heartbeat, metavar="S", help="renewal cadence, or auto"
+        "--batch-size",
+        type=int,
+        metavar="N",
+        help=default_help("batch_size", "jobs claimed per batch"),
     )
-    pool.add_argument(
-        "--max-job-duration", type=float, metavar="S", help="longest a handler may run"
-    )
-    pool.add_argument(
-        "--poll-interval", type=float, metavar="S", help="look for work this often without notices"
-    )
-    pool.add_argument(
-        "--shutdown-grace", type=float, metavar="S", help="on shutdown, how long handlers go on"
-    )
-    pool.add_argument(
-        "--blocking-threshold",
-        type=float,
-        metavar="S",
-        help="log an async handler step longer than this as blocking the event loop",
-    )
-    pool.add_argument(
-        "--schedule-interval",
-        type=_schedule_interval,
-        metavar="S",
-        help="make a scheduling pass this often (default 5), or off: this process takes no "
-        "part in scheduling (docs/scheduling.rst)",
-    )
+    for option, field, kind, meaning in (
+        ("--visibility-timeout", "visibility_timeout", float, "lease length"),
+        ("--heartbeat-interval", "heartbeat_interval", _heartbeat, "renewal cadence, or auto"),
+        ("--max-job-duration", "max_job_duration", float, "longest a handler may run"),
+        ("--poll-interval", "poll_interval", float, "look for work this often without notices"),
+        ("--shutdown-grace", "shutdown_grace", float, "on shutdown, how long handlers go on"),
+        ("--blocking-threshold", "blocking_threshold", float,
+         "log an async handler step longer than this as blocking the event loop"),
+        ("--schedule-interval", "schedule_interval", _schedule_interval,
+         "make a scheduling pass this often, or off: no part in scheduling"),
+    ):  # fmt: skip
+        pool.add_argument(option, type=kind, metavar="S", help=default_help(field, meaning))
     pool.add_argument(
         "--transactional",
         action="store_const",
         const=True,
-        help="give handlers ctx.connection, committed together with the job's ack",
+        help=default_help(
+            "transactional", "give handlers ctx.connection, committed together with the job's ack"
+        ),
     )
     pool.add_argument(
         "--backoff",
         metavar="MODULE:ATTR",
-        help="the retry delay policy, backoff(attempt) -> seconds (not with --backoff-*)",
+        help="the retry delay policy, backoff(attempt) -> seconds (not with --backoff-*; "
+        "default: ExponentialBackoff() with the numbers below)",
     )
     for name, meaning in BACKOFF_OPTIONS.items():
         pool.add_argument(f"--backoff-{name}", type=float, metavar="X", help=meaning)
     for hook in HOOKS:
         pool.add_argument(
-            "--" + hook.replace("_", "-"), metavar="MODULE:ATTR", help=f"the {hook} hook"
+            "--" + hook.replace("_", "-"),
+            metavar="MODULE:ATTR",
+            help=f"the {hook} hook (default: none)",
         )
     worker.add_argument(
         "--resources",
@@ -415,25 +443,28 @@ def _add_worker(commands: Subparsers) -> None:
     )
     worker.add_argument(
         "--listen-dsn",
-        help=f"where to LISTEN for wake-ups, when --dsn is a transaction pooler (${LISTEN_DSN_ENV})",
+        help="where to LISTEN for wake-ups, when --dsn is a transaction pooler "
+        f"(default: ${LISTEN_DSN_ENV}, else --dsn)",
     )
     worker.add_argument(
         "--metrics-port",
         type=int,
         metavar="N",
-        help="serve Prometheus metrics on http://HOST:N/metrics (needs the metrics extra)",
+        help="serve Prometheus metrics on http://HOST:N/metrics (needs the metrics extra; "
+        "default: none)",
     )
     worker.add_argument(
         "--metrics-host",
         default="127.0.0.1",
         metavar="HOST",
-        help="the address --metrics-port binds (default 127.0.0.1; 0.0.0.0 for any)",
+        help="the address --metrics-port binds, 0.0.0.0 for any (default: %(default)s)",
     )
     worker.add_argument(
         "--log-format",
         choices=LOG_FORMATS,
         default="text",
-        help="the library's log records on stderr: lines of text, or one JSON object per line",
+        help="the library's log records on stderr: lines of text, or one JSON object per "
+        "line, the worker's own lines and its error among them (default: %(default)s)",
     )
 
 
@@ -452,10 +483,10 @@ WORKER_OPTIONS = (
 )
 #: ``--backoff-NAME``: the fields of ``ExponentialBackoff`` (docs/configuration.rst).
 BACKOFF_OPTIONS = {
-    "initial": "retry delay after the first failed attempt, in seconds (default 1)",
-    "base": "growth of the delay per attempt (default 2)",
-    "cap": "largest retry delay, in seconds (default 300)",
-    "jitter": "relative spread of each delay, in [0, 1] (default 0.1)",
+    "initial": "retry delay after the first failed attempt, in seconds (default: 1)",
+    "base": "growth of the delay per attempt (default: 2)",
+    "cap": "largest retry delay, in seconds (default: 300)",
+    "jitter": "relative spread of each delay, in [0, 1] (default: 0.1)",
 }
 #: The hooks of WorkerConfig, each an option ``--on-job-...`` naming an async function.
 HOOKS = (
@@ -489,7 +520,8 @@ def _run_worker(args: argparse.Namespace) -> int:
     # One pool goes as its config alone, as before several could run (serve_worker takes
     # either).
     pools: Configs = configs[0] if len(configs) == 1 else configs
-    stopped_at_once = run_on_database(args, work, pools, sys.stdout)
+    out: WorkerOut = JsonLines(sys.stderr) if args.log_format == "json" else sys.stdout
+    stopped_at_once = run_on_database(args, work, pools, out)
     return EXIT_INTERRUPTED if stopped_at_once else 0
 
 
@@ -504,7 +536,9 @@ def worker_configs(args: argparse.Namespace) -> list[trioqueue.WorkerConfig]:
     options = worker_options(args)
     configs = [
         spec if isinstance(spec, trioqueue.WorkerConfig)
-        else trioqueue.WorkerConfig(handler=spec, queue=queue, **options)
+        else trioqueue.WorkerConfig(
+            handler=spec, queue=queue, **({"concurrency": default_concurrency(spec)} | options)
+        )
         for queue, spec in specs
     ]  # fmt: skip
     problems = [
@@ -742,7 +776,7 @@ async def run_worker(
     dsn: str,
     schema: str,
     configs: Configs,
-    out: TextIO,
+    out: WorkerOut,
     *,
     listen_dsn: str | None = None,
     metrics: tuple[str, int] | None = None,
@@ -767,7 +801,7 @@ async def supervise_worker(
     serve: PoolServer,
     configs: Configs,
     signals: AsyncIterator[int],
-    out: TextIO,
+    out: WorkerOut,
     *,
     where: str,
 ) -> bool:
@@ -788,7 +822,7 @@ async def supervise_worker(
         pool = trio.CancelScope()
         await nursery.start(_pool_task, pool, nursery.cancel_scope, serve, configs, stop_now)
         on = "queue" if len(every) == 1 else "queues"
-        _say(out, f"{pools} on {on} {queues} ({where}); Ctrl-C to stop")
+        _say(out, f"{pools} on {on} {queues} ({where}); Ctrl-C to stop", "worker_started")
         async for signum in signals:
             name = signal.Signals(signum).name
             if not pool.cancel_called:
@@ -796,6 +830,7 @@ async def supervise_worker(
                     out,
                     f"{name}: shutting down; handlers may finish for up to "
                     f"{grace:g}s (signal again to stop at once)",
+                    "shutting_down",
                 )
                 pool.cancel()
             elif not stop_now.is_set():
@@ -803,11 +838,16 @@ async def supervise_worker(
                     out,
                     f"{name} again: stopping at once; running handlers are cancelled and their "
                     "jobs released for another worker",
+                    "stopping_at_once",
                 )
                 stop_now.set()
             else:
-                _say(out, f"{name}: already stopping at once; releasing the running jobs")
-    _say(out, f"{pools} stopped")
+                _say(
+                    out,
+                    f"{name}: already stopping at once; releasing the running jobs",
+                    "already_stopping",
+                )
+    _say(out, f"{pools} stopped", "worker_stopped")
     return stop_now.is_set()
 
 
@@ -832,9 +872,8 @@ async def _pool_task(
     done.cancel()
 
 
-def _say(out: TextIO, line: str) -> None:
-    out.write(line + "\n")
-    out.flush()
+def _say(out: WorkerOut, line: str, event: str) -> None:
+    say_line(out, line, event)
 
 
 async def serve_worker(
@@ -844,7 +883,7 @@ async def serve_worker(
     *,
     listen_dsn: str | None = None,
     metrics: tuple[str, int] | None = None,
-    out: TextIO | None = None,
+    out: WorkerOut | None = None,
     resources: Any = None,
     stop_now: trio.Event | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
@@ -887,7 +926,8 @@ async def serve_worker(
                 where = f"{_url_host(host)}:{port}"
                 raise CliError(f"cannot serve metrics on {where}: {exc}", EXIT_FAILED) from exc
             if out is not None:
-                _say(out, f"metrics on http://{_url_host(served.host)}:{served.port}/metrics")
+                where = f"{_url_host(served.host)}:{served.port}"
+                _say(out, f"metrics on http://{where}/metrics", "metrics_serving")
             await run(observer=served.observer)
 
 
@@ -942,9 +982,13 @@ def _add_enqueue(commands: Subparsers) -> None:
         metavar="JSON",
         help="the payload, as JSON text; - reads it from stdin, @PATH from a file",
     )
-    enqueue.add_argument("--priority", type=int, default=0, help="higher runs first")
+    enqueue.add_argument(
+        "--priority", type=int, default=0, help="higher runs first (default: %(default)s)"
+    )
     enqueue.add_argument("--delay", type=float, metavar="S", help="run no sooner than in S s")
-    enqueue.add_argument("--max-attempts", type=int, default=10, metavar="N")
+    enqueue.add_argument(
+        "--max-attempts", type=int, default=10, metavar="N", help="(default: %(default)s)"
+    )
     enqueue.add_argument(
         "--dedup-key", metavar="KEY", help="skip if an unfinished job of the queue has this key"
     )
@@ -963,10 +1007,10 @@ def _run_enqueue(args: argparse.Namespace) -> int:
         "group": args.group,
     }
     job_id, added = run_on_database(args, enqueue_reporting, args.queue, payload, options)
-    print(job_id)
+    say(str(job_id))
     if not added:
         # stdout stays the id alone, for scripts; the news goes to stderr.
-        print(
+        say(
             f"job {job_id} already exists with dedup key {args.dedup_key!r}; not enqueued again",
             file=sys.stderr,
         )
@@ -1049,7 +1093,7 @@ def _run_cancel(args: argparse.Namespace) -> int:
     report = cancel_report(args.job_id, accepted, info)
     if not accepted:
         raise CliError(report, EXIT_FAILED)
-    print(report)
+    say(report)
     return 0
 
 
@@ -1071,15 +1115,15 @@ def cancel_report(job_id: int, accepted: bool, info: trioqueue.JobInfo) -> str:
     its worker passes on to the handler (docs/protocol.rst, "Progress and cancellation").
     """
     if not accepted:
-        return f"job {job_id} already {info.status}: nothing to cancel"
+        return f"job {job_id} {job_is(info.status, already=True)}: nothing to cancel"
     if info.status == "running":
         return (
             f"job {job_id}: cancel requested; the running handler will stop at its next "
             "checkpoint, and the job then fails"
         )
     if info.status == "failed":
-        return f"job {job_id} cancelled at once, it was not running ({info.last_error})"
-    return f"job {job_id}: cancel requested, but it is {info.status} now"
+        return visible(f"job {job_id} cancelled at once, it was not running ({info.last_error})")
+    return f"job {job_id}: cancel requested, but by now it {job_is(info.status)}"
 
 
 def _add_job_commands(commands: Subparsers) -> None:
@@ -1122,7 +1166,7 @@ def _run_show(args: argparse.Namespace) -> int:
     info, timed_out = run_on_database(args, show_job, args.job_id, args.wait, args.timeout)
     if info is None:
         raise CliError(f"no job with id {args.job_id}", EXIT_FAILED)
-    print("\n".join(job_report(info)))
+    say(*job_report(info))
     if timed_out:
         raise CliError(
             f"job {args.job_id} is still {info.status} after {args.timeout:g} s", EXIT_FAILED
@@ -1149,7 +1193,7 @@ async def show_job(
 
 def job_report(info: trioqueue.JobInfo) -> list[str]:
     """``show``'s lines: a headline, then one ``name  value`` line per detail it has."""
-    head = (
+    head = visible(
         f"job {info.id} in queue {info.queue}: {info.status} "
         f"(attempt {info.attempts} of {info.max_attempts})"
     )
@@ -1165,7 +1209,19 @@ def job_report(info: trioqueue.JobInfo) -> list[str]:
         ("error", info.last_error),
         ("result", None if info.status != "succeeded" else _json_text(info.result)),
     ]
-    return [head] + [f"  {name:<9} {value}" for name, value in details if value is not None]
+    lines = [head]
+    for name, value in details:
+        if value is not None:
+            lines += _field_lines(name, str(value))
+    return lines
+
+
+def _field_lines(name: str, value: str) -> list[str]:
+    """``  name      value``, made visible; a value of several lines (an error with a
+    traceback) goes on below, indented past every field name, so that no line of it can
+    pass for a field (docs/cli.rst, ``show``)."""
+    first, *more = visible_lines(value)
+    return [f"  {name:<9} {first}", *(" " * 12 + line for line in more)]
 
 
 def _json_text(value: Any) -> str:
@@ -1185,8 +1241,8 @@ def _on_job(args: argparse.Namespace, *, operation: JobOperation, done: str, ref
     if not accepted:
         if status is None:
             raise CliError(f"no job with id {args.job_id}", EXIT_FAILED)
-        raise CliError(f"job {args.job_id} is {status}: {refused}", EXIT_FAILED)
-    print(f"job {args.job_id}: {done}")
+        raise CliError(f"job {args.job_id} {job_is(status)}: {refused}", EXIT_FAILED)
+    say(f"job {args.job_id}: {done}")
     return 0
 
 
@@ -1217,37 +1273,32 @@ def _add_schedule(commands: Subparsers) -> None:
 
 def _run_schedule(args: argparse.Namespace) -> int:
     if args.action == "set":
-        options = {
-            "payload": _schedule_payload(args.payload),
-            "timezone": args.timezone,
-            "priority": args.priority,
-            "max_attempts": args.max_attempts,
-        }
         with _errors_as_cli_errors():  # bad input exits 2 before anything connects
-            _schedule.check_arguments(args.name, args.queue, args.cron, options)
+            options = _schedule.checked_options(
+                args.name,
+                args.queue,
+                args.cron,
+                payload=args.payload,
+                timezone=args.timezone,
+                priority=args.priority,
+                max_attempts=args.max_attempts,
+            )
         info = run_on_database(
             args, _schedule.set_schedule, args.name, args.queue, args.cron, options
         )
-        print(_schedule.schedule_report(info))
+        say(_schedule.schedule_report(info))
     elif args.action == "delete":
         if not run_on_database(args, _schedule.delete_schedule, args.name):
             raise CliError(f"no schedule named {args.name!r}", EXIT_FAILED)
-        print(f"schedule {args.name!r} deleted")
+        say(f"schedule {args.name!r} deleted")
     else:
         schedules = run_on_database(args, _schedule.list_schedules)
         if not schedules:
-            print(f"no schedules in schema {schema_of(args)}")
+            say(f"no schedules in schema {schema_of(args)}")
         else:
             now = datetime.datetime.now(datetime.UTC)
-            print("\n".join(_schedule.schedules_table(schedules, now)))
+            say(*_schedule.schedules_table(schedules, now))
     return 0
-
-
-def _schedule_payload(text: str) -> Any:
-    try:
-        return _schedule.parse_payload(text)
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
 
 
 # -- queue: flow control -----------------------------------------------------------------
@@ -1295,9 +1346,9 @@ def _run_queue_help(args: argparse.Namespace) -> int:
 def _run_pause(args: argparse.Namespace, *, paused: bool) -> int:
     run_on_database(args, pause_queue, args.queue, paused)
     if paused:
-        print(f"queue {args.queue}: paused (running jobs go on; `trioqueue queue resume` resumes)")
+        say(f"queue {args.queue}: paused (running jobs go on; `trioqueue queue resume` resumes)")
     else:
-        print(f"queue {args.queue}: resumed")
+        say(f"queue {args.queue}: resumed")
     return 0
 
 
@@ -1317,7 +1368,7 @@ LIMITS = ("max_running", "max_per_second")
 def _run_limits(args: argparse.Namespace) -> int:
     changes = {name: getattr(args, name) for name in LIMITS if hasattr(args, name)}
     stats = run_on_database(args, queue_limits, args.queue, changes)
-    print(f"queue {args.queue}: {limits_text(stats)}")
+    say(f"queue {args.queue}: {limits_text(stats)}")
     return 0
 
 
@@ -1381,14 +1432,14 @@ def _add_status(commands: Subparsers) -> None:
 def _run_status(args: argparse.Namespace) -> int:
     counts, oldest, pools, flow = run_on_database(args, count_jobs)
     if counts:
-        print("\n".join(status_table(counts, oldest, flow)))
+        say(*status_table(counts, oldest, flow))
     else:
-        print(f"no jobs in schema {schema_of(args)}")
-    print()
+        say(f"no jobs in schema {schema_of(args)}")
+    say("")
     if pools:
-        print("\n".join(workers_table(pools, datetime.datetime.now(datetime.UTC))))
+        say(*workers_table(pools, datetime.datetime.now(datetime.UTC)))
     else:
-        print(f"no worker pools in schema {schema_of(args)}")
+        say(f"no worker pools in schema {schema_of(args)}")
     return 0
 
 
@@ -1426,7 +1477,7 @@ def workers_table(pools: list[trioqueue.WorkerInfo], now: datetime.datetime) -> 
             str(pool.concurrency),
             str(pool.in_flight),
             format_age(max(0.0, (now - pool.last_beat_at).total_seconds())) + " ago",
-            "stale" if pool.stale else "live",
+            STALE if pool.stale else LIVE,
         ]
         for pool in pools
     ]
@@ -1492,9 +1543,9 @@ def _run_jobs(args: argparse.Namespace) -> int:
         return _run_jobs_watch(args)
     infos = run_on_database(args, list_jobs, args.queue, args.status, args.limit, args.offset)
     if not infos:
-        print("no jobs")
+        say("no jobs")
         return 0
-    print("\n".join(jobs_table(infos)))
+    say(*jobs_table(infos))
     return 0
 
 
@@ -1569,8 +1620,7 @@ async def watch_jobs(dsn: str, schema: str, args: argparse.Namespace, out: TextI
                         width=10_000,
                         height=10_000,
                     )
-                    out.write(("\n" if snapshots else "") + "\n".join(frame) + "\n")
-                    out.flush()
+                    say(*([""] if snapshots else []), *frame, file=out)
                     snapshots += 1
 
             async with trio.open_nursery() as nursery:
@@ -1632,7 +1682,7 @@ def _run_dashboard(args: argparse.Namespace) -> int:
     except (KeyboardInterrupt, BaseExceptionGroup) as exc:
         if not _only_interrupts(exc):
             raise
-    print("dashboard stopped")
+    say("dashboard stopped")
     return 0
 
 
@@ -1709,6 +1759,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         speed=args.speed,
         live=args.live,
         verbose=args.verbose,
+        log_level=log_level(args),
         backend=args.backend,
         schema=schema_of(args, _demo.SCHEMA),
         dashboard_port=args.dashboard_port if args.dashboard else None,
@@ -1719,7 +1770,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     dsn = resolve_dsn(args)
     if dsn is not None:
         return _demo_on(_with_dsn(options, dsn, "your server"))
-    print("starting an embedded PostgreSQL server (pgserver) ...", file=sys.stderr, flush=True)
+    say("starting an embedded PostgreSQL server (pgserver) ...", file=sys.stderr)
     try:
         with _embedded.embedded_postgres() as embedded:
             return _demo_on(_with_dsn(options, embedded, "embedded"))

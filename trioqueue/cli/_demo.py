@@ -40,6 +40,7 @@ import trio
 
 import trioqueue
 from trioqueue.cli import _dashboard
+from trioqueue.cli._escape import say
 from trioqueue.cli._terminal import (
     STATUS_STYLES,
     LiveBlock,
@@ -95,6 +96,8 @@ class DemoOptions:
     speed: float = 1.0
     live: bool = True
     verbose: bool = False
+    #: The level of the library's records shown (``--log-level``); None: by ``verbose``.
+    log_level: int | None = None
     #: Where the jobs live: ``"memory"``, or ``"postgres"`` at :attr:`dsn`.
     backend: str = "memory"
     dsn: str | None = None
@@ -242,8 +245,7 @@ class PlainView:
         return f"{time.monotonic() - self._start:6.2f}s"
 
     def _write(self, line: str) -> None:
-        self._out.write(line + "\n")
-        self._out.flush()
+        say(line, file=self._out)
 
 
 def change_line(info: trioqueue.JobInfo) -> str:
@@ -610,12 +612,11 @@ async def run_demo(options: DemoOptions, out: TextIO) -> int:
             out.flush()
         with (
             open_view(options, out, header(options, pace)) as view,
-            library_logs_to(_ViewHandler(view), verbose=options.verbose),
+            library_logs_to(_ViewHandler(view), verbose=options.verbose, level=options.log_level),
         ):
             result = await run_jobs(backend, options, pace, view)
         lines, code = summary(result, options.speed)
-        out.write("\n".join(lines) + "\n")
-        out.flush()
+        say(*lines, file=out)
         if options.keep_dashboard and options.dashboard_port is not None:
             await linger(out)
         nursery.cancel_scope.cancel()  # the dashboard ends with the demo

@@ -15,12 +15,13 @@ from typing import Any
 
 import trioqueue
 from trioqueue._backends.validation import check_schedule
+from trioqueue.cli._escape import visible
 from trioqueue.cli._terminal import format_age, format_table
 
 __all__ = [
     "ACTIONS",
     "add_arguments",
-    "check_arguments",
+    "checked_options",
     "delete_schedule",
     "list_schedules",
     "parse_payload",
@@ -89,16 +90,46 @@ def parse_payload(text: str) -> Any:
     try:
         return json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
-        raise ValueError(f"--payload is not valid JSON: {exc}; nothing was written") from None
+        raise ValueError(f"--payload is not valid JSON: {exc}") from None
 
 
-def check_arguments(name: str, queue: str, cron: str, options: dict[str, Any]) -> None:
-    """The checks ``set_schedule`` makes, made before connecting (nothing is written).
+def checked_options(
+    name: str,
+    queue: str,
+    cron: str,
+    *,
+    payload: str,
+    timezone: str,
+    priority: int,
+    max_attempts: int | None,
+) -> dict[str, Any]:
+    """``set_schedule``'s options (the payload parsed), after the checks it makes, made
+    before connecting so that nothing is written.
 
     Raises:
-        TypeError, ValueError: listing every bad argument.
+        ValueError: every problem at once, one per line (a payload that is not JSON among
+            them: it is checked beside the others, not before them), then
+            ``nothing was written``.
     """
-    check_schedule(name, queue, cron, **options)
+    problems: list[str] = []
+    try:
+        value = parse_payload(payload)
+    except ValueError as exc:
+        problems.append(str(exc))
+        value = None  # stands in for the payload, so that the other checks still run
+    options = {
+        "payload": value,
+        "timezone": timezone,
+        "priority": priority,
+        "max_attempts": max_attempts,
+    }
+    try:
+        check_schedule(name, queue, cron, **options)
+    except (TypeError, ValueError) as exc:
+        problems.extend(str(exc).splitlines())
+    if problems:
+        raise ValueError("\n".join([*problems, "nothing was written"]))
+    return options
 
 
 async def set_schedule(
@@ -123,7 +154,7 @@ async def list_schedules(dsn: str, schema: str) -> list[trioqueue.ScheduleInfo]:
 
 def schedule_report(info: trioqueue.ScheduleInfo) -> str:
     """What ``schedule set`` prints: the schedule and its next run, in its own time zone."""
-    return (
+    return visible(
         f"schedule {info.name!r}: {info.cron!r} in {info.timezone} on queue {info.queue!r}; "
         f"next run {_local(info.next_run_at, info.timezone)}"
     )

@@ -1,7 +1,8 @@
 """Terminal output for the command line: tables, progress bars, a block redrawn in place.
 
 Plain strings in, plain strings out: nothing here knows about trio, backends or jobs, so the
-command line's views (the demo, ``jobs``, ``status`` and ``jobs --watch``) share one way of drawing,
+command line's views (the demo, ``jobs``, ``status`` and ``jobs --watch``) share one way of drawing
+(stored text in a cell or a clipped line shown :func:`~trioqueue.cli._escape.visible`),
 and one way of showing the library's own log records (:func:`library_logs_to`), as text or
 as one JSON object per line (:class:`JsonLogFormatter`).
 
@@ -27,6 +28,7 @@ from typing import Any, TextIO
 import trio
 
 import trioqueue
+from trioqueue.cli._escape import visible
 
 CSI = "\x1b["
 RESET = f"{CSI}0m"
@@ -64,7 +66,9 @@ def progress_bar(progress: float | None, width: int = 16, *, unicode: bool = Fal
 
 
 def clip(text: str, width: int) -> str:
-    """``text`` cut to at most ``width`` characters, ending in ``...`` when it was cut."""
+    """``text`` made :func:`visible`, then cut to at most ``width`` characters, ending in
+    ``...`` when it was cut (escaped first: the width is what the terminal shows)."""
+    text = visible(text)
     if len(text) <= width:
         return text
     if width <= 3:
@@ -86,13 +90,14 @@ def format_age(seconds: float | None) -> str:
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """``headers`` and ``rows`` aligned in left-justified columns, two spaces apart."""
-    widths = [
-        max([len(header), *(len(row[i]) for row in rows)]) for i, header in enumerate(headers)
-    ]
+    """``headers`` and ``rows`` aligned in left-justified columns, two spaces apart, every
+    cell made :func:`visible` (stored text goes into tables: it cannot act on the terminal,
+    nor break a row in two)."""
+    lines = [[visible(cell) for cell in line] for line in (headers, *rows)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
     return [
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
-        for line in (headers, *rows)
+        for line in lines
     ]
 
 
@@ -141,18 +146,36 @@ class LiveBlock:
 
 
 @contextmanager
-def library_logs_to(handler: logging.Handler, *, verbose: bool) -> Iterator[None]:
-    """Route the ``trioqueue`` loggers' records to ``handler`` for the block: warnings and
-    worse, or info too when ``verbose``."""
+def library_logs_to(
+    handler: logging.Handler, *, verbose: bool = False, level: int | None = None
+) -> Iterator[None]:
+    """Route the ``trioqueue`` loggers' records to ``handler`` for the block: ``level`` and
+    worse; without one, warnings and worse, or info too when ``verbose``."""
     logger = logging.getLogger("trioqueue")
     previous = logger.level
-    logger.setLevel(logging.INFO if verbose else logging.WARNING)
+    if level is None:
+        level = logging.INFO if verbose else logging.WARNING
+    logger.setLevel(level)
     logger.addHandler(handler)
     try:
         yield
     finally:
         logger.removeHandler(handler)
         logger.setLevel(previous)
+
+
+class TextLogFormatter(logging.Formatter):
+    """A record as lines of text for a terminal: the message made :func:`visible` (a
+    handler's error cannot colour, retitle or clear the terminal, nor start a line), and
+    every further line (a traceback's) indented four spaces, so that none of them can pass
+    for a record of its own, which starts at the line's first column."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return visible(super().formatMessage(record))
+
+    def format(self, record: logging.LogRecord) -> str:
+        first, *rest = super().format(record).split("\n")
+        return "\n".join([first, *("    " + visible(line) for line in rest)])
 
 
 #: The fields a record about one job carries (logging's ``extra=``, set by the runtime).

@@ -16,6 +16,7 @@ from typing import Protocol
 import trio
 
 import trioqueue
+from trioqueue.cli._escape import visible
 from trioqueue.cli._terminal import (
     STATUS_STYLES,
     clip,
@@ -49,7 +50,8 @@ class WatchedBackend(Protocol):
 def queue_line(queue: str, stats: trioqueue.QueueStats) -> str:
     """``default: 2 ready, 1 running; oldest ready 3s`` (states with no jobs left out)."""
     counts = ", ".join(f"{stats.counts[s]} {s}" for s in STATES if stats.counts.get(s))
-    return f"{queue}: {counts or 'no jobs'}; oldest ready {format_age(stats.oldest_ready_age)}"
+    age = format_age(stats.oldest_ready_age)
+    return visible(f"{queue}: {counts or 'no jobs'}; oldest ready {age}")
 
 
 def watch_frame(
@@ -65,7 +67,9 @@ def watch_frame(
 ) -> list[str]:
     """One frame: the title, a line of counts per queue, the job table.
 
-    Every line is clipped to ``width`` (a wrapped line would throw the redraw off), and the
+    Every line is clipped to ``width`` (a wrapped line would throw the redraw off) and
+    stored text in it made visible (:func:`~trioqueue.cli._terminal.clip` and the table
+    escape it; the styles of ``colour`` are the only escape codes in a frame), and the
     table keeps to ``height`` rows, ending in ``... and N more`` when jobs did not fit.
     ``problem`` (the database being unavailable) adds a status line under the counts; the
     jobs shown are then the last ones read. No line is empty, so printed snapshots can be
