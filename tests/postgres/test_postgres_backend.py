@@ -166,6 +166,8 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
             "NO",
             "'-infinity'::timestamp with time zone",
         ),  # 0006
+        ("jobs", "lapses", "integer", "NO", "0"),  # 0007
+        ("jobs", "alone", "boolean", "NO", "false"),  # 0007
         ("queues", "queue", "text", "NO", None),
         ("queues", "paused", "boolean", "NO", "false"),
         ("queues", "max_running", "integer", "YES", None),
@@ -337,7 +339,8 @@ async def test_claim_query_uses_the_partial_index(backend: PostgresBackend, feat
         await connection.execute(f"ANALYZE {jobs_table(backend)}")
         explained = await connection.fetchval(
             "EXPLAIN (FORMAT JSON) " + render(QUERIES["claim"], backend.schema),
-            *(Q, 10, "w", V, features),
+            # As a pool claims: quarantine on, alone (a pool with nothing in flight) or not.
+            *(Q, 10, "w", V, features, 2, not features),
         )
     [plan] = json.loads(explained)
     scans = list(_scans(plan["Plan"]))

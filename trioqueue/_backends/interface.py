@@ -266,7 +266,14 @@ class Backend(Protocol):
         ...
 
     async def claim(
-        self, queue: str, *, limit: int, worker_id: str, visibility_timeout: float
+        self,
+        queue: str,
+        *,
+        limit: int,
+        worker_id: str,
+        visibility_timeout: float,
+        quarantine_after: int | None = None,
+        alone: bool = False,
     ) -> list[Claimed]:
         """Lease up to ``limit`` claimable jobs in one statement (``SKIP LOCKED``).
 
@@ -278,6 +285,13 @@ class Backend(Protocol):
         says how long after the call began that was. A row whose payload cannot be decoded
         is not delivered and never fails the call: the backend fails it on its own, final,
         fenced by the new ``claim_seq``, and delivers the others.
+
+        Attempts that ended without an outcome (docs/protocol.rst §13): a row taken again
+        after its lease lapsed gets a ``last_error`` saying so. With ``quarantine_after``
+        (k), a row whose last k attempts all lapsed is taken only when ``alone`` (the pool
+        has nothing in flight), and then by itself (``Claimed.alone``); else the answer is
+        a ``Claims`` with ``alone_waiting``. A row whose run alone lapsed too is failed
+        ("quarantined: ..."), whatever ``quarantine_after`` says.
         """
         ...
 
