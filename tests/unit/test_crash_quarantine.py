@@ -37,8 +37,8 @@ Q = "q"
 
 async def _crash_twice(backend: trioqueue.MemoryBackend, *, lease: float) -> list[int]:
     """Claim what is claimable twice and leave each lease to lapse (a worker that died each
-    time): what was claimed is quarantined now, for a pool whose ``quarantine_after`` is 2.
-    The second lease lapses ``lease`` seconds from now."""
+    time): what was claimed is quarantined for a pool whose ``quarantine_after`` is 2 once
+    the second lease has run out, ``lease - 1`` seconds after this returns."""
     claimed: list[Claimed] = []
     for v in (1.0, lease):
         claimed = await backend.claim(Q, limit=10, worker_id="dead", visibility_timeout=v)

@@ -437,8 +437,10 @@ expired AS (
 ),
 quarantined AS (
     -- Whether a quarantined row is claimable, locks aside, when `lone` took none: the
-    -- answer's alone_waiting (the pool then drains and claims alone).
-    SELECT EXISTS (
+    -- answer's alone_waiting (the pool then drains and claims alone). Ordered by the
+    -- floor, so that the range scan of expired leases serves it (as an EXISTS, the
+    -- planner read the whole table: 6 ms against 0.4 ms for the rest of the claim).
+    SELECT count(*) > 0 AS waiting FROM (
         SELECT FROM {schema}.jobs AS e
         WHERE $6::integer IS NOT NULL AND NOT EXISTS (SELECT FROM lone)
           AND NOT (SELECT paused FROM settings)
@@ -446,7 +448,9 @@ quarantined AS (
           AND e.not_visible_until <= now()
           AND e.cancel_requested_at IS NULL AND e.attempts < e.max_attempts AND NOT e.alone
           AND e.lapses + 1 >= $6::integer
-    ) AS waiting
+        ORDER BY e.lease_floor
+        LIMIT 1
+    ) AS q
 ),
 picked AS (
     SELECT l.id, true AS alone FROM lone AS l
