@@ -1,4 +1,4 @@
-"""What backs each guarantee: invariants I1-I13 of docs/protocol.rst, and its rules §1 and §4.
+"""What backs each guarantee: invariants I1-I14 of docs/protocol.rst, and its rules §1 and §4.
 
 One source of truth for two tables: the one in proofs/README.md (section "Every invariant
 and what backs it", written by ``python proofs/backers.py --write``) and the one
@@ -72,6 +72,7 @@ _PROPS = "unit/test_pool_properties.py"
 _MODEL = "unit/test_memory_model_stateful.py"
 _MACHINE = "state machine, after every step"
 _SUITE = "the conformance suite: stale writes, a reclaimed attempt fenced out"
+_CRASHES = "the conformance suite: attempts without an outcome, quarantine, parking"
 
 _CLAIM = Proof("(a) claim", "claim_fence_within_the_lease")
 _RENEWAL = Proof("(a) renewal", "renewal_fence_within_the_lease")
@@ -225,6 +226,22 @@ GUARANTEES: tuple[Guarantee, ...] = (
             Tests("postgres/test_postgres_pool.py"),
             Tests("postgres/test_postgres_restart.py"),
             Tests("postgres/test_postgres_transactional.py"),
+        ),
+    ),
+    Guarantee(
+        "I14",
+        "a job that kills its worker runs alone, then is parked",
+        "A claim that takes a job again after its attempt ended without an outcome (the "
+        "worker running it died) says so in ``last_error``. A job whose last "
+        "``quarantine_after`` attempts (default 2) all ended so runs alone: the only job of "
+        "its claim, in a pool with nothing else in flight, which claims nothing more until it "
+        "ends. Only if that run ends so too is the job failed (parked), with a "
+        "``last_error`` that says so; the jobs beside it are not taken down again.",
+        tests=(
+            Tests("unit/test_crash_quarantine.py", ("test_I14_*",)),
+            Tests("unit/test_memory_backend.py", (), _CRASHES),
+            Tests("postgres/test_postgres_backend.py", (), _CRASHES),
+            Tests("postgres/test_worker_crash.py", ("test_I14_*",), "a real worker process"),
         ),
     ),
     Guarantee(

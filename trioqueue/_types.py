@@ -149,11 +149,16 @@ class Claimed:
     its lease started, measured on the backend's own clock (so no clock agreement is
     needed): a claim that waited on a lock leases its rows from then, not from its start
     (docs/protocol.rst, "Rows, attempts and fencing").
+
+    ``alone`` is True for a quarantined job, one whose last attempts all ended without an
+    outcome: it came as the only job of its claim, and the pool must run nothing beside it
+    until it ends (docs/protocol.rst §13).
     """
 
     job: Job
     lease_until: float
     locked_after: float = 0.0
+    alone: bool = False
 
 
 class Claims(list[Claimed]):
@@ -166,20 +171,27 @@ class Claims(list[Claimed]):
     ``database_clock`` is the backend's clock (epoch seconds, the clock of row times) as
     read while the claim ran, whether or not it took a row: the worker bounds its clock's
     offset by it (docs/protocol.rst §8). None when the backend gave no reading.
+
+    ``alone_waiting`` is True when a quarantined job is claimable but this claim did not
+    take it (it was not made alone, or the job's row was locked): the pool should claim
+    again alone once nothing runs (docs/protocol.rst §13).
     """
 
     retry_after: float | None
     database_clock: float | None
+    alone_waiting: bool
 
     def __init__(
         self,
         claimed: Iterable[Claimed] = (),
         retry_after: float | None = None,
         database_clock: float | None = None,
+        alone_waiting: bool = False,
     ) -> None:
         super().__init__(claimed)
         self.retry_after = retry_after
         self.database_clock = database_clock
+        self.alone_waiting = alone_waiting
 
 
 @final

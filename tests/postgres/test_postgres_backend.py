@@ -166,6 +166,8 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
             "NO",
             "'-infinity'::timestamp with time zone",
         ),  # 0006
+        ("jobs", "lapses", "integer", "NO", "0"),  # 0007
+        ("jobs", "alone", "boolean", "NO", "false"),  # 0007
         ("queues", "queue", "text", "NO", None),
         ("queues", "paused", "boolean", "NO", "false"),
         ("queues", "max_running", "integer", "YES", None),
@@ -339,7 +341,8 @@ async def test_claim_query_uses_the_partial_index(backend: PostgresBackend, feat
         await connection.execute(f"ANALYZE {jobs_table(backend)}")
         explained = await connection.fetchval(
             "EXPLAIN (FORMAT JSON) " + render(QUERIES["claim"], backend.schema),
-            *(Q, 10, "w", V, features),
+            # As a pool claims: quarantine on, alone (a pool with nothing in flight) or not.
+            *(Q, 10, "w", V, features, 2, not features),
         )
     [plan] = json.loads(explained)
     scans = list(_scans(plan["Plan"]))
@@ -354,6 +357,36 @@ async def test_claim_query_uses_the_partial_index(backend: PostgresBackend, feat
         assert {"jobs_group_running_idx", "jobs_group_queued_idx"} <= indexes, sorted(
             map(str, scans)
         )
+
+
+@pytest.mark.parametrize("alone", [False, True], ids=["busy-pool", "idle-pool"])
+async def test_claim_looks_for_quarantined_jobs_on_the_expired_lease_index(
+    backend: PostgresBackend, alone: bool
+) -> None:
+    """docs/protocol.rst §13: the claim's look for a quarantined job (to take it alone, or
+    to answer alone_waiting) is a range scan of the expired leases, whatever the mix of
+    waiting and leased rows (as an EXISTS it was planned as a read of the whole table)."""
+    async with backend.acquire() as connection:
+        await connection.execute(
+            f"INSERT INTO {jobs_table(backend)} (queue, payload, max_attempts) "
+            "SELECT $1, '{}'::jsonb, 10 FROM generate_series(1, 5000)",
+            Q,
+        )
+        await connection.execute(
+            f"INSERT INTO {jobs_table(backend)} (queue, payload, status, max_attempts, "
+            "not_visible_until, lease_floor, attempts, claim_seq, worker_id) "
+            "SELECT $1, '{}'::jsonb, 'running', 10, now() + interval '1 hour', "
+            "now() + interval '1 hour', 1, 1, 'w' FROM generate_series(1, 2000)",
+            Q,
+        )
+        await connection.execute(f"ANALYZE {jobs_table(backend)}")
+        explained = await connection.fetchval(
+            "EXPLAIN (FORMAT JSON) " + render(QUERIES["claim"], backend.schema),
+            *(Q, 10, "w", V, False, 2, alone),
+        )
+    [plan] = json.loads(explained)
+    scans = list(_scans(plan["Plan"]))
+    assert all(kind != "Seq Scan" for kind, relation, _ in scans if relation == "jobs"), scans
 
 
 def _scans(node: dict[str, Any]) -> Iterator[tuple[str, str | None, str | None]]:

@@ -244,12 +244,16 @@ class ClaimSpy:
         self.last_was_short = False
 
     async def __call__(
-        self, queue: str, *, limit: int, worker_id: str, visibility_timeout: float
+        self, queue: str, *, limit: int, worker_id: str, visibility_timeout: float, **more: Any
     ) -> list[Claimed]:
         self.in_flight += 1
         try:
             claimed = await self._claim(
-                queue, limit=limit, worker_id=worker_id, visibility_timeout=visibility_timeout
+                queue,
+                limit=limit,
+                worker_id=worker_id,
+                visibility_timeout=visibility_timeout,
+                **more,  # the quarantine's (docs/protocol.rst §13)
             )
         finally:
             self.in_flight -= 1

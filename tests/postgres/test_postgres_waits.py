@@ -294,7 +294,8 @@ async def test_a_claim_that_dead_letters_a_job_wakes_its_waiter(backend: Postgre
     assert isinstance(info, JobInfo)
     assert (info.status, info.last_error) == (
         "failed",
-        "lease expired on the final attempt (1 of 1)",
+        "lease expired on the final attempt (1 of 1): "
+        "the worker running it stopped without recording an outcome",
     )
 
 

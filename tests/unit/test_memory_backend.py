@@ -496,7 +496,10 @@ async def test_dead_letter_message_names_the_attempts(
         await trio.sleep(V)
     assert await claim(backend) == []
     last_error = (await backend.get_job(job_id)).last_error
-    assert last_error == "lease expired on the final attempt (2 of 2)"
+    assert last_error == (
+        "lease expired on the final attempt (2 of 2): "
+        "the worker running it stopped without recording an outcome"
+    )
 
 
 async def test_a_renewed_final_attempt_outlives_its_first_lease(

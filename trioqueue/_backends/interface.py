@@ -296,7 +296,14 @@ class Backend(Protocol):
         ...
 
     async def claim(
-        self, queue: str, *, limit: int, worker_id: str, visibility_timeout: float
+        self,
+        queue: str,
+        *,
+        limit: int,
+        worker_id: str,
+        visibility_timeout: float,
+        quarantine_after: int | None = None,
+        alone: bool = False,
     ) -> list[Claimed]:
         """Lease up to ``limit`` claimable jobs in one statement (``SKIP LOCKED``).
 
@@ -310,6 +317,13 @@ class Backend(Protocol):
         fenced by the new ``claim_seq``, and delivers the others. The answer, a ``Claims``,
         carries the database's clock as read during the call (``database_clock``), rows or
         none.
+
+        Attempts that ended without an outcome (docs/protocol.rst §13): a row taken again
+        after its lease lapsed gets a ``last_error`` saying so. With ``quarantine_after``
+        (k), a row whose last k attempts all lapsed is taken only when ``alone`` (the pool
+        has nothing in flight), and then by itself (``Claimed.alone``); else the answer is
+        a ``Claims`` with ``alone_waiting``. A row whose run alone lapsed too is failed
+        ("quarantined: ..."), whatever ``quarantine_after`` says.
         """
         ...
 

@@ -320,13 +320,22 @@ def _check_worker_text(name: str, value: object) -> str:
 
 
 def check_claim(
-    queue: object, limit: object, worker_id: object, visibility_timeout: object
+    queue: object,
+    limit: object,
+    worker_id: object,
+    visibility_timeout: object,
+    quarantine_after: object = None,
+    alone: object = False,
 ) -> None:
     check_queue(queue)
     check_int("limit", limit, minimum=1)
     if not isinstance(worker_id, str):
         raise TypeError(f"worker_id must be a str, not {type(worker_id).__name__}")
     check_timeout("visibility_timeout", visibility_timeout)
+    if quarantine_after is not None:
+        check_int("quarantine_after", quarantine_after, minimum=1, maximum=INT32_MAX)
+    if not isinstance(alone, bool):
+        raise TypeError(f"alone must be True or False, not {type(alone).__name__}")
 
 
 def check_renew_items(items: Iterable[RenewItem]) -> tuple[RenewItem, ...]:

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from trioqueue._backends.validation import MAX_SECONDS, check_queue, check_seconds
+from trioqueue._backends.validation import INT32_MAX, MAX_SECONDS, check_queue, check_seconds
 from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.timing import Timing, auto_heartbeat
 from trioqueue._errors import ConfigError
@@ -80,6 +80,9 @@ class WorkerConfig:
         schedule_interval: how often the pool makes a scheduling pass, enqueueing the
             jobs of schedules that came due (docs/scheduling.rst); None: this pool takes
             no part in scheduling.
+        quarantine_after: a job whose last this many attempts each ended without an
+            outcome (its worker died) runs alone, with nothing beside it in the pool, and
+            is failed if that run ends so too (docs/protocol.rst §13); None: never.
     """
 
     handler: Handler
@@ -101,6 +104,7 @@ class WorkerConfig:
     transactional: bool = False
     blocking_threshold: float = 0.5
     schedule_interval: float | None = 5
+    quarantine_after: int | None = 2
 
     def __post_init__(self) -> None:
         if self.max_attempts != DEFAULT_MAX_ATTEMPTS:
@@ -232,6 +236,16 @@ def _counts(config: WorkerConfig) -> list[str]:
         value = getattr(config, name)
         if not _is_int(value) or value < 1:
             found.append(f"{name} must be a whole number of at least 1 (got {value!r})")
+    quarantine_after: object = config.quarantine_after
+    if quarantine_after is not None and not (
+        isinstance(quarantine_after, int)
+        and not isinstance(quarantine_after, bool)
+        and 1 <= quarantine_after <= INT32_MAX
+    ):
+        found.append(
+            f"quarantine_after must be a whole number from 1 to {INT32_MAX}, or None "
+            f"(got {quarantine_after!r})"
+        )
     transactional: object = config.transactional
     if not isinstance(transactional, bool):
         found.append("transactional must be True or False")

@@ -21,6 +21,10 @@ exits (docs/protocol.rst §4). The batches nursery sits inside the services nurs
 Setting ``stop_now`` ends the grace at once (a service task waits for it), as a second Ctrl-C
 does in the command line.
 
+A quarantined job, one whose last attempts each ended without an outcome (its worker died),
+runs alone (docs/protocol.rst §13): the claim loop asks for one only when nothing is in
+flight, and claims nothing more until it has ended; told that one waits, a busy pool drains.
+
 The pool registers itself with the backend before it claims (``register_pool``), its guard
 beats for it, and it unregisters once it is down (docs/api.rst, "Worker pools"). Both calls
 are bounded by ``POOL_ROW_TIMEOUT`` and a failure is only logged: the list of pools is for
@@ -44,7 +48,7 @@ from trioqueue._runtime.batch import BatchRunner
 from trioqueue._runtime.clock import ClockWatch
 from trioqueue._runtime.config import WorkerConfig, check
 from trioqueue._runtime.guard import Guard
-from trioqueue._runtime.logfields import pool_fields
+from trioqueue._runtime.logfields import job_fields, pool_fields
 from trioqueue._runtime.monitor import shared_monitor
 from trioqueue._runtime.observer import PoolObserver, ShieldedObserver
 from trioqueue._runtime.scheduler import run_scheduler
@@ -292,9 +296,14 @@ class _Pool:
 
     async def _claim_until_failed(self, batches: trio.Nursery) -> BackendError:
         failures = 0
+        drain = False
         while True:
             await self.clock.wait_until_claiming()  # clock skew past V - H (§8): probes
+            if drain:
+                await self._wait_until_idle()  # then claim alone (docs/protocol.rst §13)
             free = await self._take_free_slots()
+            # Nothing in flight: a quarantined job may be claimed, to run alone.
+            alone = free + self.slots.value == self.config.concurrency
             self.work_available = trio.Event()  # before claiming, so no notice is missed
             limit = self.config.batch_size * free
             try:
@@ -305,6 +314,8 @@ class _Pool:
                     limit=limit,
                     worker_id=self.worker_id,
                     visibility_timeout=self.timing.visibility_timeout,
+                    quarantine_after=self.config.quarantine_after,
+                    alone=alone,
                 )
                 self.clock.observe_claim(wall_sent, claimed, self.backend.wall_time())
             except Exception as exc:
@@ -327,6 +338,17 @@ class _Pool:
                 if claimed:
                     batches.start_soon(self._give_back, claimed)
                 continue
+            if claimed and claimed[0].alone:
+                await self._run_alone(batches, claimed[0], claim_sent, free)
+                drain = False
+                continue
+            drain = not alone and isinstance(claimed, Claims) and claimed.alone_waiting
+            if drain:
+                log.info(
+                    "a quarantined job waits: claiming nothing more until this pool's "
+                    "batches have ended, then claiming it alone",
+                    extra=self._fields("draining"),
+                )
             if len(claimed) >= limit:
                 self.siblings.wake_others(self.wake)  # there may be more: share it out
             size = self.config.batch_size
@@ -334,7 +356,7 @@ class _Pool:
             self._release_slots(free - len(chunks))
             for chunk in chunks:
                 self._start_batch(batches, chunk, claim_sent)
-            if len(claimed) < limit:
+            if len(claimed) < limit and not drain:
                 # The claim saw every claimable row and took them: wait for a notice (or
                 # the poll interval) rather than asking again at once for nothing.
                 await self._wait_for_work(claimed)
@@ -344,6 +366,34 @@ class _Pool:
         none of them would keep its lease. A failed release lets their leases lapse."""
         releases = [Release(c.job.id, c.job.claim_seq) for c in claimed]
         await self.writer.write(releases)
+
+    async def _run_alone(
+        self, batches: trio.Nursery, claimed: Claimed, claim_sent: float, free: int
+    ) -> None:
+        """A quarantined job, the only one of its claim: start it, and claim nothing more
+        until it has ended, so that if it takes the process down it takes nothing else
+        (docs/protocol.rst §13)."""
+        job = claimed.job
+        log.warning(
+            "job %d runs alone: its last attempts each ended without an outcome (the "
+            "worker running it stopped); if this attempt ends so too, it is failed",
+            job.id,
+            extra=job_fields(job, "runs_alone"),
+        )
+        self._release_slots(free - 1)
+        self._start_batch(batches, [claimed], claim_sent)
+        await self._wait_until_idle()
+
+    async def _wait_until_idle(self) -> None:
+        """Until every batch of the pool has ended: the claim loop is the only taker of
+        slots, so holding all of them means nothing runs."""
+        held = 0
+        try:
+            for _ in range(self.config.concurrency):
+                await self.slots.acquire()
+                held += 1
+        finally:
+            self._release_slots(held)
 
     async def _wait_for_work(self, claimed: list[Claimed]) -> None:
         """Until a notice or a sibling wakes the pool, or the idle wait passes. A work

@@ -414,6 +414,16 @@ def _add_worker(commands: Subparsers) -> None:
     ):  # fmt: skip
         pool.add_argument(option, type=kind, metavar="S", help=default_help(field, meaning))
     pool.add_argument(
+        "--quarantine-after",
+        type=_quarantine_after,
+        metavar="N",
+        help=default_help(
+            "quarantine_after",
+            "run a job alone once its last N attempts each ended without an outcome (its "
+            "worker died), and fail it if that run does too, or off (docs/protocol.rst §13)",
+        ),
+    )
+    pool.add_argument(
         "--transactional",
         action="store_const",
         const=True,
@@ -479,6 +489,7 @@ WORKER_OPTIONS = (
     "shutdown_grace",
     "blocking_threshold",
     "schedule_interval",
+    "quarantine_after",
     "transactional",
 )
 #: ``--backoff-NAME``: the fields of ``ExponentialBackoff`` (docs/configuration.rst).
@@ -636,6 +647,8 @@ def worker_options(args: argparse.Namespace) -> dict[str, Any]:
     options = {name: value for name, value in given.items() if value is not None}
     if options.get("schedule_interval") == SCHEDULING_OFF:
         options["schedule_interval"] = None  # given as "off", not left out
+    if options.get("quarantine_after") == SCHEDULING_OFF:
+        options["quarantine_after"] = None  # (the config's check refuses a bad number)
     exponential = {
         name: value
         for name in BACKOFF_OPTIONS
@@ -969,6 +982,16 @@ def _schedule_interval(text: str) -> float | str:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number or 'off': {text!r}") from None
+
+
+def _quarantine_after(text: str) -> int | str:
+    """An argparse type: a whole number, or ``off`` (``quarantine_after=None``)."""
+    if text == SCHEDULING_OFF:
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number or 'off': {text!r}") from None
 
 
 # -- enqueue ------------------------------------------------------------------------------

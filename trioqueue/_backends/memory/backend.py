@@ -637,19 +637,34 @@ class MemoryBackend:
         return await self._execute("clock", lambda now, _: now)
 
     async def claim(
-        self, queue: str, *, limit: int, worker_id: str, visibility_timeout: float
+        self,
+        queue: str,
+        *,
+        limit: int,
+        worker_id: str,
+        visibility_timeout: float,
+        quarantine_after: int | None = None,
+        alone: bool = False,
     ) -> list[Claimed]:
         """Lease up to ``limit`` claimable jobs of ``queue``, priority DESC then id ASC.
 
         Rows whose lease expired on their final attempt, or that were asked to cancel
-        while running, are moved to ``failed`` instead of being run again.
+        while running, are moved to ``failed`` instead of being run again. Quarantined
+        rows are taken only ``alone`` (docs/protocol.rst §13).
         """
-        check_claim(queue, limit, worker_id, visibility_timeout)
+        check_claim(queue, limit, worker_id, visibility_timeout, quarantine_after, alone)
         started = trio.current_time()  # as PostgreSQL's now(): the statement's start
 
         def effect(now: float, _: Fault | None) -> Claims:
             claims = self._model.claim(
-                now, queue, limit, worker_id, visibility_timeout, started=started
+                now,
+                queue,
+                limit,
+                worker_id,
+                visibility_timeout,
+                started=started,
+                quarantine_after=quarantine_after,
+                alone=alone,
             )
             claims.database_clock = now  # the clock of the statement (docs/protocol.rst §8)
             return claims

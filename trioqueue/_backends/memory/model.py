@@ -83,6 +83,20 @@ RowStatus = Literal["queued", "running", "succeeded", "failed"]
 #: the queue finishing elsewhere sends no notice, so the pools ask again at this pace.
 RUNNING_LIMIT_RETRY = 0.5
 
+#: What a claim writes to ``last_error`` for an attempt that ended without an outcome (its
+#: lease lapsed), for the claim that takes a quarantined row to run alone, for a row whose
+#: run alone lapsed too (parked), and for a final attempt that lapsed (docs/protocol.rst
+#: §13). ``queries.sql`` writes the same words.
+STOPPED = "the worker running attempt {last} stopped without recording an outcome"
+RUNS_ALONE = STOPPED + " (attempts {first}..{last} in a row): attempt {next} runs alone"
+PARKED = (
+    "quarantined: attempts {first}..{last} each ended without an outcome (the last one run alone)"
+)
+FINAL_ATTEMPT = (
+    "lease expired on the final attempt ({n} of {n}): "
+    "the worker running it stopped without recording an outcome"
+)
+
 #: The datetime of model time 0.0 unless the model is given another anchor.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -116,6 +130,10 @@ class Row:
     schedule_key: tuple[str, datetime] | None = None  # (schedule, tick) of a scheduled job
     awaited: bool = False  # someone waits for it (await_job): finishing it sends FINISHED
     group: str | None = None
+    # Attempts in a row, up to the current one, that ended without an outcome, and whether
+    # the current attempt was claimed to run alone (docs/protocol.rst §13; migration 0007).
+    lapses: int = 0
+    alone: bool = False
     in_ready: bool = False  # an entry for it is in its queue's ready heap
     due_at: float | None = None  # the time of its live entry in its queue's waiting heap
 
@@ -212,10 +230,13 @@ class _QueueIndex:
     entry comes due at its row's time, the row moves to ``ready``, ordered
     ``(-priority, id)``; a queued row that is visible at once goes there directly. A ready
     entry is re-checked when popped, since the old owner of an expired lease may renew it.
+    ``lapsed`` holds the ids of the running rows (expired leases) among ``ready``: where a
+    claim looks for quarantined rows without walking the whole heap.
     """
 
     waiting: list[tuple[float, int]] = field(default_factory=list)
     ready: list[tuple[int, int]] = field(default_factory=list)
+    lapsed: set[int] = field(default_factory=set)
 
 
 class MemoryModel:
@@ -560,17 +581,24 @@ class MemoryModel:
         visibility_timeout: float,
         *,
         started: float | None = None,
+        quarantine_after: int | None = None,
+        alone: bool = False,
     ) -> Claims:
         """Lease up to ``limit`` claimable rows, priority DESC then id; mirrors ``claim``.
 
         Rows whose lease expired on their final attempt, or that were asked to cancel while
-        running, are failed instead of run again. The lease counts from ``now``, when the
-        rows are taken; ``started`` is when the statement began (PostgreSQL's ``now()``,
-        by default ``now``), and each answer's ``locked_after`` is ``now - started``.
+        running, or whose run alone lapsed, are failed instead of run again. The lease
+        counts from ``now``, when the rows are taken; ``started`` is when the statement
+        began (PostgreSQL's ``now()``, by default ``now``), and each answer's
+        ``locked_after`` is ``now - started``.
 
         Flow control (docs/flow.rst): a paused queue gives nothing; its limits cap how many
         rows are taken (``Claims.retry_after`` says when they held rows back); of a group,
         only its next job, and only while none of the group runs.
+
+        Quarantine (docs/protocol.rst §13): with ``quarantine_after``, a row whose last
+        that many attempts lapsed is taken only by a claim made ``alone``, and then alone;
+        any other claim leaves it and answers ``Claims.alone_waiting``.
         """
         settings = self._settings.get(queue)
         index = self._queues.get(queue)
@@ -586,9 +614,17 @@ class MemoryModel:
         # for its connection or a stall before it (docs/protocol.rst, "Rows, attempts and
         # fencing"); the answer says how long that was.
         locked_after = 0.0 if started is None else now - started
+        lone = self._lone(index, now, quarantine_after)
+        if alone and lone is not None and allowed >= 1:
+            rows, lone_rows = [self._take_lone(index, lone)], True
+        else:
+            rows, lone_rows = self._pop_ready(index, now, allowed, quarantine_after), False
         claims = Claims(
-            self._lease(row, worker_id, now, now + visibility_timeout, locked_after)
-            for row in self._pop_ready(index, now, allowed)
+            self._lease(row, worker_id, now, now + visibility_timeout, locked_after, lone_rows)
+            for row in rows
+        )
+        claims.alone_waiting = not lone_rows and self._quarantined_waiting(
+            index, now, quarantine_after
         )
         if settings is not None and settings.limited:
             claims.retry_after = self._spend(settings, queue, now, limit, allowed, len(claims))
@@ -832,29 +868,38 @@ class MemoryModel:
         if not row.in_ready:
             row.in_ready = True
             heapq.heappush(index.ready, (-row.priority, row.id))
+            if row.status == "running":
+                index.lapsed.add(row.id)
 
     def _settle_expired(self, row: Row, now: float) -> bool:
         """Fail a row whose lease expired when it must not run again; True if it did.
 
         A cancel flag means the user wants the job dead, even if its worker never saw the
-        flag. A lease expired on the final attempt is dead-lettered (docs/protocol.rst §1).
+        flag. A run alone that lapsed is parked (docs/protocol.rst §13). A lease expired on
+        the final attempt is dead-lettered (docs/protocol.rst §1).
         """
         if row.status != "running" or row.not_visible_until > now or row.id in self._locked:
             return False  # still leased; or locked, so skipped as SKIP LOCKED would
         if row.cancel_requested_at is not None:
             self._finish(row, "failed", "cancelled: cancel requested", now)
+        elif row.alone:
+            first, last = row.attempts - row.lapses, row.attempts
+            self._finish(row, "failed", PARKED.format(first=first, last=last), now)
         elif row.attempts >= row.max_attempts:
             n = row.max_attempts
-            self._finish(row, "failed", f"lease expired on the final attempt ({n} of {n})", now)
+            self._finish(row, "failed", FINAL_ATTEMPT.format(n=n), now)
         else:
             return False
         return True
 
-    def _pop_ready(self, index: _QueueIndex, now: float, limit: int) -> list[Row]:
+    def _pop_ready(
+        self, index: _QueueIndex, now: float, limit: int, quarantine_after: int | None = None
+    ) -> list[Row]:
         taken: list[Row] = []
         skipped: list[Row] = []  # locked by someone else: SKIP LOCKED passes them over
         while index.ready and len(taken) < limit:
             _, job_id = heapq.heappop(index.ready)
+            index.lapsed.discard(job_id)
             row = self._rows.get(job_id)  # None: pruned
             if row is None:
                 continue
@@ -863,14 +908,73 @@ class MemoryModel:
                 continue  # hidden again by its old owner's renewal
             if row.status != "queued" and (row.finished or self._settle_expired(row, now)):
                 continue  # finished, or failed as its lease expired (a queued row is neither)
-            if row.id in self._locked or not self._group_allows(row):
-                skipped.append(row)  # locked elsewhere, or its group's turn has not come
+            if (
+                row.id in self._locked
+                or not self._group_allows(row)
+                or self._quarantined(row, quarantine_after)
+            ):
+                skipped.append(row)  # locked elsewhere, its group's turn has not come, or
+                # it must run alone (only a claim made alone takes it: _lone)
             else:
                 taken.append(row)
         for row in skipped:
-            row.in_ready = True
-            heapq.heappush(index.ready, (-row.priority, row.id))
+            self._make_ready(index, row)
         return taken
+
+    @staticmethod
+    def _quarantined(row: Row, quarantine_after: int | None) -> bool:
+        """An expired lease whose last ``quarantine_after`` attempts all lapsed, this one
+        included (docs/protocol.rst §13)."""
+        return (
+            quarantine_after is not None
+            and row.status == "running"
+            and row.lapses + 1 >= quarantine_after
+        )
+
+    def _lapsed_rows(
+        self, index: _QueueIndex, now: float, quarantine_after: int | None
+    ) -> Iterator[Row]:
+        """The quarantined rows a claim may take now, locks aside: expired leases that no
+        dead-letter reason fails (``_settle_expired`` has failed those already)."""
+        if quarantine_after is None:
+            return
+        for job_id in index.lapsed:
+            row = self._rows.get(job_id)
+            if (
+                row is not None
+                and row.in_ready
+                and row.status == "running"
+                and row.not_visible_until <= now
+                and row.cancel_requested_at is None
+                and not row.alone
+                and row.attempts < row.max_attempts
+                and self._quarantined(row, quarantine_after)
+            ):
+                yield row
+
+    def _lone(self, index: _QueueIndex, now: float, quarantine_after: int | None) -> Row | None:
+        """The quarantined row a claim made alone takes: the first in claim order that is
+        not locked elsewhere (SKIP LOCKED)."""
+        rows = [
+            r for r in self._lapsed_rows(index, now, quarantine_after) if r.id not in self._locked
+        ]
+        return min(rows, key=lambda r: (-r.priority, r.id), default=None)
+
+    def _quarantined_waiting(
+        self, index: _QueueIndex, now: float, quarantine_after: int | None
+    ) -> bool:
+        """Whether a quarantined row is claimable, locks aside (``Claims.alone_waiting``)."""
+        return next(self._lapsed_rows(index, now, quarantine_after), None) is not None
+
+    @staticmethod
+    def _take_lone(index: _QueueIndex, row: Row) -> Row:
+        """Take ``row`` out of its queue's ready heap (it is not at the top): a rare claim,
+        so a linear removal does."""
+        index.ready.remove((-row.priority, row.id))
+        heapq.heapify(index.ready)
+        index.lapsed.discard(row.id)
+        row.in_ready = False
+        return row
 
     def _group_allows(self, row: Row) -> bool:
         """Whether a grouped row may be claimed: a waiting row only as its group's next job
@@ -887,8 +991,15 @@ class MemoryModel:
     # -- statements, per row -------------------------------------------------------------
 
     def _lease(
-        self, row: Row, worker_id: str, now: float, lease_until: float, locked_after: float
+        self,
+        row: Row,
+        worker_id: str,
+        now: float,
+        lease_until: float,
+        locked_after: float,
+        alone: bool = False,
     ) -> Claimed:
+        self._record_lapse(row, alone)
         row.status = "running"
         row.attempts += 1
         row.claim_seq += 1
@@ -906,7 +1017,25 @@ class MemoryModel:
             row.max_attempts,
             row.claim_seq,
         )
-        return Claimed(job, lease_until, locked_after)
+        return Claimed(job, lease_until, locked_after, alone)
+
+    @staticmethod
+    def _record_lapse(row: Row, alone: bool) -> None:
+        """Before a row is leased: a running row's last attempt ended without an outcome
+        (its lease lapsed), so count it and say so; a queued row's did not (docs/protocol.rst
+        §13)."""
+        if row.status == "running":
+            row.lapses += 1
+            last = row.attempts
+            if alone:
+                row.last_error = RUNS_ALONE.format(
+                    first=last - row.lapses + 1, last=last, next=last + 1
+                )
+            else:
+                row.last_error = STOPPED.format(last=last)
+        else:
+            row.lapses = 0
+        row.alone = alone
 
     def _renew_one(self, item: RenewItem, lease_until: float, now: float) -> Verdict:
         if item.job_id in self._locked:

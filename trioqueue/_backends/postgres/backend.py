@@ -46,6 +46,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -997,7 +998,14 @@ class PostgresBackend:
         return at
 
     async def claim(
-        self, queue: str, *, limit: int, worker_id: str, visibility_timeout: float
+        self,
+        queue: str,
+        *,
+        limit: int,
+        worker_id: str,
+        visibility_timeout: float,
+        quarantine_after: int | None = None,
+        alone: bool = False,
     ) -> list[Claimed]:
         """Lease up to ``limit`` claimable jobs of ``queue``, priority DESC then id ASC.
 
@@ -1005,16 +1013,14 @@ class PostgresBackend:
         to cancel while running, are moved to ``failed`` instead of being run again. A
         queue with limits is claimed in a transaction holding its ``queues`` row, and the
         answer's ``retry_after`` says when the limits held rows back (docs/flow.rst).
+        Quarantined rows are taken only ``alone`` (docs/protocol.rst §13).
         """
-        check_claim(queue, limit, worker_id, visibility_timeout)
-        lease = float(visibility_timeout)
-        return await self._driver.run(
-            "claim", self._aio_claim, queue, min(limit, _MAX_CLAIM), worker_id, lease
-        )
+        check_claim(queue, limit, worker_id, visibility_timeout, quarantine_after, alone)
+        claim = _Claim(queue, min(limit, _MAX_CLAIM), worker_id, float(visibility_timeout),
+                       quarantine_after, alone)  # fmt: skip
+        return await self._driver.run("claim", self._aio_claim, claim)
 
-    async def _aio_claim(
-        self, connection: Any, queue: str, limit: int, worker_id: str, lease: float
-    ) -> Claims:
+    async def _aio_claim(self, connection: Any, claim: _Claim) -> Claims:
         """The claim statement; then, on the same connection and in the same crossing, the
         final failure of any row whose payload does not decode.
 
@@ -1024,13 +1030,15 @@ class PostgresBackend:
         the same way; an operator can fix the row and retry it. If that write fails, the
         row's lease runs out and a later claim tries again: only the row pays for it.
         """
-        rows = await self._claim_rows(connection, queue, limit, worker_id, lease)
+        rows = await self._claim_rows(connection, claim)
         claimed = Claims()
         undecodable: list[Failure] = []
         for row in rows:
-            if row["id"] is None:  # the clock's row, or the limits held rows back
+            if row["id"] is None:  # the clock's row, a waiting quarantined row, or limits
                 if row["database_clock"] is not None:
                     claimed.database_clock = row["database_clock"]
+                elif row["alone_waiting"]:
+                    claimed.alone_waiting = True
                 else:
                     claimed.retry_after = row["retry_after"]
                 continue
@@ -1050,7 +1058,7 @@ class PostgresBackend:
                 row["max_attempts"],
                 row["claim_seq"],
             )
-            claimed.append(Claimed(job, row["lease_until"], row["locked_after"]))
+            claimed.append(Claimed(job, row["lease_until"], row["locked_after"], row["alone"]))
         if undecodable:
             self._driver.calls["fail"] += 1
             errors = [f.error for f in undecodable]
@@ -1065,23 +1073,21 @@ class PostgresBackend:
                     connection.terminate()  # the connection may be broken: never reuse it
         return claimed
 
-    async def _claim_rows(
-        self, connection: Any, queue: str, limit: int, worker_id: str, lease: float
-    ) -> list[Any]:
+    async def _claim_rows(self, connection: Any, claim: _Claim) -> list[Any]:
         """The claim statement's rows. A queue with limits is claimed with its ``queues`` row
         locked, in a transaction of two statements, so that the claim's snapshot counts
         what every claim before it took (queries.sql, ``claim``). Queues known to have
         limits go there at once; any other queue's claim says so when it has them."""
-        sql = self._sql["claim"]
+        sql, queue = self._sql["claim"], claim.queue
         if queue not in self._limited_queues:
-            rows: list[Any] = await connection.fetch(sql, queue, limit, worker_id, lease, False)
+            rows: list[Any] = await connection.fetch(sql, *claim.arguments(locked=False))
             if not any(row["retry_after"] is not None and row["retry_after"] < 0 for row in rows):
                 return rows  # (the first step of a limited claim takes nothing)
             self._limited_queues.add(queue)
         async with connection.transaction():
             if not await connection.fetchval(self._sql["lock_queue"], queue):
                 self._limited_queues.discard(queue)  # limits lifted: next time, one step
-            rows = await connection.fetch(sql, queue, limit, worker_id, lease, True)
+            rows = await connection.fetch(sql, *claim.arguments(locked=True))
         return rows
 
     async def renew(
@@ -1450,6 +1456,23 @@ def _ints(values: Iterable[int]) -> list[str]:
     names no row, so 0, which names none either, stands in for it."""
     # (The range check inline: a call per value was half the cost for 10,000 jobs.)
     return [str(value) if -_INT64 - 1 <= value <= _INT64 else "0" for value in values]
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """One claim's arguments, checked: the claim statement's parameters but the last."""
+
+    queue: str
+    limit: int
+    worker_id: str
+    lease: float
+    quarantine_after: int | None
+    alone: bool
+
+    def arguments(self, *, locked: bool) -> tuple[object, ...]:
+        """$1..$7 of the claim statement; ``locked``: the queue's row is held ($5)."""
+        return (self.queue, self.limit, self.worker_id, self.lease, locked,
+                self.quarantine_after, self.alone)  # fmt: skip
 
 
 def _fences(items: Sequence[RenewItem | Ack | Failure | Release]) -> tuple[list[str], list[str]]:

@@ -362,6 +362,13 @@ FROM {schema}.queues AS q WHERE q.queue = $1::text FOR UPDATE;
 -- no row of the group is running. Two claims racing for a group's next job lock the same
 -- row, so SKIP LOCKED (or the re-check of a row another claim just took) leaves the group
 -- to one of them.
+--
+-- Attempts without an outcome (docs/protocol.rst §13, migration 0007): an expired lease
+-- taken again is an attempt that ended without one; the claim counts it (lapses) and says
+-- so in last_error. $6 is quarantine_after (NULL: off): an expired row whose lapses + 1
+-- reach it is quarantined, and taken only by a claim made alone ($7: the pool has nothing
+-- in flight), by itself (`lone`); any other claim leaves it and answers a row with a NULL
+-- id and alone_waiting. A row whose run alone lapsed too is parked by `dead`.
 WITH settings AS (
     SELECT coalesce(bool_or(q.paused), false) AS paused,
            bool_or(q.max_running IS NOT NULL OR q.max_per_second IS NOT NULL) IS TRUE AS limited,
@@ -397,7 +404,11 @@ dead AS (
         finished_at = now(),
         last_error = CASE
             WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled: cancel requested'
-            ELSE format('lease expired on the final attempt (%s of %s)', j.max_attempts, j.max_attempts)
+            WHEN j.alone THEN format(
+                'quarantined: attempts %s..%s each ended without an outcome (the last one run alone)',
+                j.attempts - j.lapses, j.attempts)
+            ELSE format('lease expired on the final attempt (%s of %s): the worker running it '
+                        'stopped without recording an outcome', j.max_attempts, j.max_attempts)
         END
     -- = ANY (ARRAY(...)): the locked ids are collected first, then updated by primary key,
     -- whatever the planner guesses about expired leases (finished rows skew its statistics).
@@ -405,13 +416,27 @@ dead AS (
         SELECT d.id FROM {schema}.jobs AS d
         WHERE d.queue = $1::text AND d.status = 'running' AND d.lease_floor <= now()
           AND d.not_visible_until <= now()
-          AND (d.cancel_requested_at IS NOT NULL OR d.attempts >= d.max_attempts)
+          AND (d.cancel_requested_at IS NOT NULL OR d.attempts >= d.max_attempts OR d.alone)
           AND NOT (SELECT paused FROM settings)
         FOR UPDATE SKIP LOCKED
     ))
     RETURNING j.id,
               CASE WHEN j.awaited THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END
                   AS finished
+),
+lone AS (
+    -- Alone: the first quarantined row, and then nothing else (`rest` is 0).
+    SELECT e.id FROM {schema}.jobs AS e
+    WHERE $7::boolean AND e.queue = $1::text AND e.status = 'running' AND e.lease_floor <= now()
+      AND e.not_visible_until <= now()
+      AND e.cancel_requested_at IS NULL AND e.attempts < e.max_attempts AND NOT e.alone
+      AND e.lapses + 1 >= $6::integer
+    ORDER BY e.priority DESC, e.id
+    LIMIT least(1, (SELECT n FROM allowance))
+    FOR UPDATE SKIP LOCKED
+),
+rest AS (
+    SELECT CASE WHEN EXISTS (SELECT FROM lone) THEN 0 ELSE a.n END AS n FROM allowance AS a
 ),
 waiting AS (
     SELECT w.id, w.priority FROM {schema}.jobs AS w
@@ -431,22 +456,42 @@ waiting AS (
               ORDER BY h.priority DESC, h.id
               LIMIT 1)))
     ORDER BY w.priority DESC, w.id
-    LIMIT (SELECT n FROM allowance)
+    LIMIT (SELECT n FROM rest)
     FOR UPDATE SKIP LOCKED
 ),
 expired AS (
     SELECT e.id, e.priority FROM {schema}.jobs AS e
     WHERE e.queue = $1::text AND e.status = 'running' AND e.lease_floor <= now()
       AND e.not_visible_until <= now()
-      AND e.cancel_requested_at IS NULL AND e.attempts < e.max_attempts
+      AND e.cancel_requested_at IS NULL AND e.attempts < e.max_attempts AND NOT e.alone
+      AND ($6::integer IS NULL OR e.lapses + 1 < $6::integer)  -- (quarantined: `lone`)
     ORDER BY e.priority DESC, e.id
-    LIMIT (SELECT n FROM allowance)
+    LIMIT (SELECT n FROM rest)
     FOR UPDATE SKIP LOCKED
 ),
+quarantined AS (
+    -- Whether a quarantined row is claimable, locks aside, when `lone` took none: the
+    -- answer's alone_waiting (the pool then drains and claims alone). Ordered by the
+    -- floor, so that the range scan of expired leases serves it (as an EXISTS, the
+    -- planner read the whole table: 6 ms against 0.4 ms for the rest of the claim).
+    SELECT count(*) > 0 AS waiting FROM (
+        SELECT FROM {schema}.jobs AS e
+        WHERE $6::integer IS NOT NULL AND NOT EXISTS (SELECT FROM lone)
+          AND NOT (SELECT paused FROM settings)
+          AND e.queue = $1::text AND e.status = 'running' AND e.lease_floor <= now()
+          AND e.not_visible_until <= now()
+          AND e.cancel_requested_at IS NULL AND e.attempts < e.max_attempts AND NOT e.alone
+          AND e.lapses + 1 >= $6::integer
+        ORDER BY e.lease_floor
+        LIMIT 1
+    ) AS q
+),
 picked AS (
-    SELECT c.id FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired) AS c
-    ORDER BY c.priority DESC, c.id
-    LIMIT (SELECT n FROM allowance)
+    SELECT l.id, true AS alone FROM lone AS l
+    UNION ALL
+    (SELECT c.id, false FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired) AS c
+     ORDER BY c.priority DESC, c.id
+     LIMIT (SELECT n FROM rest))
 ),
 claimed AS (
     UPDATE {schema}.jobs AS j
@@ -454,6 +499,17 @@ claimed AS (
         attempts = j.attempts + 1,
         claim_seq = j.claim_seq + 1,
         worker_id = $3::text,
+        -- A running row's lease lapsed: its last attempt ended without an outcome.
+        lapses = CASE WHEN j.status = 'running' THEN j.lapses + 1 ELSE 0 END,
+        alone = p.alone,
+        last_error = CASE
+            WHEN j.status <> 'running' THEN j.last_error
+            WHEN p.alone THEN format('the worker running attempt %s stopped without recording '
+                                     'an outcome (attempts %s..%s in a row): attempt %s runs alone',
+                                     j.attempts, j.attempts - j.lapses, j.attempts, j.attempts + 1)
+            ELSE format('the worker running attempt %s stopped without recording an outcome',
+                        j.attempts)
+        END,
         progress = NULL,  -- the new attempt has reported none; an old attempt's is not its own
         -- The lease counts from the moment the row is locked, not from the statement's
         -- start (now()): a claim that waited on a lock (a LOCK TABLE, say) must not
@@ -467,7 +523,7 @@ claimed AS (
     FROM picked AS p
     WHERE j.id = p.id
     RETURNING j.id, j.queue, j.payload::text AS payload, j.priority, j.attempts,
-              j.max_attempts, j.claim_seq,
+              j.max_attempts, j.claim_seq, j.alone,
               extract(epoch FROM j.not_visible_until)::float8 AS lease_until,
               -- How long after the statement began the lease started, on the database's
               -- own clock (the worker adds it to the local time it sent the claim).
@@ -500,16 +556,20 @@ held AS (
 )
 SELECT c.id, c.queue, c.payload, c.priority, c.attempts, c.max_attempts, c.claim_seq,
        c.lease_until, c.locked_after, NULL::float8 AS retry_after,
-       NULL::float8 AS database_clock
+       NULL::float8 AS database_clock, c.alone, false AS alone_waiting
 FROM claimed AS c
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, h.retry_after, NULL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, h.retry_after, NULL, NULL, false
 FROM held AS h
+UNION ALL
+-- A quarantined row waits for a claim made alone (docs/protocol.rst §13).
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true
+FROM quarantined AS q WHERE q.waiting
 UNION ALL
 -- Always one row with the database's clock, rows taken or not: the worker bounds its own
 -- clock's offset by it (docs/protocol.rst §8).
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       extract(epoch FROM clock_timestamp())::float8
+       extract(epoch FROM clock_timestamp())::float8, NULL, false
 ORDER BY priority DESC, id;
 
 -- name: renew

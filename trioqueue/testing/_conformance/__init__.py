@@ -15,6 +15,8 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
 - ``flow.py``: flow control: pausing a queue, its limits (``max_running``,
   ``max_per_second``) and job groups;
 - ``notices.py``: notices and statement statistics;
+- ``crashes.py``: attempts that end without an outcome (a worker that died): the claim's
+  record of them, quarantine (a job run alone) and parking;
 - ``dashboard.py``: searching, sorting, counting and deleting jobs, a job's lease details,
   worker pools and their beats, finished-job history;
 - ``_base.py``: what they share (the clock fixture, the timings, helpers, bad inputs).
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from trioqueue.testing._conformance.cancel import CancelConformance
 from trioqueue.testing._conformance.claim import ClaimConformance
+from trioqueue.testing._conformance.crashes import CrashConformance
 from trioqueue.testing._conformance.dashboard import DashboardConformance
 from trioqueue.testing._conformance.enqueue import EnqueueConformance
 from trioqueue.testing._conformance.flow import FlowConformance
@@ -49,6 +52,7 @@ class BackendConformance(
     FlowConformance,
     NoticeConformance,
     DashboardConformance,
+    CrashConformance,
 ):
     """What every backend must do, as tests. Subclass it in a test module::
 
