@@ -345,9 +345,10 @@ class _Pool:
                 await self._wait_for_work(claimed)
 
     async def _wait_for_work(self, claimed: list[Claimed]) -> None:
-        """Until a notice or a sibling wakes the pool, or the idle wait passes. A work
-        notice is passed over when a sibling pool began a claim after it arrived: that
-        claim saw the notice's jobs (siblings.py)."""
+        """Until a notice or a sibling wakes the pool, a job this pool retried comes due
+        (its end sends no notice), or the idle wait passes. A work notice is passed over
+        when a sibling pool began a claim after it arrived: that claim saw the notice's
+        jobs (siblings.py)."""
         with trio.move_on_after(self._idle_wait(claimed)) as self._idle:
             self._wake_for_retry(self._retries.earliest())
             try:
