@@ -13,7 +13,7 @@ import trio
 
 import trioqueue
 from tests._pool_harness import Recorder, config
-from trioqueue._runtime.pool import RETRY_WAKE_FLOOR
+from trioqueue._runtime.pool import RETRY_WAKE_FLOOR, _DueTimes
 
 #: Long enough that an attempt started before it was not started by the poll.
 POLL = 30.0
@@ -81,3 +81,16 @@ async def test_a_flood_of_retries_wakes_the_claim_loop_at_most_once_per_floor(
     first_due = min(e.at + e.detail for e in rec.of("retry"))
     woken = [at for at in claims if first_due <= at < POLL]
     assert woken == pytest.approx([first_due, first_due + RETRY_WAKE_FLOOR])
+
+
+def test_a_pool_keeps_the_earliest_due_times_only_and_forgets_those_a_claim_covers() -> None:
+    """Memory stays bounded under a flood of long retries: the latest times go (their jobs
+    are claimed at a poll), and a claim sent at ``now`` covers every time up to it."""
+    due = _DueTimes(3)
+    for at in (5.0, 1.0, 4.0, 2.0, 3.0):
+        due.add(at)
+    assert due.earliest() == 1.0
+    due.drop_through(2.0)
+    assert due.earliest() == 3.0
+    due.drop_through(3.5)
+    assert due.earliest() is None  # 4.0 and 5.0 were past the three kept
