@@ -19,9 +19,6 @@ async def dashboard(dsn: str, schema: str = "trioqueue", port: int = 8080) -> No
             # [end embed]
 
 
-NEEDS_POSTGRES = True
-
-
 def free_port() -> int:
     import socket
 

@@ -14,8 +14,6 @@ import trio
 
 import trioqueue
 
-NEEDS_POSTGRES = True  # the docs' tests run this file against PostgreSQL
-
 
 async def thumbnail(payload: Any, ctx: trioqueue.JobContext, *, machine: str) -> str:
     await trio.sleep(0.05)  # the work

@@ -15,8 +15,6 @@ import trio
 
 import trioqueue
 
-NEEDS_POSTGRES = True  # the docs' tests run this file against PostgreSQL
-
 
 async def resize(payload: Any, ctx: trioqueue.JobContext) -> dict[str, int]:
     return {"width": payload["width"] // 2}

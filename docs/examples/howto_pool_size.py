@@ -10,8 +10,6 @@ import trio
 
 import trioqueue
 
-NEEDS_POSTGRES = True  # the docs' tests run this file against PostgreSQL
-
 
 def connections_needed(configs: Iterable[trioqueue.WorkerConfig]) -> int:
     """Per pool: a claim, the current renewal and one abandoned one (the two-connection

@@ -9,8 +9,6 @@ import trio
 
 import trioqueue
 
-NEEDS_POSTGRES = True  # the docs' tests run this file against PostgreSQL
-
 
 async def place_order(
     backend: trioqueue.PostgresBackend,

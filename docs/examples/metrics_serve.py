@@ -20,9 +20,6 @@ async def work(dsn: str, schema: str = "trioqueue", port: int = 9108) -> None:
         # [end serve]
 
 
-NEEDS_POSTGRES = True
-
-
 async def make_report(payload, ctx: trioqueue.JobContext) -> None:
     pass
 

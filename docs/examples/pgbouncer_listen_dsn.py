@@ -13,8 +13,6 @@ import trio
 
 import trioqueue
 
-NEEDS_POSTGRES = True
-
 
 async def make_report(payload, ctx: trioqueue.JobContext) -> None:
     pass

@@ -6,8 +6,6 @@ import trio
 
 import trioqueue
 
-NEEDS_POSTGRES = True
-
 
 class Refused(Exception):
     pass

@@ -6,8 +6,6 @@ import trio
 
 import trioqueue
 
-NEEDS_POSTGRES = True
-
 
 # [start open]
 async def main(dsn: str, schema: str = "trioqueue") -> None:

@@ -9,8 +9,6 @@ import trio
 
 import trioqueue
 
-NEEDS_POSTGRES = True
-
 
 async def prune(backend: trioqueue.PostgresBackend) -> None:
     # [start prune]

@@ -7,8 +7,6 @@ import trio
 
 import trioqueue
 
-NEEDS_POSTGRES = True
-
 
 def with_search_path(dsn: str, schema: str) -> str:
     """``dsn`` whose connections find unqualified tables (``invoices``) in

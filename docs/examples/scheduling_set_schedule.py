@@ -8,8 +8,6 @@ import trio
 
 import trioqueue
 
-NEEDS_POSTGRES = True
-
 
 async def main(dsn: str, schema: str = "trioqueue") -> None:
     async with trioqueue.open_postgres(dsn, schema=schema) as backend:

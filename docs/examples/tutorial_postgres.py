@@ -15,8 +15,6 @@ import trio
 
 import trioqueue
 
-NEEDS_POSTGRES = True  # the docs' tests run this file against PostgreSQL
-
 
 async def count_words(payload: Any, ctx: trioqueue.JobContext) -> dict[str, int]:
     """The same handler as on the memory backend."""

@@ -33,10 +33,12 @@ operators, and a pool must run (and stop) whether or not the database takes note
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import socket
 import uuid
+from collections.abc import Callable, Sequence
 
 import trio
 
@@ -53,8 +55,16 @@ from trioqueue._runtime.monitor import shared_monitor
 from trioqueue._runtime.observer import PoolObserver, ShieldedObserver
 from trioqueue._runtime.scheduler import run_scheduler
 from trioqueue._runtime.siblings import Siblings, siblings_of
-from trioqueue._runtime.writer import OutcomeWriter
-from trioqueue._types import Claimed, Claims, NoticeKind, PoolRegistration, Release
+from trioqueue._runtime.writer import OutcomeWriter, Result, Write
+from trioqueue._types import (
+    Claimed,
+    Claims,
+    Failure,
+    NoticeKind,
+    PoolRegistration,
+    Recorded,
+    Release,
+)
 
 log = logging.getLogger("trioqueue.pool")
 
@@ -122,6 +132,14 @@ MIN_RETRY_AFTER = 0.01
 #: larger than this is still claimed whole).
 CLAIM_ROWS = 1000
 
+#: The shortest time between a claim and the next one woken by a retry coming due: a flood
+#: of retries due moments apart is claimed a floor's worth at a time, not one claim each.
+RETRY_WAKE_FLOOR = 0.05
+
+#: How many due times of its retries a pool keeps (the earliest); a retry beyond them is
+#: claimed at the poll, as without a wake.
+RETRY_WAKES_KEPT = 1024
+
 
 class _Pool:
     runner: BatchRunner  # made in run(), with the run's shared blocking monitor
@@ -152,12 +170,17 @@ class _Pool:
         self.observer = observer
         self.clock = ClockWatch(backend, timing, config.queue, config.poll_interval)
         self.guard = Guard(GuardCore(timing), backend, observer, self.registration, self.clock)
-        self.writer = OutcomeWriter(backend, statement_timeout=timing.visibility_timeout)
+        self.writer = _RetryNotingWriter(backend, timing.visibility_timeout, self._retry_due)
         self.slots = trio.Semaphore(config.concurrency)
         self.work_available = trio.Event()
         # The sibling claims begun when the latest work notice arrived: a sibling claim
         # begun since took its jobs (siblings.py). None: woken for another reason, claim.
         self._notice_mark: int | None = None
+        # When jobs this pool retried become claimable again; the idle wait's scope, whose
+        # deadline a retry recorded meanwhile moves; when the latest claim was sent.
+        self._retries = _DueTimes(RETRY_WAKES_KEPT)
+        self._idle: trio.CancelScope | None = None
+        self._last_claim = -float("inf")
         self.stopping = trio.Event()
         self.stop_now = stop_now
 
@@ -308,7 +331,7 @@ class _Pool:
             limit = self.config.batch_size * free
             try:
                 wall_sent = self.backend.wall_time()
-                claim_sent = trio.current_time()
+                claim_sent = self._claim_sent()
                 claimed = await self.backend.claim(
                     self.config.queue,
                     limit=limit,
@@ -396,19 +419,43 @@ class _Pool:
             self._release_slots(held)
 
     async def _wait_for_work(self, claimed: list[Claimed]) -> None:
-        """Until a notice or a sibling wakes the pool, or the idle wait passes. A work
-        notice is passed over when a sibling pool began a claim after it arrived: that
-        claim saw the notice's jobs (siblings.py)."""
-        with trio.move_on_after(self._idle_wait(claimed)):
-            while True:
-                await self.work_available.wait()
-                mark = self._notice_mark
-                if mark is None or not self.siblings.claimed_since(mark):
-                    break
-                self.work_available = trio.Event()
+        """Until a notice or a sibling wakes the pool, a job this pool retried comes due
+        (its end sends no notice), or the idle wait passes. A work notice is passed over
+        when a sibling pool began a claim after it arrived: that claim saw the notice's
+        jobs (siblings.py)."""
+        with trio.move_on_after(self._idle_wait(claimed)) as self._idle:
+            self._wake_for_retry(self._retries.earliest())
+            try:
+                while True:
+                    await self.work_available.wait()
+                    mark = self._notice_mark
+                    if mark is None or not self.siblings.claimed_since(mark):
+                        break
+                    self.work_available = trio.Event()
+            finally:
+                self._idle = None
         # Counted now, in the step that decided, so that siblings woken by the same notice
         # pass it over; an idle pool has a free slot, so its claim goes out at once.
         self.siblings.begin_claim()
+
+    def _claim_sent(self) -> float:
+        """A claim goes out now: it sees every job whose retry was due by now."""
+        now = self._last_claim = trio.current_time()
+        self._retries.drop_through(now)
+        return now
+
+    def _retry_due(self, at: float) -> None:
+        """A job this pool retried becomes claimable at ``at`` (trio's clock)."""
+        self._retries.add(at)
+        self._wake_for_retry(at)
+
+    def _wake_for_retry(self, at: float | None) -> None:
+        """End the idle wait (if the pool is in one) at ``at``, or ``RETRY_WAKE_FLOOR`` after
+        the latest claim if that is later: a retry is claimed when it comes due, not at the
+        poll, and retries due moments apart share a claim."""
+        if self._idle is not None and at is not None:
+            wake_at = max(at, self._last_claim + RETRY_WAKE_FLOOR)
+            self._idle.deadline = min(self._idle.deadline, wake_at)
 
     def wake(self) -> None:
         """Claim again now, whatever the notices say (a sibling's full or failed claim,
@@ -529,3 +576,45 @@ class _Pool:
     def _fields(self, event: str) -> dict[str, object]:
         """``extra=`` of a record about this pool (docs/usage.rst, "Logging")."""
         return pool_fields(self.config.queue, event)
+
+
+class _RetryNotingWriter(OutcomeWriter):
+    """The pool's outcome writer, which also tells the pool when each retry it recorded
+    makes its job claimable again: a retry's end sends no notice (docs/usage.rst, "When a
+    pool claims")."""
+
+    def __init__(
+        self, backend: Backend, statement_timeout: float, retry_due: Callable[[float], None]
+    ) -> None:
+        super().__init__(backend, statement_timeout)
+        self._retry_due = retry_due
+
+    async def write(self, items: Sequence[Write]) -> list[Result | Exception]:
+        results = await super().write(items)
+        if Recorded.RETRY in results:  # rare: no loop over every ack
+            # Read after the answer: the backend's clock started the delay no later.
+            now = trio.current_time()
+            for item, result in zip(items, results, strict=True):
+                if result is Recorded.RETRY and isinstance(item, Failure):
+                    self._retry_due(now + (item.retry_delay or 0.0))
+        return results
+
+
+class _DueTimes:
+    """The earliest ``most`` times at which retried jobs become claimable, in order."""
+
+    def __init__(self, most: int) -> None:
+        self._times: list[float] = []
+        self._most = most
+
+    def add(self, at: float) -> None:
+        bisect.insort(self._times, at)
+        if len(self._times) > self._most:
+            self._times.pop()  # the latest: its job is claimed at a poll instead
+
+    def earliest(self) -> float | None:
+        return self._times[0] if self._times else None
+
+    def drop_through(self, now: float) -> None:
+        """Forget the times a claim sent at ``now`` covers."""
+        del self._times[: bisect.bisect_right(self._times, now)]

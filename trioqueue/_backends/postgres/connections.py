@@ -19,11 +19,18 @@ What it keeps of asyncpg's pool:
   (not behind a transaction pooler, where there is no session of its own to reset);
 * an open transaction is rolled back on return; a connection that cannot be reset, or that
   the server closed, is dropped and its place freed.
+
+What it adds: no wait at shutdown is unbounded, even when the path to the server has gone
+silent (a network blackhole, a vanished host). A statement cancel the server has not even
+acknowledged within a bound terminates the connection (the wait for a cancel the server took
+is what a wedged call's connection waits on, and stays unbounded: docs/protocol.rst §6), and
+closing gives every connection one deadline, then terminates what is left.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -32,11 +39,13 @@ import asyncpg
 
 __all__ = ["ConnectionPool", "PooledConnection"]
 
+log = logging.getLogger("trioqueue.postgres")
+
 
 class PooledConnection(asyncpg.Connection):  # type: ignore[misc, no-any-unimported]
     """An asyncpg connection that knows whether it needs a session reset."""
 
-    __slots__ = ("_trioqueue_dirty", "_trioqueue_no_session")
+    __slots__ = ("_trioqueue_cancel_bound", "_trioqueue_dirty", "_trioqueue_no_session")
 
     def mark_dirty(self) -> None:
         """Reset this connection's session before it is used again."""
@@ -54,6 +63,38 @@ class PooledConnection(asyncpg.Connection):  # type: ignore[misc, no-any-unimpor
         transaction still happens: that one stays on its server connection.
         """
         self._trioqueue_no_session = not keep
+
+    def bound_cancel_requests(self, seconds: float) -> None:
+        """Terminate this connection when the server has not acknowledged a statement cancel
+        within ``seconds``.
+
+        A cancelled call (a trio deadline, a shutdown) makes asyncpg send a CancelRequest on
+        a connection of its own and wait, with no limit, for the server to close it; the
+        connection's release waits for that in turn, and the trio caller for the release.
+        A live server, even a wedged one, closes it at once; no answer means the path to the
+        server is gone, and nothing sent on this connection will ever be answered either.
+        """
+        self._trioqueue_cancel_bound = seconds
+
+    def _cancel_current_command(self, waiter: Any, cancel_waiter: Any = None) -> None:
+        # asyncpg's hook (0.32) for a cancelled call: ``waiter`` resolves once the server has
+        # taken the CancelRequest, ``cancel_waiter`` once the cancelled statement has ended
+        # (the latter is not bounded here: a wedged call keeps its connection, §6).
+        super()._cancel_current_command(waiter, cancel_waiter)
+        bound = getattr(self, "_trioqueue_cancel_bound", None)
+        if bound is not None and not waiter.done():
+            timer = self._loop.call_later(bound, self._cancel_unanswered, waiter, bound)
+            waiter.add_done_callback(lambda _: timer.cancel())
+
+    def _cancel_unanswered(self, waiter: Any, bound: float) -> None:
+        if waiter.done() or self.is_closed():
+            return
+        log.warning(
+            "PostgreSQL did not acknowledge a statement cancel within %g s "
+            "(connect_timeout): the path to the server is gone; terminating the connection",
+            bound,
+        )
+        self.terminate()  # its waiters fail, and the release waiting on them ends
 
     def get_reset_query(self) -> str:
         # asyncpg's reset() runs this after rolling back any open transaction; a clean
@@ -189,9 +230,14 @@ class ConnectionPool:
         idle, self._idle = self._idle, []
         for connection in idle:
             self._free_place(connection)
-            try:
-                await asyncio.wait_for(connection.close(), give_up_after)
-            except (Exception, asyncio.CancelledError):
-                connection.terminate()
-        for connection in list(self._connections):  # still out: a wedged call's
-            connection.terminate()
+        try:
+            # One deadline for all of them: closed one after the other, each waiting for a
+            # server that no longer answers, ten connections took ten times as long.
+            async with asyncio.timeout(give_up_after):
+                await asyncio.gather(*(c.close() for c in idle), return_exceptions=True)
+        except TimeoutError:
+            pass
+        finally:
+            for connection in [*idle, *self._connections]:  # still out: a wedged call's
+                if not connection.is_closed():
+                    connection.terminate()

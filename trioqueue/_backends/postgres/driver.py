@@ -621,6 +621,9 @@ class Driver:
         options = {"statement_cache_size": 0} if transaction_pooling else {}
         connection = await self._connect_to(self._dsn, connection_class=PooledConnection, **options)
         connection.keep_session_reset(not transaction_pooling)
+        # A CancelRequest opens a connection: what bounds opening one bounds it too, and a
+        # shutdown must end even when the DSN's connect_timeout is 0 (no limit).
+        connection.bound_cancel_requests(self._dsn.connect_timeout or DEFAULT_CONNECT_TIMEOUT)
         return connection
 
     async def _connect_to(self, target: Dsn, **options: Any) -> Any:
@@ -731,7 +734,11 @@ class PgConnection:
         try:
             yield
         except BaseException:
-            with trio.CancelScope(shield=True):
+            # Shielded, so that it runs whatever stopped the block, and bounded: on a path
+            # that no longer answers, the deadline cancels the rollback, and the cancel
+            # nobody acknowledges terminates the connection (connections.py). The server
+            # rolls back by itself what it still holds of a terminated connection.
+            with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
                 await self._driver.cross(transaction.rollback())
             raise
         else:
