@@ -18,6 +18,9 @@ if not os.environ.get("CI"):  # under CI a missing playwright is an error, not a
     pytest.importorskip("playwright")
 from playwright.sync_api import Dialog, Page, expect
 
+import trioqueue
+
+from .._postgres_harness import jobs_table
 from ._server import WORK_QUEUE, DashboardServer
 
 pytestmark = [pytest.mark.postgres, pytest.mark.browser]
@@ -385,3 +388,76 @@ def test_pause_and_resume_a_queue_from_the_overview(
     server.enqueue("mail", {"n": 1})  # settled: a count moves without another reload
     expect(mail.locator("[data-testid=queue-count][data-status=ready]")).to_have_text("2")
     assert same_page(page)
+
+
+async def _store_as_before(
+    backend: trioqueue.PostgresBackend, job_id: int, queue: str, last_error: str | None = None
+) -> None:
+    """Give a job a queue name (and an error) the backends now refuse, as an earlier
+    release could store them."""
+    async with backend.acquire() as connection:
+        await connection.execute(
+            f"UPDATE {jobs_table(backend)} SET queue = $2, last_error = $3 WHERE id = $1",
+            job_id,
+            queue,
+            last_error,
+        )
+
+
+def test_a_cr_in_a_queue_name_does_not_reload_the_overview(
+    serve_dashboard: Serve, page: Page, screenshot: Shot
+) -> None:
+    """HTML reads a CR in an attribute as a LF: the row's name never matched the queue
+    event's, and every event reloaded the page (51 reloads in 6 s). The row is matched
+    by its JSON name now, and the name shows as ``a\\rb``."""
+    server = serve_dashboard(**FAST_EVENTS)
+    server.call(_store_as_before, server.backend, server.enqueue("legacy", {}), "a\rb")
+    server.enqueue("mail", {})
+    page.goto(server.url)
+    expect(page.get_by_test_id("live-status")).to_have_text("live")
+    mark_page(page)
+    server.enqueue("mail", {})  # a queue event after the first ones: the page stays
+    mail = page.locator('[data-testid=queue-row][data-queue="mail"]')
+    expect(mail.locator("[data-testid=queue-count][data-status=ready]")).to_have_text("2")
+    server.enqueue("mail", {})
+    expect(mail.locator("[data-testid=queue-count][data-status=ready]")).to_have_text("3")
+    assert same_page(page), "the overview reloaded"
+    crlf = page.get_by_test_id("queue-row").filter(has_text="a\\rb")
+    expect(crlf.locator("[data-testid=queue-count][data-status=ready]")).to_have_text("1")
+    screenshot("overview-cr-queue")
+
+
+def test_a_bidi_override_shows_escaped_on_every_page(
+    serve_dashboard: Serve, page: Page, screenshot: Shot
+) -> None:
+    """``"\\u202eliam"`` would show as ``mail``: every page shows the override as an
+    escape instead, in names, groups and errors alike (a traceback keeps its lines)."""
+    server = serve_dashboard(**FAST_EVENTS)
+    spoof = "\u202eliam"
+    job_id = server.enqueue("legacy", {"to": spoof}, group=spoof)
+    server.call(_store_as_before, server.backend, job_id, spoof, f"line 1\n{spoof}\x1b[2J")
+    shown = "\\u202eliam"
+
+    page.goto(server.url)
+    row = page.get_by_test_id("queue-row")
+    expect(row.locator("td").first).to_have_text(shown)
+    assert spoof not in page.locator("main").inner_text()
+    screenshot("overview-bidi")
+
+    page.goto(f"{server.url}/jobs")
+    job_row = page.get_by_test_id("job-row")
+    expect(job_row.locator("td").nth(2)).to_have_text(shown)
+    expect(job_row.locator("td.error-cell")).to_have_text(f"line 1\\n{shown}\\x1b[2J")
+    expect(job_row.locator("td.payload")).to_have_text('{"to": "\\u202eliam"}')
+    # The filter keeps the stored name itself, so that choosing it finds the job.
+    option = page.get_by_test_id("filter-queue").locator("option").nth(1)
+    expect(option).to_have_text(shown)
+    assert option.get_attribute("value") == spoof
+    assert spoof not in page.locator("main").inner_text()
+
+    page.goto(f"{server.url}/jobs/{job_id}")
+    expect(page.get_by_test_id("job-queue")).to_have_text(shown)
+    expect(page.get_by_test_id("job-group")).to_have_text(shown)
+    expect(page.get_by_test_id("job-last-error")).to_have_text(f"line 1\n{shown}\\x1b[2J")
+    assert spoof not in page.locator("main").inner_text()
+    screenshot("job-detail-bidi")

@@ -10,6 +10,7 @@ import pytest
 import trio
 
 import trioqueue
+from tests.unit.test_bad_input import assert_unsafe_names_refused
 from trioqueue import BackendError
 from trioqueue._backends.postgres.sqlstate import MIGRATE_HINT, backend_error
 from trioqueue.cli import main
@@ -44,6 +45,16 @@ def test_cli_enqueue_refuses_a_dedup_key_past_the_limit_in_one_line(
     )
     assert main([*database, "jobs"]) == 0
     assert '"n"' not in capsys.readouterr().out  # nothing written
+
+
+@pytest.mark.postgres
+async def test_unsafe_queue_and_schedule_names_are_refused_and_nothing_is_written(
+    postgres_dsn: str, postgres_schema: str
+) -> None:
+    """The same checks as on the memory backend (issue 22, item 8): one shared validation."""
+    async with trioqueue.open_postgres(postgres_dsn, schema=postgres_schema) as backend:
+        await backend.migrate()
+        await assert_unsafe_names_refused(backend)
 
 
 # -- which errors pass by themselves (no server needed) -----------------------------------
