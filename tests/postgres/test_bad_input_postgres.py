@@ -5,6 +5,8 @@ Each test that needs a server runs in a schema of its own.
 
 from __future__ import annotations
 
+import re
+
 import asyncpg
 import pytest
 import trio
@@ -160,3 +162,35 @@ async def test_a_pool_on_an_unmigrated_schema_stops_at_once_with_the_hint(
     assert "UndefinedTableError" in message
     assert message.endswith(f"({MIGRATE_HINT})")
     assert calls == 1  # stopped at the first failure, not after a round of retries
+
+
+# -- schemas trioqueue must not use (issue 22, item 11) ----------------------------------
+
+RESERVED_SCHEMAS = {
+    "": "schema must not be empty (leave it out for the default, trioqueue)",
+    "information_schema": "schema information_schema is PostgreSQL's own: choose a schema of your own",
+    "pg_catalog": "schema names starting with 'pg_' are reserved (PostgreSQL's own), not 'pg_catalog'",
+    "pg_temp": "schema names starting with 'pg_' are reserved (PostgreSQL's own), not 'pg_temp'",
+}
+
+
+@pytest.mark.parametrize(("schema", "message"), RESERVED_SCHEMAS.items())
+async def test_open_postgres_refuses_a_reserved_or_empty_schema(schema: str, message: str) -> None:
+    """Refused before connecting (this DSN would refuse a connection)."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        async with trioqueue.open_postgres("postgresql://127.0.0.1:1/x", schema=schema):
+            pass
+
+
+@pytest.mark.parametrize(("schema", "message"), RESERVED_SCHEMAS.items())
+def test_cli_refuses_a_reserved_or_empty_schema_before_connecting(
+    schema: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--schema information_schema migrate`` made trioqueue's tables in PostgreSQL's own
+    schema, and ``--schema ''`` silently used the default one. Now both are refused before
+    connecting (this DSN would refuse a connection: exit 1), so nothing can be written."""
+    nowhere = "postgresql://127.0.0.1:1/x"
+    code = main(["--dsn", nowhere, "--schema", schema, "migrate"])
+    assert (code, capsys.readouterr().err) == (2, f"trioqueue migrate: error: {message}\n")
+    code = main(["jobs", "--dsn", nowhere, "--schema", schema])
+    assert (code, capsys.readouterr().err) == (2, f"trioqueue jobs: error: {message}\n")
