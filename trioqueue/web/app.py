@@ -22,7 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import trioqueue
-from trioqueue.metrics import PrometheusObserver
+from trioqueue.metrics import DatabaseGauges
 from trioqueue.web import api, pages
 from trioqueue.web.auth import Guard, check_bind
 from trioqueue.web.events import EventStream, Waker, check_interval
@@ -55,7 +55,8 @@ def create_app(
             (docs/dashboard.rst, "Events").
     """
     guard = Guard(token=token, read_only=read_only, allowed_origins=allowed_origins)
-    observer = PrometheusObserver()
+    # The database's gauges only: the worker counters would stay zero here (no pool runs).
+    observer = DatabaseGauges()
     waker = Waker()
     events = EventStream(backend, guard, check_interval(events_interval), waker)
 
