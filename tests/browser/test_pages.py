@@ -16,7 +16,7 @@ import pytest
 
 if not os.environ.get("CI"):  # under CI a missing playwright is an error, not a skip
     pytest.importorskip("playwright")
-from playwright.sync_api import Dialog, Page, expect
+from playwright.sync_api import Dialog, Page, Route, expect
 
 import trioqueue
 
@@ -200,7 +200,7 @@ def test_workers_page_shows_the_pool(serve_dashboard: Serve, page: Page, screens
     row = page.get_by_test_id("worker-row")
     expect(row).to_have_count(1)
     expect(row).to_contain_text(WORK_QUEUE)
-    expect(row.get_by_test_id("worker-state")).to_have_text("alive")
+    expect(row.get_by_test_id("worker-state")).to_have_text("live")
     cells = row.locator("td")
     expect(cells.nth(3)).to_have_text(str(os.getpid()))
     expect(cells.nth(5)).to_have_text("3")  # concurrency
@@ -461,3 +461,18 @@ def test_a_bidi_override_shows_escaped_on_every_page(
     expect(page.get_by_test_id("job-last-error")).to_have_text(f"line 1\n{shown}\\x1b[2J")
     assert spoof not in page.locator("main").inner_text()
     screenshot("job-detail-bidi")
+
+
+def test_the_live_badge_says_connecting_until_the_stream_opens(
+    serve_dashboard: Serve, page: Page
+) -> None:
+    """It said "offline" until the event stream connected (issue 22, item 23)."""
+    server = serve_dashboard(**FAST_EVENTS)
+    held: list[Route] = []
+    page.route("**/api/events*", lambda route: held.append(route))  # held unanswered
+    with page.expect_request("**/api/events*"):
+        page.goto(server.url)
+    expect(page.get_by_test_id("live-status")).to_have_text("connecting")
+    page.unroute("**/api/events*")  # lets the held request go on
+    expect(page.get_by_test_id("live-status")).to_have_text("live")
+    assert len(held) == 1
