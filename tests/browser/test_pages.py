@@ -476,3 +476,40 @@ def test_the_live_badge_says_connecting_until_the_stream_opens(
     page.unroute("**/api/events*")  # lets the held request go on
     expect(page.get_by_test_id("live-status")).to_have_text("live")
     assert len(held) == 1
+
+
+@pytest.mark.parametrize("width", [1280, 1024])
+def test_no_page_overflows_the_window(
+    serve_dashboard: Serve, page: Page, screenshot: Shot, width: int
+) -> None:
+    """At 1280 px the job list was 1452 px wide, its Last error column off-screen (issue
+    22, item 19): no page may be wider than the window, with long names, payloads,
+    errors and schedules in every table."""
+    server = serve_dashboard(pool=True, **FAST_EVENTS)
+    long_queue = "q-" + "x" * 126
+    words = " ".join(["word"] * 60)
+    job_id = server.enqueue(long_queue, {"text": words, "key": "y" * 300}, group="g" * 500)
+    server.call(
+        _store_as_before,
+        server.backend,
+        job_id,
+        long_queue,
+        "RuntimeError: " + "z" * 400 + "\n" + words,
+    )
+    server.call(server.backend.set_schedule, "s" * 128, long_queue, "*/5 * * * *", {"text": words})
+    running = server.start_job(steps=1)  # a registered pool for the workers page
+    page.set_viewport_size({"width": width, "height": 800})
+    pages = {"/": "overview", "/jobs": "jobs", f"/jobs/{job_id}": "job"}
+    for path, name in (pages | {"/workers": "workers", "/schedules": "schedules"}).items():
+        page.goto(server.url + path)
+        expect(page.get_by_role("heading", level=1)).to_be_visible()
+        widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        screenshot(f"width-{width}-{name}")
+        assert widths[0] <= widths[1], f"{path} at {width} px: {widths[0]} px wide"
+    # The job list fits whole, its Last error column on screen without scrolling.
+    page.goto(f"{server.url}/jobs")
+    fits = page.evaluate(
+        "(t => [t.scrollWidth, t.parentElement.clientWidth])(document.getElementById('job-table'))"
+    )
+    assert fits[0] <= fits[1], f"the job list at {width} px scrolls: {fits}"
+    server.release(running)
