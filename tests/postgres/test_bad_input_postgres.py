@@ -194,3 +194,22 @@ def test_cli_refuses_a_reserved_or_empty_schema_before_connecting(
     assert (code, capsys.readouterr().err) == (2, f"trioqueue migrate: error: {message}\n")
     code = main(["jobs", "--dsn", nowhere, "--schema", schema])
     assert (code, capsys.readouterr().err) == (2, f"trioqueue jobs: error: {message}\n")
+
+
+@pytest.mark.postgres
+def test_cli_enqueue_refuses_a_cr_in_the_queue_name_in_one_line(
+    postgres_dsn: str, postgres_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``trioqueue enqueue $'a\\rb' '{}'`` put the overview into an endless reload loop."""
+    database = ["--dsn", postgres_dsn, "--schema", postgres_schema]
+    assert main([*database, "migrate"]) == 0
+    capsys.readouterr()
+    code = main([*database, "enqueue", "a\rb", "{}"])
+    assert (code, capsys.readouterr().err) == (
+        2,
+        "trioqueue enqueue: error: queue must not contain control, bidirectional formatting "
+        "or invisible characters (U+000D at position 1): they show differently, or not at "
+        "all, in terminals, logs and the dashboard\n",
+    )
+    assert main([*database, "jobs"]) == 0
+    assert capsys.readouterr().out == "no jobs\n"  # nothing written
