@@ -271,17 +271,20 @@ async def serve_metrics(
     port: int,
     host: str = "127.0.0.1",
     interval: float = 5.0,
+    max_queues: int = MAX_QUEUES,
 ) -> AsyncIterator[MetricsServer]:
     """Serve ``/metrics`` on ``host:port`` while the block runs, with the backend's
-    gauges sampled every ``interval`` seconds.
+    gauges sampled every ``interval`` seconds, naming at most ``max_queues`` queues
+    (:class:`DatabaseGauges`).
 
     The HTTP server is prometheus-client's own, on a thread; see the module's docstring
     for why that is safe. Leaving the block stops it.
 
     Raises:
         OSError: the address cannot be bound.
+        ValueError: ``max_queues`` is not an int of at least 1 (nothing is served).
     """
-    observer = PrometheusObserver()
+    observer = PrometheusObserver(max_queues=max_queues)
     server, thread = await trio.to_thread.run_sync(
         lambda: start_http_server(port, host, registry=observer.registry)
     )

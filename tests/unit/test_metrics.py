@@ -455,3 +455,13 @@ async def test_the_dashboards_metrics_serve_only_the_database_gauges(
         "trioqueue_connections_in_use",
     }
     assert series["trioqueue_jobs"][(("queue", "mail"), ("status", "ready"))] == 1
+
+
+async def test_serve_metrics_bounds_the_queues_it_names() -> None:
+    async with trioqueue.open_memory() as backend:
+        for queue in ("a", "b", "b", "c"):
+            await backend.enqueue(queue, 1)
+        async with serve_metrics(backend, port=0, max_queues=1) as served:
+            page = await trio.to_thread.run_sync(_scrape, f"http://127.0.0.1:{served.port}/metrics")
+    queues = {dict(k)["queue"] for k in _series_of(page)["trioqueue_oldest_ready_age_seconds"]}
+    assert queues == {"b", "_other"}
