@@ -1,7 +1,8 @@
 """Prometheus metrics of a worker process (the ``metrics`` extra: ``prometheus-client``).
 
 :class:`PrometheusObserver` turns a pool's events into counters and histograms on a
-registry of its own; :meth:`PrometheusObserver.sample` keeps the backend's gauges fresh;
+registry of its own; :meth:`PrometheusObserver.sample` keeps the backend's gauges fresh
+(:class:`DatabaseGauges`, which the dashboard's ``/metrics`` serves alone);
 :func:`serve_metrics` does both and serves ``/metrics`` (``trioqueue worker
 --metrics-port``). docs/metrics.rst lists every metric and when it moves.
 
@@ -14,6 +15,7 @@ trio thread changes, so neither may run on the scrape's thread.
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 from collections.abc import AsyncIterator
@@ -27,7 +29,7 @@ import trioqueue
 from trioqueue import PoolObserver
 from trioqueue._types import JOB_STATUSES, QueueStats
 
-__all__ = ["MetricsServer", "PrometheusObserver", "serve_metrics"]
+__all__ = ["DatabaseGauges", "MetricsServer", "PrometheusObserver", "serve_metrics"]
 
 #: Handler durations run from milliseconds to an hour.
 HANDLER_BUCKETS = (
@@ -40,6 +42,120 @@ RENEWAL_BUCKETS = (
 )  # fmt: skip
 #: The ``reason`` label's values, present from the start so that ``rate()`` sees a zero.
 LEASE_LOSS_REASONS = ("lease_expired", "reclaimed", "gone")
+#: How many queues the sampled gauges name by default; the others are summed into
+#: :data:`OTHER_QUEUES` (docs/metrics.rst, "How many series").
+MAX_QUEUES = 100
+#: The ``queue`` label of the queues past ``max_queues``, summed.
+OTHER_QUEUES = "_other"
+
+
+class DatabaseGauges:
+    """The backend's gauges, sampled: jobs per queue and status, the oldest ready job's
+    age per queue, and the connections in use. What the dashboard's ``/metrics`` serves;
+    a :class:`PrometheusObserver` keeps them beside its worker metrics.
+
+    Each queue costs six series (five statuses and an age). So that a database of many
+    queues cannot flood Prometheus, only the ``max_queues`` queues with the most jobs
+    are named; the rest are summed into one ``queue="_other"`` (their counts added, their
+    oldest ready age the oldest of them).
+
+    Args:
+        registry: where the gauges are registered; by default a new ``CollectorRegistry``
+            of their own, as :attr:`registry`.
+        max_queues: how many queues are named, at least 1 (default 100): at most
+            ``6 * (max_queues + 1) + 1`` series.
+
+    Raises:
+        ValueError: ``max_queues`` is not an int of at least 1.
+    """
+
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, max_queues: int = MAX_QUEUES
+    ) -> None:
+        if isinstance(max_queues, bool) or not isinstance(max_queues, int) or max_queues < 1:
+            raise ValueError(f"max_queues must be an int of at least 1, not {max_queues!r}")
+        self.registry = CollectorRegistry() if registry is None else registry
+        self.max_queues = max_queues
+        r = self.registry
+        self.connections_in_use = Gauge(
+            "trioqueue_connections_in_use",
+            "The backend's connections checked out (sampled)",
+            registry=r,
+        )
+        self.jobs = Gauge(
+            "trioqueue_jobs",
+            "Jobs per queue and status in the database (sampled)",
+            ["queue", "status"],
+            registry=r,
+        )
+        self.oldest_ready_age = Gauge(
+            "trioqueue_oldest_ready_age_seconds",
+            "Seconds the queue's oldest ready job has been claimable, 0 if none (sampled)",
+            ["queue"],
+            registry=r,
+        )
+        self._queues: set[str] = set()  # the queue labels of the last sample
+
+    async def sample(
+        self,
+        backend: trioqueue.MemoryBackend | trioqueue.PostgresBackend,
+        *,
+        interval: float = 5.0,
+        counts: bool = True,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Sample the backend's gauges now and every ``interval`` seconds, until cancelled.
+
+        ``trioqueue_connections_in_use`` comes from ``backend.statistics()``;
+        ``trioqueue_jobs`` and ``trioqueue_oldest_ready_age_seconds`` from
+        ``backend.queue_stats()`` (one grouped count over the jobs table), unless
+        ``counts`` is false. A failed count leaves the last values
+        standing. Starts with ``nursery.start``, which returns after the first sample.
+        """
+        while True:
+            self.connections_in_use.set(backend.statistics().connections_in_use)
+            if counts:
+                try:
+                    per_queue = await backend.queue_stats()
+                except Exception:
+                    pass  # the database is away: keep the last sample; the pool will say so
+                else:
+                    self.set_queues(per_queue)
+            task_status.started()
+            task_status = trio.TASK_STATUS_IGNORED
+            await trio.sleep(interval)
+
+    def set_queues(self, per_queue: dict[str, QueueStats]) -> None:
+        """Set the per-queue gauges to ``per_queue``, the queues past ``max_queues``
+        summed; a queue no longer there drops out."""
+        shown = _bounded(per_queue, self.max_queues)
+        for queue, (counts, age) in shown.items():
+            for status in JOB_STATUSES:
+                self.jobs.labels(queue, status).set(counts.get(status, 0))
+            # 0 rather than no series when nothing waits: an alert on the age stays simple.
+            self.oldest_ready_age.labels(queue).set(age)
+        for gone in self._queues - shown.keys():  # a queue with no rows left
+            for status in JOB_STATUSES:
+                self.jobs.remove(gone, status)
+            self.oldest_ready_age.remove(gone)
+        self._queues = set(shown)
+
+
+def _bounded(
+    per_queue: dict[str, QueueStats], max_queues: int
+) -> dict[str, tuple[collections.Counter[str], float]]:
+    """``(counts, oldest ready age)`` by queue label: the ``max_queues`` queues with the
+    most jobs by name (ties by name), the others summed as :data:`OTHER_QUEUES` (with a
+    queue really named so)."""
+    names = sorted(per_queue, key=lambda queue: (-sum(per_queue[queue].counts.values()), queue))
+    counts: dict[str, collections.Counter[str]] = {}
+    ages: dict[str, float] = {}
+    for rank, queue in enumerate(names):
+        label = queue if rank < max_queues else OTHER_QUEUES
+        stats = per_queue[queue]
+        counts.setdefault(label, collections.Counter()).update(stats.counts)
+        ages[label] = max(ages.get(label, 0.0), stats.oldest_ready_age or 0.0)
+    return {label: (counts[label], ages[label]) for label in counts}
 
 
 class PrometheusObserver(PoolObserver):
@@ -52,9 +168,12 @@ class PrometheusObserver(PoolObserver):
         registry: where the metrics are registered; by default a new
             ``CollectorRegistry`` of its own (not prometheus-client's global one), as
             :attr:`registry`.
+        max_queues: how many queues the sampled gauges name (:class:`DatabaseGauges`).
     """
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, max_queues: int = MAX_QUEUES
+    ) -> None:
         self.registry = CollectorRegistry() if registry is None else registry
         r = self.registry
         self.jobs_finished = Counter(
@@ -87,29 +206,16 @@ class PrometheusObserver(PoolObserver):
             "Renewal statements stuck past their timeout and abandoned",
             registry=r,
         )
-        self.connections_in_use = Gauge(
-            "trioqueue_connections_in_use",
-            "The backend's connections checked out (sampled)",
-            registry=r,
-        )
-        self.jobs = Gauge(
-            "trioqueue_jobs",
-            "Jobs per queue and status in the database (sampled)",
-            ["queue", "status"],
-            registry=r,
-        )
-        self.oldest_ready_age = Gauge(
-            "trioqueue_oldest_ready_age_seconds",
-            "Seconds the queue's oldest ready job has been claimable, 0 if none (sampled)",
-            ["queue"],
-            registry=r,
-        )
+        #: The backend's gauges, on the same registry (:class:`DatabaseGauges`).
+        self.gauges = DatabaseGauges(r, max_queues=max_queues)
+        self.connections_in_use = self.gauges.connections_in_use
+        self.jobs = self.gauges.jobs
+        self.oldest_ready_age = self.gauges.oldest_ready_age
         for reason in LEASE_LOSS_REASONS:
             self.lease_losses.labels(reason)
         # Children by label values: ``labels()`` takes a lock and builds a tuple each call.
         self._finished: dict[tuple[str, str], Counter] = {}
         self._durations: dict[str, Histogram] = {}
-        self._job_series: set[tuple[str, str]] = set()
 
     # -- the pool's events ------------------------------------------------------------
 
@@ -144,40 +250,8 @@ class PrometheusObserver(PoolObserver):
         counts: bool = True,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Sample the backend's gauges now and every ``interval`` seconds, until cancelled.
-
-        ``trioqueue_connections_in_use`` comes from ``backend.statistics()``;
-        ``trioqueue_jobs`` and ``trioqueue_oldest_ready_age_seconds`` from
-        ``backend.queue_stats()`` (one grouped count over the jobs table), unless
-        ``counts`` is false. A failed count leaves the last values
-        standing. Starts with ``nursery.start``, which returns after the first sample.
-        """
-        while True:
-            self.connections_in_use.set(backend.statistics().connections_in_use)
-            if counts:
-                try:
-                    per_queue = await backend.queue_stats()
-                except Exception:
-                    pass  # the database is away: keep the last sample; the pool will say so
-                else:
-                    self._set_jobs(per_queue)
-            task_status.started()
-            task_status = trio.TASK_STATUS_IGNORED
-            await trio.sleep(interval)
-
-    def _set_jobs(self, per_queue: dict[str, QueueStats]) -> None:
-        seen: set[tuple[str, str]] = set()
-        for queue, stats in per_queue.items():
-            for status in JOB_STATUSES:
-                self.jobs.labels(queue, status).set(stats.counts.get(status, 0))
-                seen.add((queue, status))
-            # 0 rather than no series when nothing waits: an alert on the age stays simple.
-            self.oldest_ready_age.labels(queue).set(stats.oldest_ready_age or 0.0)
-        for gone in self._job_series - seen:  # a queue with no rows left
-            self.jobs.remove(*gone)
-        for queue in {queue for queue, _ in self._job_series} - per_queue.keys():
-            self.oldest_ready_age.remove(queue)
-        self._job_series = seen
+        """:meth:`DatabaseGauges.sample`, for the gauges beside the worker metrics."""
+        await self.gauges.sample(backend, interval=interval, counts=counts, task_status=task_status)
 
 
 @dataclass(frozen=True)
@@ -197,17 +271,20 @@ async def serve_metrics(
     port: int,
     host: str = "127.0.0.1",
     interval: float = 5.0,
+    max_queues: int = MAX_QUEUES,
 ) -> AsyncIterator[MetricsServer]:
     """Serve ``/metrics`` on ``host:port`` while the block runs, with the backend's
-    gauges sampled every ``interval`` seconds.
+    gauges sampled every ``interval`` seconds, naming at most ``max_queues`` queues
+    (:class:`DatabaseGauges`).
 
     The HTTP server is prometheus-client's own, on a thread; see the module's docstring
     for why that is safe. Leaving the block stops it.
 
     Raises:
         OSError: the address cannot be bound.
+        ValueError: ``max_queues`` is not an int of at least 1 (nothing is served).
     """
-    observer = PrometheusObserver()
+    observer = PrometheusObserver(max_queues=max_queues)
     server, thread = await trio.to_thread.run_sync(
         lambda: start_http_server(port, host, registry=observer.registry)
     )

@@ -16,8 +16,11 @@ import pytest
 
 if not os.environ.get("CI"):  # under CI a missing playwright is an error, not a skip
     pytest.importorskip("playwright")
-from playwright.sync_api import Dialog, Page, expect
+from playwright.sync_api import Dialog, Page, Route, expect
 
+import trioqueue
+
+from .._postgres_harness import jobs_table
 from ._server import WORK_QUEUE, DashboardServer
 
 pytestmark = [pytest.mark.postgres, pytest.mark.browser]
@@ -197,7 +200,7 @@ def test_workers_page_shows_the_pool(serve_dashboard: Serve, page: Page, screens
     row = page.get_by_test_id("worker-row")
     expect(row).to_have_count(1)
     expect(row).to_contain_text(WORK_QUEUE)
-    expect(row.get_by_test_id("worker-state")).to_have_text("alive")
+    expect(row.get_by_test_id("worker-state")).to_have_text("live")
     cells = row.locator("td")
     expect(cells.nth(3)).to_have_text(str(os.getpid()))
     expect(cells.nth(5)).to_have_text("3")  # concurrency
@@ -383,3 +386,128 @@ def test_pause_and_resume_a_queue_from_the_overview(
     server.enqueue("mail", {"n": 1})  # settled: a count moves without another reload
     expect(mail.locator("[data-testid=queue-count][data-status=ready]")).to_have_text("2")
     assert same_page(page)
+
+
+async def _store_as_before(
+    backend: trioqueue.PostgresBackend, job_id: int, queue: str, last_error: str | None = None
+) -> None:
+    """Give a job a queue name (and an error) the backends now refuse, as an earlier
+    release could store them."""
+    async with backend.acquire() as connection:
+        await connection.execute(
+            f"UPDATE {jobs_table(backend)} SET queue = $2, last_error = $3 WHERE id = $1",
+            job_id,
+            queue,
+            last_error,
+        )
+
+
+def test_a_cr_in_a_queue_name_does_not_reload_the_overview(
+    serve_dashboard: Serve, page: Page, screenshot: Shot
+) -> None:
+    """HTML reads a CR in an attribute as a LF: the row's name never matched the queue
+    event's, and every event reloaded the page (51 reloads in 6 s). The row is matched
+    by its JSON name now, and the name shows as ``a\\rb``."""
+    server = serve_dashboard(**FAST_EVENTS)
+    server.call(_store_as_before, server.backend, server.enqueue("legacy", {}), "a\rb")
+    server.enqueue("mail", {})
+    page.goto(server.url)
+    expect(page.get_by_test_id("live-status")).to_have_text("live")
+    mark_page(page)
+    server.enqueue("mail", {})  # a queue event after the first ones: the page stays
+    mail = page.locator('[data-testid=queue-row][data-queue="mail"]')
+    expect(mail.locator("[data-testid=queue-count][data-status=ready]")).to_have_text("2")
+    server.enqueue("mail", {})
+    expect(mail.locator("[data-testid=queue-count][data-status=ready]")).to_have_text("3")
+    assert same_page(page), "the overview reloaded"
+    crlf = page.get_by_test_id("queue-row").filter(has_text="a\\rb")
+    expect(crlf.locator("[data-testid=queue-count][data-status=ready]")).to_have_text("1")
+    screenshot("overview-cr-queue")
+
+
+def test_a_bidi_override_shows_escaped_on_every_page(
+    serve_dashboard: Serve, page: Page, screenshot: Shot
+) -> None:
+    """``"\\u202eliam"`` would show as ``mail``: every page shows the override as an
+    escape instead, in names, groups and errors alike (a traceback keeps its lines)."""
+    server = serve_dashboard(**FAST_EVENTS)
+    spoof = "\u202eliam"
+    job_id = server.enqueue("legacy", {"to": spoof}, group=spoof)
+    server.call(_store_as_before, server.backend, job_id, spoof, f"line 1\n{spoof}\x1b[2J")
+    shown = "\\u202eliam"
+
+    page.goto(server.url)
+    row = page.get_by_test_id("queue-row")
+    expect(row.locator("td").first).to_have_text(shown)
+    assert spoof not in page.locator("main").inner_text()
+    screenshot("overview-bidi")
+
+    page.goto(f"{server.url}/jobs")
+    job_row = page.get_by_test_id("job-row")
+    expect(job_row.locator("td").nth(2)).to_have_text(shown)
+    expect(job_row.locator("td.error-cell")).to_have_text(f"line 1\\n{shown}\\x1b[2J")
+    expect(job_row.locator("td.payload")).to_have_text('{"to": "\\u202eliam"}')
+    # The filter keeps the stored name itself, so that choosing it finds the job.
+    option = page.get_by_test_id("filter-queue").locator("option").nth(1)
+    expect(option).to_have_text(shown)
+    assert option.get_attribute("value") == spoof
+    assert spoof not in page.locator("main").inner_text()
+
+    page.goto(f"{server.url}/jobs/{job_id}")
+    expect(page.get_by_test_id("job-queue")).to_have_text(shown)
+    expect(page.get_by_test_id("job-group")).to_have_text(shown)
+    expect(page.get_by_test_id("job-last-error")).to_have_text(f"line 1\n{shown}\\x1b[2J")
+    assert spoof not in page.locator("main").inner_text()
+    screenshot("job-detail-bidi")
+
+
+def test_the_live_badge_says_connecting_until_the_stream_opens(
+    serve_dashboard: Serve, page: Page
+) -> None:
+    """It said "offline" until the event stream connected (issue 22, item 23)."""
+    server = serve_dashboard(**FAST_EVENTS)
+    held: list[Route] = []
+    page.route("**/api/events*", lambda route: held.append(route))  # held unanswered
+    with page.expect_request("**/api/events*"):
+        page.goto(server.url)
+    expect(page.get_by_test_id("live-status")).to_have_text("connecting")
+    page.unroute("**/api/events*")  # lets the held request go on
+    expect(page.get_by_test_id("live-status")).to_have_text("live")
+    assert len(held) == 1
+
+
+@pytest.mark.parametrize("width", [1280, 1024])
+def test_no_page_overflows_the_window(
+    serve_dashboard: Serve, page: Page, screenshot: Shot, width: int
+) -> None:
+    """At 1280 px the job list was 1452 px wide, its Last error column off-screen (issue
+    22, item 19): no page may be wider than the window, with long names, payloads,
+    errors and schedules in every table."""
+    server = serve_dashboard(pool=True, **FAST_EVENTS)
+    long_queue = "q-" + "x" * 126
+    words = " ".join(["word"] * 60)
+    job_id = server.enqueue(long_queue, {"text": words, "key": "y" * 300}, group="g" * 500)
+    server.call(
+        _store_as_before,
+        server.backend,
+        job_id,
+        long_queue,
+        "RuntimeError: " + "z" * 400 + "\n" + words,
+    )
+    server.call(server.backend.set_schedule, "s" * 128, long_queue, "*/5 * * * *", {"text": words})
+    running = server.start_job(steps=1)  # a registered pool for the workers page
+    page.set_viewport_size({"width": width, "height": 800})
+    pages = {"/": "overview", "/jobs": "jobs", f"/jobs/{job_id}": "job"}
+    for path, name in (pages | {"/workers": "workers", "/schedules": "schedules"}).items():
+        page.goto(server.url + path)
+        expect(page.get_by_role("heading", level=1)).to_be_visible()
+        widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        screenshot(f"width-{width}-{name}")
+        assert widths[0] <= widths[1], f"{path} at {width} px: {widths[0]} px wide"
+    # The job list fits whole, its Last error column on screen without scrolling.
+    page.goto(f"{server.url}/jobs")
+    fits = page.evaluate(
+        "(t => [t.scrollWidth, t.parentElement.clientWidth])(document.getElementById('job-table'))"
+    )
+    assert fits[0] <= fits[1], f"the job list at {width} px scrolls: {fits}"
+    server.release(running)

@@ -5,11 +5,14 @@ Each test that needs a server runs in a schema of its own.
 
 from __future__ import annotations
 
+import re
+
 import asyncpg
 import pytest
 import trio
 
 import trioqueue
+from tests.unit.test_bad_input import assert_unsafe_names_refused
 from trioqueue import BackendError
 from trioqueue._backends.postgres.sqlstate import MIGRATE_HINT, backend_error
 from trioqueue.cli import main
@@ -44,6 +47,16 @@ def test_cli_enqueue_refuses_a_dedup_key_past_the_limit_in_one_line(
     )
     assert main([*database, "jobs"]) == 0
     assert '"n"' not in capsys.readouterr().out  # nothing written
+
+
+@pytest.mark.postgres
+async def test_unsafe_queue_and_schedule_names_are_refused_and_nothing_is_written(
+    postgres_dsn: str, postgres_schema: str
+) -> None:
+    """The same checks as on the memory backend (issue 22, item 8): one shared validation."""
+    async with trioqueue.open_postgres(postgres_dsn, schema=postgres_schema) as backend:
+        await backend.migrate()
+        await assert_unsafe_names_refused(backend)
 
 
 # -- which errors pass by themselves (no server needed) -----------------------------------
@@ -149,3 +162,54 @@ async def test_a_pool_on_an_unmigrated_schema_stops_at_once_with_the_hint(
     assert "UndefinedTableError" in message
     assert message.endswith(f"({MIGRATE_HINT})")
     assert calls == 1  # stopped at the first failure, not after a round of retries
+
+
+# -- schemas trioqueue must not use (issue 22, item 11) ----------------------------------
+
+RESERVED_SCHEMAS = {
+    "": "schema must not be empty (leave it out for the default, trioqueue)",
+    "information_schema": "schema information_schema is PostgreSQL's own: choose a schema of your own",
+    "pg_catalog": "schema names starting with 'pg_' are reserved (PostgreSQL's own), not 'pg_catalog'",
+    "pg_temp": "schema names starting with 'pg_' are reserved (PostgreSQL's own), not 'pg_temp'",
+}
+
+
+@pytest.mark.parametrize(("schema", "message"), RESERVED_SCHEMAS.items())
+async def test_open_postgres_refuses_a_reserved_or_empty_schema(schema: str, message: str) -> None:
+    """Refused before connecting (this DSN would refuse a connection)."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        async with trioqueue.open_postgres("postgresql://127.0.0.1:1/x", schema=schema):
+            pass
+
+
+@pytest.mark.parametrize(("schema", "message"), RESERVED_SCHEMAS.items())
+def test_cli_refuses_a_reserved_or_empty_schema_before_connecting(
+    schema: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--schema information_schema migrate`` made trioqueue's tables in PostgreSQL's own
+    schema, and ``--schema ''`` silently used the default one. Now both are refused before
+    connecting (this DSN would refuse a connection: exit 1), so nothing can be written."""
+    nowhere = "postgresql://127.0.0.1:1/x"
+    code = main(["--dsn", nowhere, "--schema", schema, "migrate"])
+    assert (code, capsys.readouterr().err) == (2, f"trioqueue migrate: error: {message}\n")
+    code = main(["jobs", "--dsn", nowhere, "--schema", schema])
+    assert (code, capsys.readouterr().err) == (2, f"trioqueue jobs: error: {message}\n")
+
+
+@pytest.mark.postgres
+def test_cli_enqueue_refuses_a_cr_in_the_queue_name_in_one_line(
+    postgres_dsn: str, postgres_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``trioqueue enqueue $'a\\rb' '{}'`` put the overview into an endless reload loop."""
+    database = ["--dsn", postgres_dsn, "--schema", postgres_schema]
+    assert main([*database, "migrate"]) == 0
+    capsys.readouterr()
+    code = main([*database, "enqueue", "a\rb", "{}"])
+    assert (code, capsys.readouterr().err) == (
+        2,
+        "trioqueue enqueue: error: queue must not contain control, bidirectional formatting "
+        "or invisible characters (U+000D at position 1): they show differently, or not at "
+        "all, in terminals, logs and the dashboard\n",
+    )
+    assert main([*database, "jobs"]) == 0
+    assert capsys.readouterr().out == "no jobs\n"  # nothing written

@@ -11,6 +11,7 @@ import gc
 import subprocess
 import sys
 import warnings
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -248,3 +249,71 @@ async def test_a_pool_on_a_closed_memory_backend_stops(autojump_clock: object) -
         pass
     with trio.fail_after(60), pytest.raises(BackendError, match="memory backend is closed"):
         await trioqueue.run_worker_pool(backend, config(Recorder()))
+
+
+# -- names that fool the eye or the page (issue 22, item 8) -------------------------------
+
+#: Queue names no backend takes: controls (C0, DEL, C1), bidirectional formatting, line
+#: separators and invisible characters, each as an attacker would use it.
+UNSAFE_NAMES = [
+    "a\rb",  # HTML reads it as "a\nb": the overview reloaded for ever
+    "forged\nline",
+    "\x1b[31mred",  # an ANSI escape
+    "bell\x07",
+    "del\x7f",
+    "next\x85line",  # C1
+    "\u202eliam",  # shows as "mail"
+    "\u2066isolated\u2069",
+    "\u200fmark",
+    "line\u2028separator",
+    "zero\u200bwidth",
+    "\ufeffbom",
+]
+#: Names that look unusual and are fine: scripts written right to left need no controls,
+#: and the zero-width joiners of emoji and some scripts stay allowed.
+FINE_NAMES = ["مرحبا", "שלום-עולם", "dev\u200dops", "👩\u200d💻", "tab-free name"]
+UNSAFE = "must not contain control, bidirectional formatting or invisible characters"
+
+
+async def assert_unsafe_names_refused(
+    backend: trioqueue.MemoryBackend | trioqueue.PostgresBackend,
+) -> None:
+    """Every call that names a queue (or a schedule) refuses an unsafe name with the same
+    ValueError and writes nothing; the filters that only read still take it, and safe
+    names outside ASCII pass. Shared with the PostgreSQL test (test_bad_input_postgres)."""
+    for name in UNSAFE_NAMES:
+        p = functools.partial
+        calls: dict[str, Callable[[], Awaitable[object]]] = {
+            "enqueue": p(backend.enqueue, name, {}),
+            "enqueue_many": p(backend.enqueue_many, name, [{}, {}]),
+            "pause_queue": p(backend.pause_queue, name),
+            "resume_queue": p(backend.resume_queue, name),
+            "set_queue_limits": p(backend.set_queue_limits, name, max_running=1),
+            "set_schedule queue": p(backend.set_schedule, "tick", name, "* * * * *"),
+            "set_schedule name": p(backend.set_schedule, name, "ok", "* * * * *"),
+        }
+        for what, call in calls.items():
+            with pytest.raises(ValueError, match=UNSAFE) as info:
+                await call()
+            assert f"U+{ord(next(c for c in name if not c.isalnum())):04X}" in str(info.value), what
+        assert await backend.list_jobs(queue=name) == []
+        assert await backend.count_jobs(queue=name) == 0
+        await backend.finished_history(queue=name)
+    assert await backend.queue_stats() == {}
+    assert await backend.list_schedules() == []
+    assert await backend.list_jobs() == []
+    for name in FINE_NAMES:
+        job_id = await backend.enqueue(name, {})
+        assert (await backend.get_job(job_id)).queue == name
+
+
+async def test_unsafe_queue_and_schedule_names_are_refused_and_nothing_is_written() -> None:
+    async with trioqueue.open_memory() as backend:
+        await assert_unsafe_names_refused(backend)
+
+
+@pytest.mark.parametrize("name", UNSAFE_NAMES)
+async def test_a_pool_on_an_unsafe_queue_name_is_refused(autojump_clock: object, name: str) -> None:
+    async with trioqueue.open_memory() as backend:
+        refused = await _pool_refuses(backend, config(Recorder(), queue=name))
+    assert UNSAFE in str(refused)

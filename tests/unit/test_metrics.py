@@ -11,14 +11,16 @@ import urllib.request
 
 import pytest
 import trio
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 import trioqueue
 from tests._pool_harness import Recorder, config
+from tests._web_harness import client
 from trioqueue._types import Ack
-from trioqueue.metrics import PrometheusObserver, serve_metrics
+from trioqueue.metrics import MAX_QUEUES, DatabaseGauges, PrometheusObserver, serve_metrics
 from trioqueue.testing import error, hang
+from trioqueue.web import create_app
 
 
 def value(observer: PrometheusObserver, name: str, **labels: str) -> float:
@@ -364,3 +366,102 @@ async def test_an_observer_that_raises_never_stops_the_pool(
         "method are not logged)"
         for name in ("handler_finished", "job_finished", "renewal_finished")
     ]
+
+
+# -- bounded series (issue 22, items 12 and 21) -------------------------------------------
+
+
+Series = dict[str, dict[tuple[tuple[str, str], ...], float]]
+
+
+def _series(registry: CollectorRegistry) -> Series:
+    return _series_of(generate_latest(registry).decode())
+
+
+def _series_of(exposition: str) -> Series:
+    """Every sample by metric name, then by its sorted labels (``_created`` left out)."""
+    found: Series = {}
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            if not sample.name.endswith("_created"):
+                key = tuple(sorted(sample.labels.items()))
+                found.setdefault(sample.name, {})[key] = sample.value
+    return found
+
+
+async def test_the_gauges_name_the_biggest_queues_and_sum_the_rest(
+    autojump_clock: object,
+) -> None:
+    """Six series per queue, once unbounded (2,000 queues made 12,237 series): past
+    ``max_queues`` the queues with fewest jobs share ``queue="_other"``."""
+    gauges = DatabaseGauges(max_queues=2)
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        await backend.enqueue_many("big", [1, 2, 3])
+        await backend.enqueue_many("mid", [1, 2])
+        await backend.enqueue("small", 1)
+        await backend.enqueue("later", 1, delay=60)
+        await trio.sleep(7)  # "small" has waited 7 s, "later" waits for its delay
+        await nursery.start(gauges.sample, backend)
+        nursery.cancel_scope.cancel()
+    series = _series(gauges.registry)
+    jobs: dict[str, dict[str, float]] = {}
+    for key, n in series["trioqueue_jobs"].items():
+        labels = dict(key)
+        jobs.setdefault(labels["queue"], {})[labels["status"]] = n
+    assert {queue: counts["ready"] for queue, counts in jobs.items()} == {
+        "big": 3,
+        "mid": 2,
+        "_other": 1,
+    }
+    assert jobs["_other"]["scheduled"] == 1
+    ages = {dict(k)["queue"]: v for k, v in series["trioqueue_oldest_ready_age_seconds"].items()}
+    assert ages == {"big": 7.0, "mid": 7.0, "_other": 7.0}
+    assert sum(len(samples) for samples in series.values()) == 6 * 3 + 1
+
+
+async def test_two_thousand_queues_make_at_most_the_bounded_series(
+    autojump_clock: object,
+) -> None:
+    observer = PrometheusObserver()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        for n in range(2000):
+            await backend.enqueue(f"q{n}", n)
+        await nursery.start(observer.sample, backend)
+        nursery.cancel_scope.cancel()
+    series = _series(observer.registry)
+    assert len(series["trioqueue_jobs"]) == 5 * (MAX_QUEUES + 1)
+    assert len(series["trioqueue_oldest_ready_age_seconds"]) == MAX_QUEUES + 1
+    assert sum(series["trioqueue_jobs"].values()) == 2000  # every job counted once
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, None])
+def test_max_queues_must_be_a_positive_int(bad: object) -> None:
+    with pytest.raises(ValueError, match="max_queues must be an int of at least 1"):
+        DatabaseGauges(max_queues=bad)  # type: ignore[arg-type]
+
+
+async def test_the_dashboards_metrics_serve_only_the_database_gauges(
+    backend: trioqueue.MemoryBackend,
+) -> None:
+    """Its worker counters were always zero there: the dashboard runs no pool."""
+    await backend.enqueue("mail", 1)
+    async with client(create_app(backend)) as c:
+        r = await c.get("/metrics")
+    assert r.status_code == 200
+    series = _series_of(r.text)
+    assert set(series) == {
+        "trioqueue_jobs",
+        "trioqueue_oldest_ready_age_seconds",
+        "trioqueue_connections_in_use",
+    }
+    assert series["trioqueue_jobs"][(("queue", "mail"), ("status", "ready"))] == 1
+
+
+async def test_serve_metrics_bounds_the_queues_it_names() -> None:
+    async with trioqueue.open_memory() as backend:
+        for queue in ("a", "b", "b", "c"):
+            await backend.enqueue(queue, 1)
+        async with serve_metrics(backend, port=0, max_queues=1) as served:
+            page = await trio.to_thread.run_sync(_scrape, f"http://127.0.0.1:{served.port}/metrics")
+    queues = {dict(k)["queue"] for k in _series_of(page)["trioqueue_oldest_ready_age_seconds"]}
+    assert queues == {"b", "_other"}

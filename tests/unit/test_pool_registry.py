@@ -201,3 +201,29 @@ async def test_a_wedged_lone_beat_and_a_wedged_renewal_hold_two_connections(
         backend.inject("beat", None)  # release the wedged calls so the pool can exit
         backend.inject("renew", None)
         nursery.cancel_scope.cancel()
+
+
+async def test_in_flight_follows_the_jobs_within_a_second_or_two(autojump_clock: object) -> None:
+    """At the default heartbeat (30 s) the registry kept ``in flight 1`` for about 25 s
+    after the pool's only job finished (issue 22, item 20): the pool beats once its count
+    moved, at most one beat a second, however long its heartbeat interval."""
+    rec = Recorder()
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        cfg = config(
+            rec, concurrency=2, visibility_timeout=90, heartbeat_interval=30, poll_interval=5
+        )
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        short, long = await backend.enqueue_many("q", [{"sleep": 3}, {"sleep": 100}])
+        await rec.wait_for("started", count=2)
+        await trio.sleep(2)
+        assert [w.in_flight for w in await workers(backend)] == [2]
+        await rec.wait_for("succeeded", short)
+        await trio.sleep(2)
+        assert [w.in_flight for w in await workers(backend)] == [1]
+        beats = backend.statistics().calls["beat"]
+        await trio.sleep(20)  # the count stays 1: no beat goes alone for it
+        assert backend.statistics().calls["beat"] == beats
+        await rec.wait_for("succeeded", long)
+        await trio.sleep(2)
+        assert [w.in_flight for w in await workers(backend)] == [0]
+        nursery.cancel_scope.cancel()

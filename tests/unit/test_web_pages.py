@@ -140,7 +140,7 @@ async def test_workers_page_shows_live_and_gone_pools(
     states = dict(
         re.findall(r'data-worker-id="([^"]+)".*?data-testid="worker-state">(\w+)<', r.text, re.S)
     )
-    assert states == {"w-old": "gone", "w-new": "alive"}
+    assert states == {"w-old": "stale", "w-new": "live"}
     assert {w["worker_id"]: w["stale"] for w in api} == {"w-old": True, "w-new": False}
     assert set(api[0]) == {
         "worker_id",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -106,14 +107,43 @@ def check_enqueue(
     )
 
 
+#: Characters a name (a queue's, a schedule's) may not hold (docs/usage.rst, "Enqueue jobs"):
+#: C0 and C1 controls and DEL, which move a terminal's cursor, start its escape sequences
+#: or forge lines (and HTML turns a CR into a LF, so the name a page holds is another);
+#: bidirectional formatting (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069), which
+#: reorders what follows it (``"\u202eliam"`` shows as ``mail``); the line and paragraph
+#: separators U+2028 and U+2029; and the invisible U+200B, U+2060 and U+FEFF, which make
+#: two names look alike. A name is an identifier people read, in logs, terminals and the
+#: dashboard: none of these has a use in one. Scripts written right to left need no
+#: formatting characters to show right, and the zero-width (non-)joiners that some scripts
+#: and emoji need (U+200C, U+200D) stay allowed.
+_UNSAFE_IN_NAME = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2060\u2066-\u2069\ufeff]"
+)
+
+
 def check_queue(queue: object) -> str:
-    """A queue name: a non-empty ``str`` of at most 128 characters a database can store."""
-    return _check_name("queue", queue, MAX_QUEUE_LENGTH)
+    """A queue name: a non-empty ``str`` of at most 128 characters a database can store,
+    with no control, bidirectional formatting or invisible character (:data:`_UNSAFE_IN_NAME`).
+
+    Every call that names a queue checks this: enqueue, claims and pools, pause, resume,
+    limits and schedules. The filters that only read (:func:`check_filters`) take any name
+    a database can store, so jobs stored under such a name by an earlier release can still
+    be found, and deleted.
+    """
+    return _check_name("queue", queue, MAX_QUEUE_LENGTH, strict=True)
 
 
-def _check_name(what: str, value: object, maximum: int) -> str:
+def check_queue_filter(queue: object) -> str:
+    """A queue name to read by (``list_jobs``, ``count_jobs``, ``finished_history``): any
+    non-empty ``str`` of at most 128 characters a database can store."""
+    return _check_name("queue", queue, MAX_QUEUE_LENGTH, strict=False)
+
+
+def _check_name(what: str, value: object, maximum: int, *, strict: bool) -> str:
     """A name (a queue's, a schedule's): a non-empty ``str`` of at most ``maximum``
-    characters that a database can store."""
+    characters that a database can store; with ``strict``, and none of the characters
+    of :data:`_UNSAFE_IN_NAME`."""
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a str, not {type(value).__name__}")
     if not value:
@@ -123,6 +153,13 @@ def _check_name(what: str, value: object, maximum: int) -> str:
     problem = _text_problem(value)
     if problem:
         raise ValueError(f"{what} must not contain {problem}")
+    unsafe = _UNSAFE_IN_NAME.search(value) if strict else None
+    if unsafe is not None:
+        raise ValueError(
+            f"{what} must not contain control, bidirectional formatting or invisible "
+            f"characters (U+{ord(unsafe.group()):04X} at position {unsafe.start()}): "
+            "they show differently, or not at all, in terminals, logs and the dashboard"
+        )
     return value
 
 
@@ -214,7 +251,7 @@ def check_list_jobs(
 ) -> tuple[str | None, JobStatus | None, int, int]:
     """Validate ``list_jobs`` arguments: ``(queue, status, limit, offset)``."""
     if queue is not None:
-        queue = check_queue(queue)
+        queue = check_queue_filter(queue)
     if status is not None and status not in JOB_STATUSES:
         raise ValueError(f"status must be one of {', '.join(JOB_STATUSES)} or None, not {status!r}")
     limit = check_int("limit", limit, minimum=1, maximum=MAX_LIST_LIMIT)
@@ -250,7 +287,7 @@ def check_filters(
 ) -> tuple[str | None, JobStatus | None, str | None]:
     """Validate the filters of ``list_jobs`` and ``count_jobs``: ``(queue, status, search)``."""
     if queue is not None:
-        queue = check_queue(queue)
+        queue = check_queue_filter(queue)
     if status is not None and status not in JOB_STATUSES:
         raise ValueError(f"status must be one of {', '.join(JOB_STATUSES)} or None, not {status!r}")
     return queue, _as_status(status), check_search(search)
@@ -260,7 +297,7 @@ def check_history(window: object, buckets: object, queue: object) -> tuple[float
     """Validate ``finished_history`` arguments: ``(window, buckets, queue)``."""
     window = check_timeout("window", window)
     buckets = check_int("buckets", buckets, minimum=1, maximum=MAX_HISTORY_BUCKETS)
-    return window, buckets, None if queue is None else check_queue(queue)
+    return window, buckets, None if queue is None else check_queue_filter(queue)
 
 
 def check_worker_id(worker_id: object) -> str:
@@ -581,7 +618,7 @@ def check_schedule(
             an unknown time zone, ...), one per line.
     """
     checks: dict[str, Callable[[], Any]] = {
-        "name": lambda: check_schedule_name(name),
+        "name": lambda: _check_name("name", name, MAX_SCHEDULE_NAME_LENGTH, strict=True),
         "queue": lambda: check_queue(queue),
         "cron": lambda: check_cron(cron),
         "timezone": lambda: check_timezone(timezone),
@@ -611,5 +648,7 @@ def check_schedule(
 
 
 def check_schedule_name(name: object) -> str:
-    """A schedule's name: a non-empty ``str`` of at most 128 characters a database can store."""
-    return _check_name("name", name, MAX_SCHEDULE_NAME_LENGTH)
+    """A schedule's name to look up (delete): a non-empty ``str`` of at most 128 characters
+    a database can store. :func:`check_schedule` holds a new name to the rules of a queue's
+    (:func:`check_queue`)."""
+    return _check_name("name", name, MAX_SCHEDULE_NAME_LENGTH, strict=False)

@@ -15,6 +15,13 @@ renewal holds a connection, one at a time, and gives up after one heartbeat inte
 it is out the core counts it as the abandoned slot, so a beat that ignores its timeout never
 lets the guard hold a third connection (I5). A failed beat is logged and changes nothing
 else.
+
+The pool's jobs in flight are what operators read in the registry (the dashboard's workers
+page): a count left from a beat a heartbeat ago reads as a stuck job. So while the count may
+move (jobs are in flight, or were at the last beat) the guard looks at it every
+:data:`IN_FLIGHT_LOOK` seconds, and a count that moved goes out in a lone beat, at most one
+per :data:`IN_FLIGHT_DEBOUNCE`: the registry is right to within about 1.5 s, for one beat a
+second at most while jobs come and go (a job ends without telling the guard, so it looks).
 """
 
 from __future__ import annotations
@@ -43,6 +50,10 @@ _NO_SCOPES: Mapping[int, trio.CancelScope] = {}
 #: Scheduler passes the guard lets a new batch run before its first beat: one for the
 #: batch task to start its job tasks, one for them to run.
 FIRST_STEPS = 2
+#: How often (seconds) the guard looks at the pool's jobs in flight while they may move.
+IN_FLIGHT_LOOK = 0.5
+#: The shortest time (seconds) from one beat to a lone beat for a count that moved.
+IN_FLIGHT_DEBOUNCE = 1.0
 
 
 @dataclass(eq=False, slots=True)
@@ -87,6 +98,7 @@ class Guard:
         self._next_batch_id = 1
         self._pool = pool  # None: no beats
         self._last_beat = -math.inf  # when the last beat was sent (local time)
+        self._beat_in_flight = 0  # the jobs in flight the last beat reported
         self._beat_failing = False  # the last beat failed (logged once per outage)
         #: Renewals abandoned since the guard started (reported by every beat).
         self.abandoned_renewals = 0
@@ -170,9 +182,9 @@ class Guard:
                     self.apply(Effects(moved=set(renewal.batch_ids)))
                     beat = self._beat(now)
                     renewals.start_soon(self._renew, renewal, beat, name="trioqueue.renewal")
-                elif now >= self._next_lone_beat() and self.core.begin_beat():
+                elif self._lone_beat_due(now) and self.core.begin_beat():
                     renewals.start_soon(self._beat_alone, self._beat(now), name="trioqueue.beat")
-                deadline = min(self.core.next_wake(), self._next_lone_beat())
+                deadline = min(self.core.next_wake(), self._next_lone_beat(now))
                 with trio.CancelScope(deadline=deadline) as self._nap:
                     await trio.sleep_forever()
 
@@ -193,12 +205,7 @@ class Guard:
         if self._pool is None:
             return None
         self._last_beat = now
-        core = self.core
-        in_flight = sum(
-            job.pending
-            for batch_id in core.batch_ids()
-            for job in core.batch(batch_id).jobs.values()
-        )
+        in_flight = self._beat_in_flight = self._in_flight()
         clock = self._clock
         if clock is None or clock.bound is None:
             return PoolBeat(self._pool, in_flight, self.abandoned_renewals)
@@ -206,12 +213,36 @@ class Guard:
             self._pool, in_flight, self.abandoned_renewals, clock.skew, clock.verdict.label
         )
 
-    def _next_lone_beat(self) -> float:
-        """When a beat must go alone: a heartbeat interval after the last beat, unless one is
+    def _in_flight(self) -> int:
+        core = self.core
+        return sum(
+            job.pending
+            for batch_id in core.batch_ids()
+            for job in core.batch(batch_id).jobs.values()
+        )
+
+    def _lone_beat_due(self, now: float) -> bool:
+        """Whether a beat should go alone now: a heartbeat interval after the last beat, or
+        a debounce after it when the jobs in flight moved since."""
+        if self._pool is None:
+            return False
+        if now >= self._last_beat + self.core.timing.heartbeat_interval:
+            return True
+        return (
+            now >= self._last_beat + IN_FLIGHT_DEBOUNCE
+            and self._in_flight() != self._beat_in_flight
+        )
+
+    def _next_lone_beat(self, now: float) -> float:
+        """When to look for a lone beat next: a heartbeat interval after the last beat, and
+        every :data:`IN_FLIGHT_LOOK` while the jobs in flight may move; never while one is
         in flight or a renewal holds a connection (its beat, or its retry's, comes first)."""
         if self._pool is None or self.core.connections_held():
             return math.inf
-        return self._last_beat + self.core.timing.heartbeat_interval
+        due = self._last_beat + self.core.timing.heartbeat_interval
+        if self._batches or self._beat_in_flight:
+            due = min(due, max(now + IN_FLIGHT_LOOK, self._last_beat + IN_FLIGHT_DEBOUNCE))
+        return due
 
     async def _beat_alone(self, beat: PoolBeat | None) -> None:
         try:

@@ -239,8 +239,9 @@ def require_dsn(args: argparse.Namespace) -> str:
 
 
 def schema_of(args: argparse.Namespace, default: str = DEFAULT_SCHEMA) -> str:
-    """``--schema``, else ``default``."""
-    schema: str = args.schema or default
+    """``--schema``, else ``default``. An empty ``--schema ''`` stays empty, so that
+    ``open_postgres`` refuses it rather than the default being used unasked."""
+    schema: str = default if args.schema is None else args.schema
     return schema
 
 

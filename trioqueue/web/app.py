@@ -29,7 +29,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import trioqueue
-from trioqueue.metrics import PrometheusObserver
+from trioqueue.metrics import DatabaseGauges
 from trioqueue.web import api, pages
 from trioqueue.web.auth import Guard, check_bind, check_token
 from trioqueue.web.events import EventStream, Waker, check_interval
@@ -85,7 +85,8 @@ def create_app(
     check_token(token or None)
     hosts = [normal_host(h) for h in (LOOPBACK_NAMES if allowed_hosts is None else allowed_hosts)]
     guard = Guard(token=token, read_only=read_only, allowed_origins=allowed_origins)
-    observer = PrometheusObserver()
+    # The database's gauges only: the worker counters would stay zero here (no pool runs).
+    observer = DatabaseGauges()
     waker = Waker()
     events = EventStream(backend, guard, check_interval(events_interval), waker)
 

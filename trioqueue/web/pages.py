@@ -38,6 +38,7 @@ from trioqueue.web.api import (
     queues_json,
 )
 from trioqueue.web.auth import Guard, Handler, safe_next
+from trioqueue.web.visible import finalize, verbatim, visible_lines
 
 __all__ = ["routes"]
 
@@ -100,7 +101,10 @@ def environment() -> jinja2.Environment:
         loader=jinja2.PackageLoader("trioqueue.web", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
+        # Every value shown with its hidden characters as escapes (visible.py).
+        finalize=finalize,
     )
+    env.filters |= {"verbatim": verbatim, "visible_lines": visible_lines}
     env.globals |= {
         "static": lambda name: f"/static/{name}",
         "age": _age,

@@ -199,7 +199,7 @@ async def open_postgres(
             parameters asyncpg does not know are passed on as server settings, except
             ``connect_timeout`` (seconds, 0: no limit), which is honoured as in libpq.
         schema: the PostgreSQL schema holding the tables: a lower-case identifier matching
-            ``[a-z_][a-z0-9_]{0,62}``, not starting with ``pg_``.
+            ``[a-z_][a-z0-9_]{0,62}``, not ``information_schema`` nor starting with ``pg_``.
         max_connections: the pool size (default 10). Each ``listen`` holds one more
             connection of its own. Connections show ``application_name``
             ``trioqueue:<schema>`` in ``pg_stat_activity`` unless the DSN sets one.

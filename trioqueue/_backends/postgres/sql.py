@@ -46,20 +46,32 @@ _MIGRATION_FILE = re.compile(r"([0-9]{4})_([a-z0-9_]+)\.sql")
 def check_schema(schema: object) -> str:
     """The schema name, if it is one trioqueue may use.
 
+    Every way in checks here: ``open_postgres``, the backend itself, and so every command
+    of the command line.
+
     Raises:
         TypeError: ``schema`` is not a str.
-        ValueError: it does not match ``[a-z_][a-z0-9_]{0,62}``, or starts with ``pg_``
-            (reserved by PostgreSQL for system schemas).
+        ValueError: it is empty, does not match ``[a-z_][a-z0-9_]{0,62}``, is
+            ``information_schema`` or starts with ``pg_`` (PostgreSQL's own schemas:
+            trioqueue's tables would be made among the system's).
     """
     if not isinstance(schema, str):
         raise TypeError(f"schema must be a str, not {type(schema).__name__}")
+    if not schema:
+        raise ValueError("schema must not be empty (leave it out for the default, trioqueue)")
+    if schema == "information_schema":
+        raise ValueError(
+            "schema information_schema is PostgreSQL's own: choose a schema of your own"
+        )
     if not SCHEMA_PATTERN.fullmatch(schema):
         raise ValueError(
             f"schema must match [a-z_][a-z0-9_]{{0,62}} (a lower-case SQL identifier), "
             f"not {schema!r}"
         )
     if schema.startswith("pg_"):
-        raise ValueError(f"schema names starting with 'pg_' are reserved, not {schema!r}")
+        raise ValueError(
+            f"schema names starting with 'pg_' are reserved (PostgreSQL's own), not {schema!r}"
+        )
     return schema
 
 

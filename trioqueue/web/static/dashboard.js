@@ -83,10 +83,21 @@
     if (rowBar) setProgress(rowBar, data.progress);
   }
 
+  // The row of a queue, found by the name in its data-queue-json: JSON, because HTML
+  // reads a CR in an attribute as a LF, so data-queue can hold another name than the
+  // event's; a row never found made every queue event reload the page, for ever.
+  function queueRow(name) {
+    var rows = document.querySelectorAll("tr[data-testid=queue-row]");
+    for (var i = 0; i < rows.length; i++) {
+      if (JSON.parse(rows[i].getAttribute("data-queue-json")) === name) return rows[i];
+    }
+    return null;
+  }
+
   function onQueue(data) {
     // Only the overview shows queue counts; elsewhere a queue event would reload the page.
     if (document.body.getAttribute("data-page") !== "overview") return;
-    var row = document.querySelector('tr[data-testid=queue-row][data-queue="' + CSS.escape(data.queue) + '"]');
+    var row = queueRow(data.queue);
     if (!row) {
       // A queue appeared or vanished: the table's shape changed, render it again.
       if (Object.keys(data.counts).length) window.location.reload();
