@@ -168,6 +168,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
             Tests(_POOL, ("test_I8_*",)),
             Tests(_GUARD, ("I8_each_job_stopped_and_cancelled_at_most_once",), _MACHINE),
             Tests(_PROPS, (), "one outcome per claimed attempt"),
+            Tests("unit/test_worker_exits.py", (), "a handler's exit is never a success"),
         ),
         model_check=True,
     ),
@@ -225,6 +226,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
             Tests("postgres/test_postgres_pool.py"),
             Tests("postgres/test_postgres_restart.py"),
             Tests("postgres/test_postgres_transactional.py"),
+            Tests("postgres/test_worker_exits.py", (), "an exiting handler commits nothing"),
         ),
     ),
     Guarantee(

@@ -39,7 +39,7 @@ import trio
 from trioqueue._backends.interface import Backend
 from trioqueue._core.guard_rules import GuardCore
 from trioqueue._core.timing import Timing
-from trioqueue._errors import BackendError, ConfigError, is_transient
+from trioqueue._errors import BackendError, ConfigError, exit_request, is_transient
 from trioqueue._runtime.batch import BatchRunner
 from trioqueue._runtime.config import WorkerConfig, check
 from trioqueue._runtime.guard import Guard
@@ -93,6 +93,10 @@ async def run_worker_pool(
             permission, a refused value: ``BackendError.transient`` is false). The pool
             stops as on shutdown first; the message says what failed, with the backend's
             hint (``trioqueue migrate`` for a schema that was never migrated).
+        SystemExit: a claim hook or handler raised it (``KeyboardInterrupt`` likewise);
+            its attempt was recorded as a failure and the jobs beside it released first.
+            Raised as it was raised, not inside exception groups, so that the process
+            exits as it asks (docs/protocol.rst §4.1).
     """
     timing = check(config)
     if config.transactional and not backend.supports_transactions:
@@ -103,7 +107,15 @@ async def run_worker_pool(
         observer = ShieldedObserver(observer)
     pool = _Pool(backend, config, timing, stop_now, observer)
     pool.resources = resources  # only the batches read it: no __init__ argument of its own
-    await pool.run(task_status)
+    try:
+        await pool.run(task_status)
+    except BaseExceptionGroup as group:
+        # A handler's SystemExit or KeyboardInterrupt, once its attempt is recorded
+        # (docs/protocol.rst §4.1): raised as it was raised, so the process exits as asked.
+        asked = exit_request(group)
+        if asked is None:
+            raise
+        raise asked from group
 
 
 #: How long registering or unregistering the pool may take (seconds) before it is given up.
@@ -154,6 +166,7 @@ class _Pool:
         self._notice_mark: int | None = None
         self.stopping = trio.Event()
         self.stop_now = stop_now
+        self.claiming = trio.CancelScope()  # the claim loop's
 
     async def run(self, task_status: trio.TaskStatus[None]) -> None:
         self._log_start()
@@ -172,6 +185,7 @@ class _Pool:
                     monitor,
                     self.observer,
                     self.resources,
+                    self.claiming,
                 )
                 await self._run(task_status)
         finally:
@@ -224,11 +238,14 @@ class _Pool:
     async def _run(self, task_status: trio.TaskStatus[None]) -> None:
         async with trio.open_nursery() as nursery:
             batches = await nursery.start(self.serve)
+            stopped_by = None  # stays None when a batch's exception cancels the claims
             try:
-                stopped_by = await self.claim_loop(batches, task_status)
+                with self.claiming:
+                    stopped_by = await self.claim_loop(batches, task_status)
             finally:
                 self.stop()
-        raise stopped_by  # after the graceful shutdown, and outside the nursery's group
+        if stopped_by is not None:
+            raise stopped_by  # after the graceful shutdown, and outside the nursery's group
 
     def stop(self) -> None:
         if not self.stopping.is_set():
@@ -260,7 +277,12 @@ class _Pool:
                     services.start_soon(self._end_grace, self.stop_now)
                 async with trio.open_nursery() as batches:
                     task_status.started(batches)
-                    await self.stopping.wait()
+                    try:
+                        await self.stopping.wait()
+                    finally:
+                        # Cancelled here by a batch that raised (docs/protocol.rst §4.1):
+                        # claim no more, for no batch could start now.
+                        self.claiming.cancel()
                 services.cancel_scope.cancel()  # every batch is done: no lease left to guard
 
     async def _end_grace(self, stop_now: trio.Event) -> None:

@@ -45,7 +45,7 @@ import trio
 
 import trioqueue
 from trioqueue._backends.postgres import embedded as _embedded
-from trioqueue._errors import causes, leaves
+from trioqueue._errors import causes, exit_request, leaves
 from trioqueue._runtime.config import problems_of
 from trioqueue.cli import _dashboard, _demo, _schedule, _watch
 from trioqueue.cli._terminal import (
@@ -98,6 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"trioqueue {args.command}: error: {exc}", file=sys.stderr)
         return exc.code
     except (KeyboardInterrupt, BaseExceptionGroup) as exc:
+        asked = exit_request(exc)
+        if isinstance(asked, SystemExit):
+            # A handler's sys.exit(), its attempt already recorded (docs/protocol.rst
+            # §4.1): the process exits as it asks, not with trio's groups' traceback.
+            raise asked from None
         if not _only_interrupts(exc):
             raise
         print("interrupted", file=sys.stderr)
