@@ -246,6 +246,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
         "handler in its thread included: no other worker runs the job beside it.",
         tests=(
             Tests("unit/test_pool_unwinding.py"),
+            Tests("unit/test_pool_write_bound.py", (), "a failing write holds it one lease"),
             Tests("postgres/test_postgres_unwinding.py"),
             Tests(_GUARD),
         ),

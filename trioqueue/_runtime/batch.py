@@ -59,7 +59,7 @@ from trioqueue._backends.validation import check_seconds, encode_result
 from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.outcome import Outcome, decide, decide_attempt
 from trioqueue._core.rules import OutcomeKind, StopReason
-from trioqueue._core.timing import Timing, retry_delay
+from trioqueue._core.timing import Timing, retry_delay, write_retries_spent
 from trioqueue._errors import is_transient, leaves
 from trioqueue._runtime.config import WorkerConfig, is_async_callable
 from trioqueue._runtime.context import JobContext, PoolShare
@@ -556,26 +556,41 @@ class BatchRunner:
         job, kind = done.job, done.outcome.kind.value
         # While the handler's outcome is unwritten its lease is still renewed
         # (docs/protocol.rst §4), so an error that retrying cannot fix would spin here for
-        # ever: give the attempt up at once; its lease then lapses.
+        # ever: give the attempt up at once; and one that keeps failing, once it has been
+        # retried for one lease (§4.2). Its lease then lapses: another worker takes the job.
+        now, v = trio.current_time(), self._timing.visibility_timeout
+        first = done.failing_since is None
+        since = now if done.failing_since is None else done.failing_since
+        done.failing_since = since
         lost = self._guard.fence_passed(handle.batch_id)
-        if lost or not is_transient(exc):
-            why = "until the lease expired" if lost else "in a way retrying cannot fix"
+        spent = write_retries_spent(since, now, v)
+        if lost or spent or not is_transient(exc):
+            if lost:
+                why = "until the lease expired"
+            elif spent:
+                why = f"for one lease ({v:g}s)"
+            else:
+                why = "in a way retrying cannot fix"
             log.error(
-                "job %d: could not record %s: %r",
+                "job %d: could not record %s (%s), giving it up; the job runs again once "
+                "its lease is over: %r",
                 job.id,
                 kind,
+                why,
                 exc,
                 extra=job_fields(job, "record_failed"),
             )
             done.unrecorded = UNRECORDED.format(kind=kind, why=why, error=exc)
             return True
-        log.warning(
-            "job %d: recording %s failed, retrying: %r",
-            job.id,
-            kind,
-            exc,
-            extra=job_fields(job, "record_retry"),
-        )
+        if first:  # once per job: retries come every 0.25 s at shutdown
+            log.warning(
+                "job %d: recording %s failed, retrying for up to %gs: %r",
+                job.id,
+                kind,
+                v,
+                exc,
+                extra=job_fields(job, "record_retry"),
+            )
         return False
 
     def _item(self, handle: BatchHandle, done: _Finished) -> Ack | Release | Failure:
@@ -730,7 +745,16 @@ class _TxState:
 class _Finished:
     """A job whose work has ended: its outcome, decided then (I8), and what its write did."""
 
-    __slots__ = ("applied", "delay", "job", "outcome", "result", "stop", "unrecorded")
+    __slots__ = (
+        "applied",
+        "delay",
+        "failing_since",
+        "job",
+        "outcome",
+        "result",
+        "stop",
+        "unrecorded",
+    )
 
     def __init__(
         self, job: Job, outcome: Outcome, stop: StopReason | None, result: str | None
@@ -744,6 +768,7 @@ class _Finished:
         self.applied: bool | Recorded | None = None
         self.delay = 0.0  # before a retry
         self.unrecorded = ""  # why the write was given up, if it was
+        self.failing_since: float | None = None  # when its write first failed
 
 
 class _Inbox:
