@@ -169,6 +169,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
             Tests(_POOL, ("test_I8_*",)),
             Tests(_GUARD, ("I8_each_job_stopped_and_cancelled_at_most_once",), _MACHINE),
             Tests(_PROPS, (), "one outcome per claimed attempt"),
+            Tests("unit/test_worker_exits.py", (), "a handler's exit is never a success"),
         ),
         model_check=True,
     ),
@@ -226,6 +227,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
             Tests("postgres/test_postgres_pool.py"),
             Tests("postgres/test_postgres_restart.py"),
             Tests("postgres/test_postgres_transactional.py"),
+            Tests("postgres/test_worker_exits.py", (), "an exiting handler commits nothing"),
         ),
     ),
     Guarantee(
@@ -261,6 +263,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
         "handler in its thread included: no other worker runs the job beside it.",
         tests=(
             Tests("unit/test_pool_unwinding.py"),
+            Tests("unit/test_pool_write_bound.py", (), "a failing write holds it one lease"),
             Tests("postgres/test_postgres_unwinding.py"),
             Tests(_GUARD),
         ),

@@ -78,3 +78,14 @@ def causes(exc: BaseException) -> Iterator[BaseException]:
         seen.add(id(current))
         yield current
         current = current.__cause__
+
+
+def exit_request(exc: BaseException) -> SystemExit | KeyboardInterrupt | None:
+    """The ``SystemExit`` or ``KeyboardInterrupt`` that ``exc`` is or holds (trio delivers a
+    task's exception inside one group per nursery it crosses), the first if several: an
+    exception that asks the process to exit. None if it holds neither."""
+    found = leaves(exc) if isinstance(exc, BaseExceptionGroup) else iter((exc,))
+    for leaf in found:
+        if isinstance(leaf, SystemExit | KeyboardInterrupt):
+            return leaf
+    return None

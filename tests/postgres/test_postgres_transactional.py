@@ -231,6 +231,42 @@ async def test_cancelled_handler_leaves_no_row(backend: PostgresBackend) -> None
     assert await effect_counts(backend) == {}
 
 
+@pytest.mark.parametrize("batch_size", [1, 2])
+async def test_an_exiting_handler_and_the_jobs_beside_it_commit_nothing(
+    backend: PostgresBackend, batch_size: int
+) -> None:
+    """A handler inserts its row, then raises ``SystemExit`` while another job, beside it
+    (another batch, or the same one), holds its inserted row uncommitted: neither row is
+    committed, the exiting job fails, the other is released uncharged, and the pool raises
+    the ``SystemExit`` itself (docs/protocol.rst §4.1)."""
+    recorder = Recorder()
+    inserted: list[int] = []
+    both_inserted = trio.Event()
+
+    async def handler(payload: Any, ctx: JobContext) -> None:
+        await ctx.connection.execute(f"INSERT INTO {effects(backend)} VALUES ($1, 1)", ctx.job_id)
+        inserted.append(ctx.job_id)
+        if len(inserted) == 2:
+            both_inserted.set()
+        await both_inserted.wait()
+        if payload == "exits":
+            raise SystemExit(3)
+        await trio.sleep_forever()
+
+    bystander = await backend.enqueue(Q, "waits", max_attempts=1)
+    exiting = await backend.enqueue(Q, "exits", max_attempts=1)
+    cfg = config(handler, recorder, concurrency=4 // batch_size, batch_size=batch_size)
+    with trio.fail_after(20), pytest.raises(SystemExit) as raised:
+        await trioqueue.run_worker_pool(backend, cfg)
+    assert raised.value.code == 3
+    exited, released = await backend.get_job(exiting), await backend.get_job(bystander)
+    assert (exited.status, exited.attempts) == ("failed", 1)
+    assert exited.last_error == "SystemExit: 3 (raised by the handler; the worker process exits)"
+    assert (released.status, released.attempts, released.last_error) == ("ready", 0, None)
+    assert await effect_counts(backend) == {}
+    assert backend.statistics()["connections_in_use"] == 0
+
+
 async def test_handler_that_ends_the_transaction_itself_fails_its_attempt(
     backend: PostgresBackend,
 ) -> None:

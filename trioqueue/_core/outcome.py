@@ -27,6 +27,10 @@ def duration_message(max_job_duration: float | None) -> str:
     return f"claim hooks and handler ran past max_job_duration of {max_job_duration:g}s"
 
 
+#: The outcome's message for work cut short by its pool going down (docs/protocol.rst §4.1).
+EXITING = "released uncharged: the worker pool is going down on an exception raised elsewhere"
+
+
 def no_connection_message(error: str) -> str:
     return f"released uncharged: no database connection for the handler ({error})"
 
@@ -40,6 +44,7 @@ def decide(
     max_attempts: int,
     max_job_duration: float | None,
     no_connection: str | None = None,
+    exiting: bool = False,
 ) -> Outcome:
     """The one outcome of an attempt: the stop's row of :data:`STOP_OUTCOMES`, else the
     handler's own result (an error is a charged failure, retried while attempts remain).
@@ -51,6 +56,11 @@ def decide(
     never got its database connection: infrastructure trouble, not the handler's failure,
     so the job is released uncharged, even when max_job_duration passed meanwhile
     (docs/protocol.rst §4). A cancel or a lost lease still decides as usual.
+
+    ``exiting`` says the work was cancelled from outside its batch: the pool is going down
+    on an exception raised elsewhere (another job's ``SystemExit``, say). Such work did
+    nothing wrong, so it is released uncharged, unless a stop of its own came first (the
+    first stop wins, I8) (docs/protocol.rst §4.1).
     """
     stop = job_stop or batch_stop
     kind = STOP_OUTCOMES[stop] if stop is not None else None
@@ -63,6 +73,8 @@ def decide(
         error = duration_message(max_job_duration)
     elif kind is not None:
         return Outcome(kind, stop.value if stop is not None else None)
+    elif exiting:
+        return Outcome(OutcomeKind.RELEASE, EXITING)
     return handler_result(error, attempt, max_attempts)
 
 
@@ -84,6 +96,7 @@ def decide_attempt(
     max_attempts: int,
     max_job_duration: float | None,
     no_connection: str | None = None,
+    exiting: bool = False,
 ) -> tuple[Outcome, StopReason | None]:
     """The outcome of an attempt whose work just ended, and the stop that decided it.
 
@@ -93,7 +106,7 @@ def decide_attempt(
     then, since asking freezes the batch's stop. Should the two ever disagree, writing
     nothing (a lost lease) is the safe reading.
     """
-    if job_stop is None and not scope_fired and no_connection is None:
+    if job_stop is None and not scope_fired and no_connection is None and not exiting:
         # Nothing stopped the work, as for nearly every attempt: the handler's result
         # decides, as ``decide`` would say, without its dispatch on stops.
         return handler_result(error, attempt, max_attempts), None
@@ -108,5 +121,6 @@ def decide_attempt(
         max_attempts=max_attempts,
         max_job_duration=max_job_duration,
         no_connection=no_connection,
+        exiting=exiting,
     )
     return outcome, stop

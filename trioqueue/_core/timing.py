@@ -50,3 +50,13 @@ def renewal_timeout(visibility_timeout: float, earliest_remaining: float) -> flo
     if math.isnan(earliest_remaining):
         earliest_remaining = visibility_timeout
     return max(MIN_RETRY, min(visibility_timeout, earliest_remaining))
+
+
+def write_retries_spent(first_failure: float, now: float, visibility_timeout: float) -> bool:
+    """Whether an outcome write that first failed at ``first_failure``, and failed again
+    ``now``, is given up: once one lease ``V`` has passed since (docs/protocol.rst §4.2).
+
+    While the write is retried the job's lease is still renewed, so without this bound a
+    write that fails for ever would hold its job for the life of the process.
+    """
+    return now - first_failure >= visibility_timeout

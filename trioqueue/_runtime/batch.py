@@ -59,8 +59,8 @@ from trioqueue._backends.validation import check_seconds, encode_result
 from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.outcome import Outcome, decide, decide_attempt
 from trioqueue._core.rules import OutcomeKind, StopReason
-from trioqueue._core.timing import Timing, retry_delay
-from trioqueue._errors import is_transient
+from trioqueue._core.timing import Timing, retry_delay, write_retries_spent
+from trioqueue._errors import is_transient, leaves
 from trioqueue._runtime.config import WorkerConfig, is_async_callable
 from trioqueue._runtime.context import JobContext, PoolShare
 from trioqueue._runtime.guard import BatchHandle, Guard
@@ -106,8 +106,12 @@ class BatchRunner:
         monitor: BlockingMonitor,
         observer: PoolObserver | None = None,
         resources: Any = None,
+        claiming: trio.CancelScope | None = None,
     ) -> None:
         self._guard = guard
+        # The pool's claim loop, cancelled as soon as an exception gets out of a job: the
+        # pool is going down, and a job claimed now could not run (docs/protocol.rst §4.1).
+        self._claiming = claiming
         # ctx.resources of every job; made in the trio thread, by the pool.
         self._share = PoolShare(resources, threading.get_ident())
         self._observer = observer
@@ -190,6 +194,7 @@ class BatchRunner:
         # local for the scope either.
         error: str | None = None
         result: str | None = None  # the handler's return value as JSON text
+        exiting = False  # cancelled from outside the batch: the pool is going down
         txs = _TxState() if self._transactions is not None else None
         started = trio.current_time() if self._observer is not None else 0.0
         try:
@@ -213,13 +218,21 @@ class BatchRunner:
                     pass  # not the handler's failure: `txs.refused` says why
                 except* Exception as group:
                     error = self._raised(job, group)
+        except BaseException as escaped:
+            # What the job's scope let through is never a success (docs/protocol.rst §4.1):
+            # a BaseException of the hook's or handler's own (SystemExit, say) is its
+            # charged failure; trio's cancellation alone, from a scope outside the batch,
+            # means the pool is going down on an exception raised elsewhere. The outcome
+            # is written (below) before the exception goes on up.
+            error, exiting = self._escaped(handle, job, escaped, error)
+            raise
         finally:
             try:
                 if inbox is not None:
-                    inbox.put(self._finished(handle, job, error, result, txs, started))
+                    inbox.put(self._finished(handle, job, error, result, txs, started, exiting))
                 else:
                     with trio.CancelScope(shield=True):
-                        await self._settle_alone(handle, job, error, result, txs, started)
+                        await self._settle_alone(handle, job, error, result, txs, started, exiting)
             finally:
                 if inbox is not None:
                     inbox.leave()
@@ -242,6 +255,34 @@ class BatchRunner:
         )
         return error
 
+    def _escaped(
+        self, handle: BatchHandle, job: Job, escaped: BaseException, error: str | None
+    ) -> tuple[str | None, bool]:
+        """What got out of a job's scope: the attempt's error (with any the handler raised
+        beside it), and whether it was only trio's cancellation from outside the batch.
+
+        In a batch of several jobs the batch scope encloses the job's: its own firing (a
+        deadline) gets out of the job's scope too, and is no sign of the pool going down.
+        """
+        own: BaseException | None = escaped
+        if isinstance(escaped, BaseExceptionGroup):
+            _, own = escaped.split(trio.Cancelled)
+        elif isinstance(escaped, trio.Cancelled):
+            own = None
+        if own is None:
+            return error, not handle.scope.cancel_called
+        if self._claiming is not None:
+            self._claiming.cancel()  # before any await: a slot freed now is not refilled
+        text = f"{describe_exit(own)} (raised by the handler; the worker process exits)"
+        log.error(
+            "job %d attempt %d raised %s: recording it as failed, then exiting",
+            job.id,
+            job.attempt,
+            describe_exit(own),
+            extra=job_fields(job, "raised_exit"),
+        )
+        return (text if error is None else f"{error}; {text}"), False
+
     def _finished(
         self,
         handle: BatchHandle,
@@ -250,6 +291,7 @@ class BatchRunner:
         result: str | None,
         txs: _TxState | None,
         started: float,
+        exiting: bool = False,
     ) -> _Finished:
         """The job's work has ended: its outcome, decided now (I8), and the stop that
         decided it if any (as ``decide`` picks it: the job's own before its batch's)."""
@@ -267,6 +309,7 @@ class BatchRunner:
             max_attempts=job.max_attempts,
             max_job_duration=self._timing.max_job_duration,
             no_connection=refused[-1] if refused else None,
+            exiting=exiting,
         )
         return _Finished(job, outcome, stop, result)
 
@@ -332,11 +375,12 @@ class BatchRunner:
         result: str | None,
         txs: _TxState | None,
         started: float,
+        exiting: bool,
     ) -> None:
         """Decide and settle one job by itself: in transactional mode, its transaction
         first."""
         try:
-            done = self._finished(handle, job, error, result, txs, started)
+            done = self._finished(handle, job, error, result, txs, started, exiting)
             if txs is not None:
                 done.outcome, done.applied = await self._end_transaction(
                     handle, done.job, done.outcome, txs.tx, txs.held, done.result
@@ -512,26 +556,41 @@ class BatchRunner:
         job, kind = done.job, done.outcome.kind.value
         # While the handler's outcome is unwritten its lease is still renewed
         # (docs/protocol.rst §4), so an error that retrying cannot fix would spin here for
-        # ever: give the attempt up at once; its lease then lapses.
+        # ever: give the attempt up at once; and one that keeps failing, once it has been
+        # retried for one lease (§4.2). Its lease then lapses: another worker takes the job.
+        now, v = trio.current_time(), self._timing.visibility_timeout
+        first = done.failing_since is None
+        since = now if done.failing_since is None else done.failing_since
+        done.failing_since = since
         lost = self._guard.fence_passed(handle.batch_id)
-        if lost or not is_transient(exc):
-            why = "until the lease expired" if lost else "in a way retrying cannot fix"
+        spent = write_retries_spent(since, now, v)
+        if lost or spent or not is_transient(exc):
+            if lost:
+                why = "until the lease expired"
+            elif spent:
+                why = f"for one lease ({v:g}s)"
+            else:
+                why = "in a way retrying cannot fix"
             log.error(
-                "job %d: could not record %s: %r",
+                "job %d: could not record %s (%s), giving it up; the job runs again once "
+                "its lease is over: %r",
                 job.id,
                 kind,
+                why,
                 exc,
                 extra=job_fields(job, "record_failed"),
             )
             done.unrecorded = UNRECORDED.format(kind=kind, why=why, error=exc)
             return True
-        log.warning(
-            "job %d: recording %s failed, retrying: %r",
-            job.id,
-            kind,
-            exc,
-            extra=job_fields(job, "record_retry"),
-        )
+        if first:  # once per job: retries come every 0.25 s at shutdown
+            log.warning(
+                "job %d: recording %s failed, retrying for up to %gs: %r",
+                job.id,
+                kind,
+                v,
+                exc,
+                extra=job_fields(job, "record_retry"),
+            )
         return False
 
     def _item(self, handle: BatchHandle, done: _Finished) -> Ack | Release | Failure:
@@ -686,7 +745,16 @@ class _TxState:
 class _Finished:
     """A job whose work has ended: its outcome, decided then (I8), and what its write did."""
 
-    __slots__ = ("applied", "delay", "job", "outcome", "result", "stop", "unrecorded")
+    __slots__ = (
+        "applied",
+        "delay",
+        "failing_since",
+        "job",
+        "outcome",
+        "result",
+        "stop",
+        "unrecorded",
+    )
 
     def __init__(
         self, job: Job, outcome: Outcome, stop: StopReason | None, result: str | None
@@ -700,6 +768,7 @@ class _Finished:
         self.applied: bool | Recorded | None = None
         self.delay = 0.0  # before a retry
         self.unrecorded = ""  # why the write was given up, if it was
+        self.failing_since: float | None = None  # when its write first failed
 
 
 class _Inbox:
@@ -739,3 +808,15 @@ def describe(group: BaseExceptionGroup[Exception]) -> str:
     """``last_error`` text for what a handler raised."""
     parts = [f"{type(exc).__name__}: {exc}" for exc in group.exceptions]
     return "; ".join(parts)
+
+
+def describe_exit(escaped: BaseException) -> str:
+    """What a hook or handler raised that is no ``Exception`` (a group's leaves, but for
+    trio's cancellations), named as :func:`describe` names errors: ``SystemExit: 3``, or
+    just ``KeyboardInterrupt`` when it says nothing more."""
+    found = leaves(escaped) if isinstance(escaped, BaseExceptionGroup) else [escaped]
+    return "; ".join(
+        f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        for exc in found
+        if not isinstance(exc, trio.Cancelled)
+    )

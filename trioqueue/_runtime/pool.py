@@ -45,7 +45,7 @@ import trio
 from trioqueue._backends.interface import Backend
 from trioqueue._core.guard_rules import GuardCore
 from trioqueue._core.timing import Timing
-from trioqueue._errors import BackendError, ConfigError, is_transient
+from trioqueue._errors import BackendError, ConfigError, exit_request, is_transient
 from trioqueue._runtime.batch import BatchRunner
 from trioqueue._runtime.clock import ClockWatch
 from trioqueue._runtime.config import WorkerConfig, check
@@ -108,6 +108,10 @@ async def run_worker_pool(
             permission, a refused value: ``BackendError.transient`` is false). The pool
             stops as on shutdown first; the message says what failed, with the backend's
             hint (``trioqueue migrate`` for a schema that was never migrated).
+        SystemExit: a claim hook or handler raised it (``KeyboardInterrupt`` likewise);
+            its attempt was recorded as a failure and the jobs beside it released first.
+            Raised as it was raised, not inside exception groups, so that the process
+            exits as it asks (docs/protocol.rst §4.1).
     """
     timing = check(config)
     if config.transactional and not backend.supports_transactions:
@@ -118,7 +122,15 @@ async def run_worker_pool(
         observer = ShieldedObserver(observer)
     pool = _Pool(backend, config, timing, stop_now, observer)
     pool.resources = resources  # only the batches read it: no __init__ argument of its own
-    await pool.run(task_status)
+    try:
+        await pool.run(task_status)
+    except BaseExceptionGroup as group:
+        # A handler's SystemExit or KeyboardInterrupt, once its attempt is recorded
+        # (docs/protocol.rst §4.1): raised as it was raised, so the process exits as asked.
+        asked = exit_request(group)
+        if asked is None:
+            raise
+        raise asked from group
 
 
 #: How long registering or unregistering the pool may take (seconds) before it is given up.
@@ -183,6 +195,7 @@ class _Pool:
         self._last_claim = -float("inf")
         self.stopping = trio.Event()
         self.stop_now = stop_now
+        self.claiming = trio.CancelScope()  # the claim loop's
 
     async def run(self, task_status: trio.TaskStatus[None]) -> None:
         self._log_start()
@@ -201,6 +214,7 @@ class _Pool:
                     monitor,
                     self.observer,
                     self.resources,
+                    self.claiming,
                 )
                 await self._run(task_status)
         finally:
@@ -253,11 +267,14 @@ class _Pool:
     async def _run(self, task_status: trio.TaskStatus[None]) -> None:
         async with trio.open_nursery() as nursery:
             batches = await nursery.start(self.serve)
+            stopped_by = None  # stays None when a batch's exception cancels the claims
             try:
-                stopped_by = await self.claim_loop(batches, task_status)
+                with self.claiming:
+                    stopped_by = await self.claim_loop(batches, task_status)
             finally:
                 self.stop()
-        raise stopped_by  # after the graceful shutdown, and outside the nursery's group
+        if stopped_by is not None:
+            raise stopped_by  # after the graceful shutdown, and outside the nursery's group
 
     def stop(self) -> None:
         if not self.stopping.is_set():
@@ -289,7 +306,12 @@ class _Pool:
                     services.start_soon(self._end_grace, self.stop_now)
                 async with trio.open_nursery() as batches:
                     task_status.started(batches)
-                    await self.stopping.wait()
+                    try:
+                        await self.stopping.wait()
+                    finally:
+                        # Cancelled here by a batch that raised (docs/protocol.rst §4.1):
+                        # claim no more, for no batch could start now.
+                        self.claiming.cancel()
                 services.cancel_scope.cancel()  # every batch is done: no lease left to guard
 
     async def _end_grace(self, stop_now: trio.Event) -> None:

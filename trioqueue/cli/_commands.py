@@ -45,7 +45,7 @@ import trio
 
 import trioqueue
 from trioqueue._backends.postgres import embedded as _embedded
-from trioqueue._errors import causes, leaves
+from trioqueue._errors import causes, exit_request, leaves
 from trioqueue._runtime.config import problems_of
 from trioqueue.cli import _broken_pipe, _dashboard, _demo, _schedule, _watch
 from trioqueue.cli._escape import say, visible, visible_lines
@@ -122,6 +122,11 @@ def _parse_and_run(argv: Sequence[str] | None) -> int:
         say_ending(args, f"trioqueue {args.command}: error: ", str(exc), "error")
         return exc.code
     except (KeyboardInterrupt, BaseExceptionGroup) as exc:
+        asked = exit_request(exc)
+        if isinstance(asked, SystemExit):
+            # A handler's sys.exit(), its attempt already recorded (docs/protocol.rst
+            # §4.1): the process exits as it asks, not with trio's groups' traceback.
+            raise asked from None
         if not _only_interrupts(exc):
             raise
         say_ending(args, "", "interrupted", "interrupted")

@@ -69,7 +69,7 @@ from trioqueue._backends.postgres.driver import (
 )
 from trioqueue._backends.postgres.finishes import FinishWatch, Waiter, parse_finished
 from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, channel_name, check_schema, render
-from trioqueue._backends.postgres.sqlstate import connection_refused
+from trioqueue._backends.postgres.sqlstate import connection_refused, never_sent
 from trioqueue._backends.validation import (
     ScheduleRequest,
     check_age,
@@ -1273,7 +1273,15 @@ class _JobTransaction:
         if not await connection.fetch(self._ack_sql, *arrays):
             return False  # claim_seq moved on: the caller's block rolls back
         self._commit_sent = True
-        await connection.execute("COMMIT")
+        try:
+            await connection.execute("COMMIT")
+        except BaseException as exc:
+            if never_sent(exc):
+                # asyncpg refused to send it (the server had ended the session): nothing
+                # was committed, so the commit is not in doubt (docs/postgres.rst,
+                # "Transactional mode").
+                self._commit_sent = False
+            raise
         return True
 
 

@@ -508,7 +508,7 @@ class Driver:
     async def _begin(self) -> Any:
         connection = await self._acquire(lend=True)
         try:
-            await connection.execute("BEGIN")
+            await _terminated_if_broken(connection, connection.execute("BEGIN"))
         except BaseException:
             await self._release(connection, failed=True, give_up_after=CLOSE_TIMEOUT)
             raise
@@ -663,6 +663,20 @@ class Driver:
         await self._pool.close(CLOSE_TIMEOUT)
 
 
+async def _terminated_if_broken(connection: Any, call: Awaitable[T]) -> T:
+    """``await call``, a call of ``connection``'s. A connection whose protocol state
+    asyncpg finds broken (``InternalClientError``: the server ended the session a moment
+    ago, and its FATAL error was read while the connection was idle) is terminated at
+    once, so that nothing resets it and puts it back in the pool: a reset behind a
+    transaction pooler sends nothing, and would not notice (docs/postgres.rst,
+    "Transactional mode")."""
+    try:
+        return await call
+    except asyncpg.InternalClientError:
+        connection.terminate()
+        raise
+
+
 class PgConnection:
     """A pooled connection held by trio code: asyncpg's query methods as trio coroutines.
 
@@ -699,28 +713,30 @@ class PgConnection:
         connection = self._raw()
         if op is not None:
             self._driver.calls[op] += 1
-        return await self._driver.cross(fn(connection, *args, **kwargs))
+        return await self._cross(fn(connection, *args, **kwargs))
+
+    async def _cross(self, call: Awaitable[T]) -> T:
+        """One crossing for ``call`` on this connection, which is dropped if it breaks."""
+        return await self._driver.cross(_terminated_if_broken(self._connection, call))
 
     async def execute(self, query: str, *args: Any) -> str:
-        status: str = await self._driver.cross(self._raw().execute(query, *args))
+        status: str = await self._cross(self._raw().execute(query, *args))
         return status
 
     async def executemany(self, command: str, args: Any) -> None:
-        await self._driver.cross(self._raw().executemany(command, args))
+        await self._cross(self._raw().executemany(command, args))
 
     async def fetch(self, query: str, *args: Any, record_class: Any = None) -> list[Any]:
-        rows: list[Any] = await self._driver.cross(
+        rows: list[Any] = await self._cross(
             self._raw().fetch(query, *args, record_class=record_class)
         )
         return rows
 
     async def fetchrow(self, query: str, *args: Any, record_class: Any = None) -> Any:
-        return await self._driver.cross(
-            self._raw().fetchrow(query, *args, record_class=record_class)
-        )
+        return await self._cross(self._raw().fetchrow(query, *args, record_class=record_class))
 
     async def fetchval(self, query: str, *args: Any, column: int = 0) -> Any:
-        return await self._driver.cross(self._raw().fetchval(query, *args, column=column))
+        return await self._cross(self._raw().fetchval(query, *args, column=column))
 
     def is_in_transaction(self) -> bool:
         """True while a transaction is open on the connection (no I/O)."""
@@ -730,7 +746,7 @@ class PgConnection:
     async def transaction(self) -> AsyncIterator[None]:
         """A transaction (or savepoint, when nested): committed if the block succeeds."""
         transaction = self._raw().transaction()
-        await self._driver.cross(transaction.start())
+        await self._cross(transaction.start())
         try:
             yield
         except BaseException:
@@ -739,10 +755,10 @@ class PgConnection:
             # nobody acknowledges terminates the connection (connections.py). The server
             # rolls back by itself what it still holds of a terminated connection.
             with trio.move_on_after(CLOSE_TIMEOUT, shield=True):
-                await self._driver.cross(transaction.rollback())
+                await self._cross(transaction.rollback())
             raise
         else:
-            await self._driver.cross(transaction.commit())
+            await self._cross(transaction.commit())
 
 
 class Listener:

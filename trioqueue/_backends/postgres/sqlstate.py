@@ -13,7 +13,10 @@ interface errors, a refused or reset socket, a timeout), are transient.
 
 A narrower question has its own answer here too: was a *connection* refused
 (:func:`connection_refused`)? A transactional handler that gets no connection has not failed;
-its job is released without charging the attempt (docs/protocol.rst §4).
+its job is released without charging the attempt (docs/protocol.rst §4). And one more: did
+asyncpg refuse to send a statement at all (:func:`never_sent`), as it does on a connection
+the server has just ended? Then the statement never ran: a COMMIT refused so is not in
+doubt.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import asyncpg
 
 from trioqueue._errors import BackendError, causes
 
-__all__ = ["MIGRATE_HINT", "backend_error", "connection_refused"]
+__all__ = ["MIGRATE_HINT", "backend_error", "connection_refused", "never_sent"]
 
 #: SQLSTATE classes (the first two characters) of errors that pass by themselves.
 TRANSIENT_CLASSES = frozenset({"08", "40", "53", "57", "58"})
@@ -71,12 +74,46 @@ _REFUSED_STATES = ("57P01", "57P02", "57P03")
 def connection_refused(exc: BaseException) -> bool:
     """True when ``exc`` (or an exception it was raised from) says the server refused a
     connection or could not be reached: infrastructure trouble, which is not a handler's
-    failure (docs/protocol.rst §4). Anything else (a server error about a statement, a
-    broken transaction, a bug) is False."""
+    failure (docs/protocol.rst §4). So is a pooled connection that the server had ended
+    before its first statement, which asyncpg refused to send (:func:`never_sent`).
+    Anything else (a server error about a statement, a broken transaction, a bug) is
+    False."""
+    if never_sent(exc):
+        return True
     for seen in causes(exc):
         if isinstance(seen, OSError):  # refused, reset or timed out at the network level
             return True
         state = getattr(seen, "sqlstate", None) if isinstance(seen, asyncpg.PostgresError) else None
         if isinstance(state, str) and (state[:2] in _REFUSED_CLASSES or state in _REFUSED_STATES):
             return True
+    return False
+
+
+#: How asyncpg says it refused to send a statement at all (asyncpg 0.32's
+#: ``protocol/coreproto.pyx`` ``_set_state`` and ``_ensure_connected``, and
+#: ``Connection._check_open`` and ``Protocol._check_state``). The first three are what a
+#: session the server ended looks like: the server's FATAL error was read while the
+#: connection was idle (``cannot switch to state N``: 11 prepare, 12 bind and execute, 15 a
+#: simple query such as COMMIT), or its close was (``not connected``, ``connection is
+#: closed``). tests/postgres/test_postgres_broken_connections.py pins them.
+_REFUSED_TO_SEND = (
+    "cannot switch to state",
+    "not connected",
+    "connection is closed",
+    "cannot perform operation",
+)
+
+
+def never_sent(exc: BaseException) -> bool:
+    """True when ``exc`` (or an exception it was raised from) is asyncpg refusing to send a
+    statement: it never reached the server. Its connection is broken and must not be
+    reused; a COMMIT refused so committed nothing (docs/postgres.rst,
+    "Transactional mode"). False for anything that says the statement was out: a connection lost
+    in the middle of it (``ConnectionDoesNotExistError``), an answer of the server, a
+    timeout."""
+    for seen in causes(exc):
+        if isinstance(seen, asyncpg.ConnectionDoesNotExistError):
+            return False
+        if isinstance(seen, asyncpg.InternalClientError | asyncpg.InterfaceError):
+            return str(seen).startswith(_REFUSED_TO_SEND)
     return False
