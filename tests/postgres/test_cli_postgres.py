@@ -1045,7 +1045,8 @@ async def _store_hostile_fields(dsn: str, schema: str, job_ids: list[int]) -> No
     every field and a queue's flow row. Written straight into the tables, as an older
     version or another client might have, so that no check at enqueue stands in the way."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        await backend.register_pool(PoolRegistration(HOSTILE, HOSTILE, 7, HOSTILE, 1, 30.0))
+        # (A pool's queue is refused such text now: the row is written by SQL below.)
+        await backend.register_pool(PoolRegistration(HOSTILE, HOSTILE, 7, "q", 1, 30.0))
         await backend.set_schedule("s", "q", "* * * * *")
         async with backend.acquire() as connection:
             await connection.execute(
@@ -1069,6 +1070,7 @@ async def _store_hostile_fields(dsn: str, schema: str, job_ids: list[int]) -> No
             await connection.execute(
                 f"INSERT INTO {schema}.queues (queue, paused) VALUES ($1, true)", HOSTILE
             )
+            await connection.execute(f"UPDATE {schema}.workers SET queue = $1", HOSTILE)
 
 
 def test_no_command_prints_a_stored_string_raw(run: Cli) -> None:
