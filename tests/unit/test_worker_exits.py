@@ -25,7 +25,8 @@ import trioqueue
 from tests._pool_harness import Recorder, config
 from trioqueue._core.outcome import EXITING, Outcome, decide, decide_attempt
 from trioqueue._core.rules import OutcomeKind, StopReason
-from trioqueue._errors import exit_request
+from trioqueue._errors import exit_request, leaves
+from trioqueue.testing import delay, error, hang
 
 Handler = Callable[[Any, trioqueue.JobContext], Awaitable[None]]
 
@@ -178,6 +179,83 @@ async def test_a_sync_handler_that_exits_fails_its_attempt() -> None:
         "failed",
         "SystemExit: 6 (raised by the handler; the worker process exits)",
     )
+
+
+@pytest.mark.parametrize(
+    "batches_nursery", ["closed", "open"], ids=["nursery-closed", "nursery-open"]
+)
+async def test_rows_claimed_as_the_pool_goes_down_are_released_uncharged_unstarted(
+    autojump_clock: object, batches_nursery: str
+) -> None:
+    """A claim under way when a handler exits, held shielded by a fault (as a driver
+    call can be), returns once the pool is stopping: its row is released uncharged at
+    once, fenced by claim_seq, and never started (no hook, no handler), rather than
+    started in a stopping pool or left to lapse with its attempt spent.
+
+    nursery-closed: the claim returns at 4, after the pool's batches are all done.
+    nursery-open: it returns at 2, while the exiting job's failure is still being written.
+    """
+    rec = Recorder()
+    late: list[int] = []
+    claim_returns = 4.0 if batches_nursery == "closed" else 2.0
+
+    async def handler(payload: Any, ctx: trioqueue.JobContext) -> None:
+        rec.add("started", ctx.job_id, None, ctx.attempt)
+        if payload.get("exit"):
+            # The next claim takes its row at once and answers late, shielded.
+            fault = hang(claim_returns, interruptible=False, after=True, times=1)
+            backend.inject("claim", fault)
+            late.append(await backend.enqueue("q", {}, max_attempts=1))  # wakes the pool
+            if batches_nursery == "open":
+                backend.inject("fail", delay(3, times=1))  # the failure is written 1 to 4
+            await trio.sleep(1)
+            raise SystemExit(3)
+        await trio.sleep(5)
+        rec.add("returned", ctx.job_id, None, ctx.attempt)
+
+    async with trioqueue.open_memory() as backend:
+        exiting = await backend.enqueue("q", {"exit": True}, max_attempts=1)
+        cfg = config(rec, handler=handler, concurrency=2, visibility_timeout=60)
+        exc = await run_until_exit(backend, cfg)
+        stopped_at = trio.current_time()
+        [claimed] = late
+        info = await backend.get_job(claimed)
+        exited = await backend.get_job(exiting)
+    assert isinstance(exc, SystemExit) and exc.code == 3
+    assert isinstance(exc.__cause__, BaseExceptionGroup)
+    assert [type(e) for e in leaves(exc.__cause__)] == [SystemExit]  # nothing beside it
+    assert exited.status == "failed"
+    assert rec.kinds(claimed) == []  # never handed to a hook or the handler
+    assert (info.status, info.attempts, info.last_error) == ("ready", 0, None)
+    assert stopped_at == max(claim_returns, 4.0 if batches_nursery == "open" else 1.0)
+
+
+async def test_a_failed_release_of_rows_claimed_as_the_pool_goes_down_lets_them_lapse(
+    autojump_clock: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The release of such a row fails: it is logged as not recorded, the row keeps its
+    lease (to lapse, as a dead worker's would), and the pool still raises the exit alone."""
+    rec = Recorder()
+    late: list[int] = []
+
+    async def handler(payload: Any, ctx: trioqueue.JobContext) -> None:
+        backend.inject("claim", hang(4, interruptible=False, after=True, times=1))
+        backend.inject("release", error(times=1))
+        late.append(await backend.enqueue("q", {}, max_attempts=1))
+        await trio.sleep(1)
+        raise SystemExit(3)
+
+    async with trioqueue.open_memory() as backend:
+        await backend.enqueue("q", {}, max_attempts=1)
+        cfg = config(rec, handler=handler, concurrency=2, visibility_timeout=60)
+        exc = await run_until_exit(backend, cfg)
+        info = await backend.get_job(late[0])
+    assert isinstance(exc, SystemExit) and isinstance(exc.__cause__, BaseExceptionGroup)
+    assert [type(e) for e in leaves(exc.__cause__)] == [SystemExit]
+    assert (info.status, info.attempts) == ("running", 1)
+    [record] = [r for r in caplog.records if getattr(r, "event", None) == "record_failed"]
+    assert (record.name, getattr(record, "job_id", None)) == ("trioqueue.worker", late[0])
+    assert "could not release it (BackendError('injected error in release'))" in record.message
 
 
 # -- the rule in the sans-IO core -----------------------------------------------------

@@ -354,3 +354,121 @@ async def test_transactional_configs_need_a_transactional_backend(
         config = trioqueue.transactional_worker_config(2, recorder([]), queue="a")
         with pytest.raises(trioqueue.ConfigError, match="queue 'a': transactional mode needs"):
             await trioqueue.run_workers(backend, [config])
+
+
+# -- a handler that asks the process to exit (docs/protocol.rst §4.1) ---------------------
+
+
+def exiting_after(seconds: float, raised: BaseException, log: list[str]) -> Any:
+    """A handler that raises ``raised`` after ``seconds``."""
+
+    async def handler(payload: Any, ctx: trioqueue.JobContext) -> None:
+        await trio.sleep(seconds)
+        log.append(f"{ctx.queue} raises {raised!r}")
+        raise raised
+
+    return handler
+
+
+def running_until_cancelled(log: list[str], *, then: BaseException | None = None) -> Any:
+    """A handler that runs until cancelled, then ends as cancelled (or raises ``then``)."""
+
+    async def handler(payload: Any, ctx: trioqueue.JobContext) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            log.append(f"{ctx.queue} cancelled at {trio.current_time():g}")
+            if then is not None:
+                raise then
+
+    return handler
+
+
+@pytest.mark.parametrize("with_hook", [True, False], ids=["hook", "no-hook"])
+async def test_an_exit_in_one_pool_is_raised_bare_and_the_others_stop_cleanly(
+    autojump_clock: trio.abc.Clock, with_hook: bool
+) -> None:
+    """Pool a's handler calls ``sys.exit(3)``: its job is failed, pool b is shut down as on
+    a cancel (its running job gets the grace, then is released uncharged), the hook exits
+    after both pools with the exit itself, and run_workers raises that very SystemExit,
+    not inside a group."""
+    log: list[str] = []
+    hook = Hook(log) if with_hook else None
+    raised = SystemExit(3)
+    async with trioqueue.open_memory() as backend:
+        exiting = await backend.enqueue("a", {}, max_attempts=1)
+        bystander = await backend.enqueue("b", {}, max_attempts=1)
+        pools = [
+            *configs(exiting_after(1, raised, log), "a"),
+            *configs(running_until_cancelled(log), "b", shutdown_grace=5),
+        ]
+        with pytest.raises(BaseException) as caught:
+            await trioqueue.run_workers(backend, pools, resources=hook)
+        exited = await backend.get_job(exiting)
+        released = await backend.get_job(bystander)
+    assert caught.value is raised
+    assert (exited.status, exited.attempts) == ("failed", 1)
+    assert (released.status, released.attempts) == ("ready", 0)
+    start = 1 if with_hook else 0  # the hook's entry takes 1 s
+    steps = [f"a raises {raised!r}", f"b cancelled at {start + 1 + 5:g}"]  # b's grace
+    assert log == (["enter", *steps, "exit"] if with_hook else steps)
+    if hook is not None:
+        assert hook.exit_error is raised
+
+
+async def test_the_first_exit_request_wins_and_the_others_are_its_cause(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Pool a exits with SystemExit(3); pool b's handler, cancelled at the end of b's
+    grace, raises KeyboardInterrupt: run_workers raises the first exit request, and the
+    group of every pool's error is its ``__cause__``. (b's job is released uncharged: the
+    shutdown stopped it before it raised, and the first stop decides, I8.)"""
+    log: list[str] = []
+    first, second = SystemExit(3), KeyboardInterrupt()
+    async with trioqueue.open_memory() as backend:
+        a_job = await backend.enqueue("a", {}, max_attempts=1)
+        b_job = await backend.enqueue("b", {}, max_attempts=1)
+        pools = [
+            *configs(exiting_after(1, first, log), "a"),
+            *configs(running_until_cancelled(log, then=second), "b", shutdown_grace=5),
+        ]
+        with pytest.raises(BaseException) as caught:
+            await trioqueue.run_workers(backend, pools)
+        statuses = [(await backend.get_job(job)).status for job in (a_job, b_job)]
+    assert caught.value is first
+    cause = caught.value.__cause__
+    assert isinstance(cause, BaseExceptionGroup)
+    assert list(cause.exceptions) == [first, second]  # in the order the pools stopped
+    assert statuses == ["failed", "ready"]
+    assert log == [f"a raises {first!r}", "b cancelled at 6"]
+
+
+async def test_an_exit_wins_over_a_pool_error_that_came_first(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Pool b's claims fail for good; pool a, stopping on that, has a handler that raises
+    SystemExit when cancelled: the process must exit as asked, so run_workers raises the
+    SystemExit, with b's BackendError in its ``__cause__``."""
+    log: list[str] = []
+    raised = SystemExit(2)
+    async with trioqueue.open_memory() as backend:
+        await backend.enqueue("a", {}, max_attempts=1)
+        pools = [
+            *configs(running_until_cancelled(log, then=raised), "a", shutdown_grace=5),
+            *configs(running_until_cancelled(log), "b", poll_interval=1000),
+        ]
+
+        async def break_b() -> None:
+            await trio.sleep(1)
+            backend.inject("claim", error(trioqueue.BackendError("no table", transient=False)))
+            await backend.enqueue("b", {})  # wakes pool b, whose claim then fails
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(break_b)
+            with pytest.raises(BaseException) as caught:
+                await trioqueue.run_workers(backend, pools)
+    assert caught.value is raised
+    cause = caught.value.__cause__
+    assert isinstance(cause, BaseExceptionGroup)
+    assert [type(exc) for exc in cause.exceptions] == [trioqueue.BackendError, SystemExit]
+    assert log == ["a cancelled at 6"]  # b failed at 1, then a's grace of 5 s

@@ -21,6 +21,10 @@ exits (docs/protocol.rst §4). The batches nursery sits inside the services nurs
 Setting ``stop_now`` ends the grace at once (a service task waits for it), as a second Ctrl-C
 does in the command line.
 
+A claim still under way when a batch raises (a handler's ``SystemExit``, docs/protocol.rst
+§4.1) may return after the batches nursery has closed: the rows it took are never started,
+and go back at once, released uncharged (fenced by ``claim_seq``), not left to lapse.
+
 A quarantined job, one whose last attempts each ended without an outcome (its worker died),
 runs alone (docs/protocol.rst §13): the claim loop asks for one only when nothing is in
 flight, and claims nothing more until it has ended; told that one waits, a busy pool drains.
@@ -46,7 +50,7 @@ from trioqueue._backends.interface import Backend
 from trioqueue._core.guard_rules import GuardCore
 from trioqueue._core.timing import Timing
 from trioqueue._errors import BackendError, ConfigError, exit_request, is_transient
-from trioqueue._runtime.batch import BatchRunner
+from trioqueue._runtime.batch import NOT_RECORDED, BatchRunner
 from trioqueue._runtime.clock import ClockWatch
 from trioqueue._runtime.config import WorkerConfig, check
 from trioqueue._runtime.guard import Guard
@@ -60,6 +64,7 @@ from trioqueue._types import (
     Claimed,
     Claims,
     Failure,
+    Job,
     NoticeKind,
     PoolRegistration,
     Recorded,
@@ -67,6 +72,8 @@ from trioqueue._types import (
 )
 
 log = logging.getLogger("trioqueue.pool")
+#: Records about one job, as the batches' (docs/usage.rst, "Logging").
+job_log = logging.getLogger("trioqueue.worker")
 
 NO_DURATION_WARNING = (
     "max_job_duration is not set: a hung handler holds its job and renews its lease "
@@ -378,6 +385,10 @@ class _Pool:
                 await trio.sleep(self._pause_after(failures))
                 continue
             failures = 0
+            if self.claiming.cancel_called:  # a batch raised as this claim was under way
+                self._release_slots(free)
+                await self._release_unstarted(claimed)
+                continue  # to the next checkpoint, which ends the loop
             if self.clock.stopped:  # this claim proved the skew: its rows go back uncharged
                 self._release_slots(free)
                 if claimed:
@@ -411,6 +422,26 @@ class _Pool:
         none of them would keep its lease. A failed release lets their leases lapse."""
         releases = [Release(c.job.id, c.job.claim_seq) for c in claimed]
         await self.writer.write(releases)
+
+    async def _release_unstarted(self, claimed: list[Claimed]) -> None:
+        """Release rows a claim took once the pool began going down on a batch's exception
+        (docs/protocol.rst §4.1): none of them may start now (the batches nursery may be
+        closed already), and each is released uncharged, fenced by claim_seq, rather than
+        left to lapse with its attempt spent. Written directly, not through the outcome
+        writer, which may have stopped; shielded, and bounded by one lease, past which
+        the rows are claimable again anyway. A failed release lets their leases lapse."""
+        if not claimed:
+            return
+        v = self.timing.visibility_timeout
+        releases = [Release(c.job.id, c.job.claim_seq) for c in claimed]
+        answer: list[bool] | str = f"timed out after {v:g}s"  # or why it failed
+        with trio.CancelScope(shield=True), trio.move_on_after(v):
+            try:
+                answer = await self.backend.release(releases)
+            except Exception as exc:
+                answer = repr(exc)
+        for index, claim in enumerate(claimed):
+            _log_unstarted(claim.job, answer if isinstance(answer, str) else answer[index])
 
     async def _run_alone(
         self, batches: trio.Nursery, claimed: Claimed, claim_sent: float, free: int
@@ -598,6 +629,27 @@ class _Pool:
     def _fields(self, event: str) -> dict[str, object]:
         """``extra=`` of a record about this pool (docs/usage.rst, "Logging")."""
         return pool_fields(self.config.queue, event)
+
+
+def _log_unstarted(job: Job, released: bool | str) -> None:
+    """How the release of a job claimed as its pool went down ended: True, released;
+    False, fenced out; else why it failed."""
+    if released is True:
+        job_log.info(
+            "job %d: claimed as the worker pool went down, so not started: released uncharged",
+            job.id,
+            extra=job_fields(job, "release"),
+        )
+    elif released is False:  # another worker holds the job now
+        job_log.warning("job %d: %s", job.id, NOT_RECORDED, extra=job_fields(job, "fenced_out"))
+    else:
+        job_log.error(
+            "job %d: claimed as the worker pool went down, so not started; could not "
+            "release it (%s): it runs again once its lease is over",
+            job.id,
+            released,
+            extra=job_fields(job, "record_failed"),
+        )
 
 
 class _RetryNotingWriter(OutcomeWriter):

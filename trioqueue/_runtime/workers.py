@@ -15,6 +15,12 @@ handler ever sees a closed resource, and it exits as from a clean block (the can
 is how run_workers is asked to stop, not an error of the hook's). The hook exits shielded from the cancellation that
 stopped the pools, so its cleanup may await; only ``stop_now`` cuts it short. A pool that fails (a claim error retrying cannot fix)
 cancels the others through the nursery, and the hook still exits.
+
+A pool whose handler asked the process to exit (``SystemExit``, ``KeyboardInterrupt``)
+raises that exception bare, and so does run_workers, whatever the other pools raised
+beside it (docs/protocol.rst §4.1): the first exit request to reach the pools nursery wins,
+and the group of every pool's error is its ``__cause__``. The hook's exit is given that
+same exception.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from typing import Any, TypeAlias
 import trio
 
 from trioqueue._backends.interface import Backend
-from trioqueue._errors import ConfigError
+from trioqueue._errors import ConfigError, exit_request
 from trioqueue._runtime.config import WorkerConfig, problems_of
 from trioqueue._runtime.observer import PoolObserver
 from trioqueue._runtime.pool import run_worker_pool
@@ -72,6 +78,12 @@ async def run_workers(
             raised before the resources are entered or the backend is touched.
         Exception: whatever entering or exiting ``resources`` raised (no pool started when
             entering failed), or a pool's own error (the other pools are then shut down).
+        SystemExit: a claim hook or handler of one of the pools raised it
+            (``KeyboardInterrupt`` likewise), as :func:`run_worker_pool` does: the other
+            pools are shut down gracefully first, and the exception is raised as it was
+            raised, not inside exception groups. If several were raised, the first one
+            wins, even over other errors of the pools; the group of them all is its
+            ``__cause__`` (docs/protocol.rst §4.1).
     """
     configs = list(configs)
     _check_configs(backend, list(configs))
@@ -146,18 +158,28 @@ async def _run_pools(
     observer: PoolObserver | None,
     task_status: trio.TaskStatus[None],
 ) -> None:
-    async with trio.open_nursery() as pools:
-        for config in configs:
-            pool = functools.partial(
-                run_worker_pool,
-                backend,
-                config,
-                stop_now=stop_now,
-                observer=observer,
-                resources=resources,
-            )
-            await pools.start(pool, name=f"trioqueue.pool[{config.queue}]")
-        task_status.started()
+    """Run the pools; raise an exit request of theirs bare (docs/protocol.rst §4.1)."""
+    try:
+        async with trio.open_nursery() as pools:
+            for config in configs:
+                pool = functools.partial(
+                    run_worker_pool,
+                    backend,
+                    config,
+                    stop_now=stop_now,
+                    observer=observer,
+                    resources=resources,
+                )
+                await pools.start(pool, name=f"trioqueue.pool[{config.queue}]")
+            task_status.started()
+    except BaseExceptionGroup as group:
+        # The nursery holds each pool's error in the order the pools stopped: the first
+        # exit request is the one that stopped the others. The process must exit as it
+        # asks, so it goes on alone, even past an error that came before it.
+        asked = exit_request(group)
+        if asked is None:
+            raise
+        raise asked from group
 
 
 def _check_configs(backend: Backend, configs: list[object]) -> None:
