@@ -153,6 +153,8 @@ async def test_workers_page_shows_live_and_gone_pools(
         "last_beat_at",
         "started_at",
         "stale",
+        "clock_skew",
+        "clock_verdict",
     }
 
 
