@@ -131,6 +131,20 @@ async def test_allowed_origin_lets_a_proxy_that_rewrites_host_in(
         ({"allowed_hosts": ["dash.example:8080"]}, "not a host name"),
         ({"allowed_origins": ["dash.example"]}, "not an origin"),
         ({"allowed_origins": ["https://dash.example/path"]}, "not an origin"),
+        ({"allowed_origins": [""]}, "not an origin"),
+        # Would refuse every request (400 to every Host), so refused at once instead.
+        ({"allowed_hosts": []}, "allowed_hosts is empty"),
+        ({"allowed_hosts": [""]}, "not a host name"),
+        ({"allowed_hosts": ["dash\x00.example"]}, "not a host name"),
+        # One string, not a list of them: its characters would be taken one by one.
+        ({"allowed_hosts": "dash.example"}, "allowed_hosts must be a list"),
+        ({"allowed_origins": "https://dash.example"}, "allowed_origins must be a list"),
+        # Checked when the app is made, not at its first request (a 500 each time).
+        ({"max_body": -1}, "max_body must be"),
+        ({"max_body": True}, "max_body must be"),
+        ({"body_timeout": 0}, "body_timeout must be"),
+        ({"body_timeout": float("nan")}, "body_timeout must be"),
+        ({"body_timeout": float("inf")}, "body_timeout must be"),
     ],
 )
 async def test_bad_hosts_and_origins_are_refused_at_once(

@@ -20,7 +20,7 @@ import trio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from trioqueue.web.hosts import normal_origin, same_origin
+from trioqueue.web.hosts import check_allowed_origins, same_origin
 from trioqueue.web.sessions import Sessions
 
 __all__ = [
@@ -123,7 +123,7 @@ class Guard:
     ) -> None:
         self.token = token or None
         self.read_only = read_only
-        self.allowed = frozenset(normal_origin(o) for o in (allowed_origins or ()))
+        self.allowed = check_allowed_origins(allowed_origins)
         self.sessions = sessions or Sessions()
 
     def token_matches(self, given: str | None) -> bool:
