@@ -469,3 +469,60 @@ async def test_login_next_with_control_characters_goes_home(
         form = await c.get("/login", params={"next": target})
     assert (r.status_code, r.headers["location"]) == (303, "/")
     assert 'name="next" value="/"' in form.text
+
+
+# -- reads another site's page makes through its visitor's browser -------------------------
+
+CORS_FETCH = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"}
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {**CORS_FETCH, "Origin": "http://attacker.test"},  # fetch() from another site
+        {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "script"},
+        {"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"},
+        # A navigation of a frame: refused though framing is denied anyway.
+        {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "iframe"},
+        {"Origin": "http://attacker.test"},  # a browser without Fetch Metadata
+    ],
+)
+@pytest.mark.parametrize("path", ["/api/jobs", "/api/jobs/1", "/jobs", "/metrics"])
+async def test_another_sites_reads_are_refused_before_the_backend_is_read(
+    backend: trioqueue.MemoryBackend, headers: dict[str, str], path: str
+) -> None:
+    """Without CORS the attacker's page reads nothing back, but each request it makes its
+    visitor's browser send would run (a list read, a metrics sample): refused with 403 by
+    the browser's own account of where it comes from (Fetch Metadata), and by ``Origin``."""
+    await backend.enqueue("mail", {})
+    async with client(create_app(backend)) as c:
+        before = dict(backend.statistics().calls)
+        response = await c.get(path, headers=headers)
+    assert response.status_code == 403
+    assert "cross-site request refused" in response.text
+    assert dict(backend.statistics().calls) == before
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        # A link followed from another site, or a bookmark: the page opens.
+        {
+            "Sec-Fetch-Site": "cross-site",
+            "Sec-Fetch-Mode": "navigate",
+            "Sec-Fetch-Dest": "document",
+        },
+        {"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"},
+        # The dashboard's own scripts and htmx.
+        {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"},
+        {"Origin": BASE},
+        {},  # curl, Prometheus, a script
+    ],
+)
+async def test_navigations_and_this_sites_reads_pass(
+    backend: trioqueue.MemoryBackend, headers: dict[str, str]
+) -> None:
+    async with client(create_app(backend)) as c:
+        page = await c.get("/jobs", headers=headers)
+        data = await c.get("/api/jobs", headers=headers)
+    assert [page.status_code, data.status_code] == [200, 200]
