@@ -553,3 +553,19 @@ async def test_a_refused_htmx_actions_error_shows_hidden_characters_as_escapes(
     assert response.text.strip() == (
         '<p class="error" data-testid="action-error">no job \\u202eliam\\r&lt;b&gt;7&lt;/b&gt;</p>'
     )
+
+
+async def test_a_failing_databases_reason_shows_hidden_characters_as_escapes() -> None:
+    """The 503's reason comes from the database's error, which may quote a stored string:
+    its hidden characters show as escapes, as on every page (trioqueue/web/visible.py)."""
+
+    class Broken:
+        async def queue_stats(self) -> Any:
+            raise trioqueue.BackendError("no queue \u202eliam\x1b[2J")
+
+    async with client(create_app(Broken())) as c:  # type: ignore[arg-type]
+        api = await c.get("/api/queues")
+        page = await c.get("/")
+    shown = "the database failed: no queue \\u202eliam\\x1b[2J"
+    assert (api.status_code, api.json()) == (503, {"error": shown})
+    assert (page.status_code, page.text) == (503, shown + "\n")

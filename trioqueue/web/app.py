@@ -43,6 +43,7 @@ from trioqueue.web.limits import (
 )
 from trioqueue.web.logins import LoginLimit
 from trioqueue.web.throttle import LoginThrottle
+from trioqueue.web.visible import visible
 
 __all__ = ["create_app", "serve"]
 
@@ -149,8 +150,9 @@ def create_app(
 
 async def _backend_unavailable(request: Request, exc: Exception) -> Response:
     """The database failed (down, or the schema not migrated): 503 with the reason in one
-    line, not a 500 with a traceback."""
-    message = " ".join(f"the database failed: {exc}".split())
+    line, not a 500 with a traceback. The reason may quote a stored string, so its hidden
+    characters show as escapes, as on every page."""
+    message = visible(" ".join(f"the database failed: {exc}".split()))
     if request.url.path.startswith(("/api/", "/metrics")):
         return JSONResponse({"error": message}, status_code=503)
     return PlainTextResponse(message + "\n", status_code=503)
