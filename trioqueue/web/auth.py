@@ -49,20 +49,21 @@ Handler = Callable[[Request], Awaitable[Response]]
 def check_token(token: str | None) -> None:
     """Refuse a token a guesser could find (docs/dashboard.rst, "Safety rules"): shorter than
     :data:`MIN_TOKEN_LENGTH` characters, or with whitespace or control characters (which a
-    ``Bearer`` header cannot carry at its ends: such a token could never be sent). None (no
-    token at all) passes.
+    ``Bearer`` header cannot carry at its ends: such a token could never be sent), or with
+    characters outside ASCII (a client sends them as UTF-8, a header is read as Latin-1:
+    it would never match as ``Bearer``). None (no token at all) passes.
 
     Raises:
         ValueError: one line saying how long a token must be and how to make one.
     """
     if token is None:
         return
-    plain = token.isprintable() and token == token.strip() and " " not in token
+    plain = token.isascii() and token.isprintable() and " " not in token
     if len(token) < MIN_TOKEN_LENGTH or not plain:
         raise ValueError(
             f"the dashboard token must be at least {MIN_TOKEN_LENGTH} characters (128 bits) "
-            f"of random text without spaces or control characters (this one has {len(token)}"
-            f"{'' if plain else ', not all printable'}); make one with: {MAKE_TOKEN}"
+            f"of random ASCII without spaces or control characters (this one has {len(token)}"
+            f"{'' if plain else ', not all printable ASCII'}); make one with: {MAKE_TOKEN}"
         )
 
 
