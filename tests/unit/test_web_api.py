@@ -14,7 +14,7 @@ import trio
 
 import trioqueue
 from tests._web_harness import BASE, SAME_SITE, client
-from trioqueue._types import Ack, Failure
+from trioqueue._types import Ack, Failure, PoolBeat, PoolRegistration
 from trioqueue.web import check_bind, create_app, job_json
 from trioqueue.web.api import LIST_PREVIEW
 
@@ -478,3 +478,22 @@ async def test_the_job_list_cuts_a_long_error_and_result_too(
     assert listed[done]["result"] == '"' + "r" * (LIST_PREVIEW - 1)
     assert listed[done]["truncated"] == {"result": 5002}
     assert whole["last_error"] == "E" * 5000
+
+
+async def test_workers_json_carries_each_pools_clock(backend: trioqueue.MemoryBackend) -> None:
+    """The workers page's Clock column, in the API too (docs/protocol.rst §8): null until a
+    claim measured it, then the seconds ahead and the verdict of the pool's last beat."""
+
+    def beat(worker_id: str, skew: float | None = None, verdict: str | None = None) -> PoolBeat:
+        return PoolBeat(PoolRegistration(worker_id, "host-1", 1, "q", 1, 1.0), 0, 0, skew, verdict)
+
+    for b in (beat("w-never"), beat("w-ahead", 5.25, "ahead"), beat("w-stop", 60.0, "stopped")):
+        await backend.renew([], visibility_timeout=10, beat=b)
+    async with client(create_app(backend)) as c:
+        workers = (await c.get("/api/workers")).json()
+    clocks = {w["worker_id"]: (w["clock_skew"], w["clock_verdict"]) for w in workers}
+    assert clocks == {
+        "w-never": (None, None),
+        "w-ahead": (5.25, "ahead"),
+        "w-stop": (60.0, "stopped"),
+    }

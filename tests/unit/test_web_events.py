@@ -435,3 +435,26 @@ async def test_a_stream_that_joins_following_other_jobs_gets_them_after_the_debo
             _, data = await second.until(lambda n, d: n == "job")
             assert trio.current_time() - joined_at <= MIN_GAP
     assert (data["id"], data["status"]) == (ready, "ready")
+
+
+async def test_a_stream_another_site_opens_is_refused_and_takes_no_slot(
+    backend: trioqueue.MemoryBackend, autojump_clock: object
+) -> None:
+    """A page of another origin can open ``new EventSource(...)`` on the dashboard: its
+    browser reads nothing back (no CORS), but the stream would run and hold one of the
+    client's slots (all local users share 127.0.0.1). It is refused before either."""
+    app = create_app(backend)
+    cross_site = [
+        (b"origin", b"http://attacker.test"),
+        (b"sec-fetch-site", b"cross-site"),
+        (b"sec-fetch-mode", b"cors"),
+        (b"sec-fetch-dest", b"empty"),
+    ]
+    async with AsyncExitStack() as stack:
+        for _ in range(MAX_STREAMS_PER_CLIENT + 1):
+            refused = await stack.enter_async_context(events(app, headers=cross_site))
+            with trio.fail_after(1):
+                await refused.ended.wait()
+            assert refused.status == 403
+        ours = await stack.enter_async_context(events(app))
+        assert (await ours.next_body()).startswith(b"retry:")

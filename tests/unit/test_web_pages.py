@@ -153,6 +153,8 @@ async def test_workers_page_shows_live_and_gone_pools(
         "last_beat_at",
         "started_at",
         "stale",
+        "clock_skew",
+        "clock_verdict",
     }
 
 
@@ -530,3 +532,40 @@ async def test_jobs_page_reads_a_prefix_of_big_texts_the_job_page_all_of_them(
     assert "E" * (LIST_PREVIEW + 1) not in listed.text
     assert "x" * 100_000 in page.text
     assert "E" * 5000 in page.text
+
+
+async def test_a_refused_htmx_actions_error_shows_hidden_characters_as_escapes(
+    backend: trioqueue.MemoryBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The error fragment of a refused action is escaped as every template value is
+    (trioqueue/web/visible.py), not with HTML escaping alone: an error text holding a
+    right-to-left override or a CR shows them as escapes."""
+
+    def refuse(raw: str) -> int:
+        raise ValueError(f"no job \u202eliam\r<b>{raw}</b>")
+
+    monkeypatch.setattr("trioqueue.web.pages.parse_job_id", refuse)
+    async with client(create_app(backend)) as c:
+        response = await c.post(
+            "/jobs/actions", data={"action": "cancel", "ids": "7"}, headers=HTMX
+        )
+    assert response.status_code == 200
+    assert response.text.strip() == (
+        '<p class="error" data-testid="action-error">no job \\u202eliam\\r&lt;b&gt;7&lt;/b&gt;</p>'
+    )
+
+
+async def test_a_failing_databases_reason_shows_hidden_characters_as_escapes() -> None:
+    """The 503's reason comes from the database's error, which may quote a stored string:
+    its hidden characters show as escapes, as on every page (trioqueue/web/visible.py)."""
+
+    class Broken:
+        async def queue_stats(self) -> Any:
+            raise trioqueue.BackendError("no queue \u202eliam\x1b[2J")
+
+    async with client(create_app(Broken())) as c:  # type: ignore[arg-type]
+        api = await c.get("/api/queues")
+        page = await c.get("/")
+    shown = "the database failed: no queue \\u202eliam\\x1b[2J"
+    assert (api.status_code, api.json()) == (503, {"error": shown})
+    assert (page.status_code, page.text) == (503, shown + "\n")

@@ -131,6 +131,20 @@ async def test_allowed_origin_lets_a_proxy_that_rewrites_host_in(
         ({"allowed_hosts": ["dash.example:8080"]}, "not a host name"),
         ({"allowed_origins": ["dash.example"]}, "not an origin"),
         ({"allowed_origins": ["https://dash.example/path"]}, "not an origin"),
+        ({"allowed_origins": [""]}, "not an origin"),
+        # Would refuse every request (400 to every Host), so refused at once instead.
+        ({"allowed_hosts": []}, "allowed_hosts is empty"),
+        ({"allowed_hosts": [""]}, "not a host name"),
+        ({"allowed_hosts": ["dash\x00.example"]}, "not a host name"),
+        # One string, not a list of them: its characters would be taken one by one.
+        ({"allowed_hosts": "dash.example"}, "allowed_hosts must be a list"),
+        ({"allowed_origins": "https://dash.example"}, "allowed_origins must be a list"),
+        # Checked when the app is made, not at its first request (a 500 each time).
+        ({"max_body": -1}, "max_body must be"),
+        ({"max_body": True}, "max_body must be"),
+        ({"body_timeout": 0}, "body_timeout must be"),
+        ({"body_timeout": float("nan")}, "body_timeout must be"),
+        ({"body_timeout": float("inf")}, "body_timeout must be"),
     ],
 )
 async def test_bad_hosts_and_origins_are_refused_at_once(
@@ -332,7 +346,12 @@ async def test_a_wrong_bearer_on_a_page_is_a_401_not_a_login_redirect(
     assert [wrong.status_code, right.status_code, none.status_code] == [401, 200, 303]
 
 
-@pytest.mark.parametrize("token", ["s", "s3cret", "x" * 21, " " * 30, "\t" * 30, f" {TOKEN}"])
+@pytest.mark.parametrize(
+    "token",
+    # Non-ASCII: a Bearer header carries it as UTF-8 (curl) but is read as Latin-1, so it
+    # would only ever match through the login form.
+    ["s", "s3cret", "x" * 21, " " * 30, "\t" * 30, f" {TOKEN}", f"\u00e9{TOKEN}", f"{TOKEN}\u00a0"],
+)
 async def test_weak_tokens_are_refused_at_start(
     backend: trioqueue.MemoryBackend, token: str
 ) -> None:
@@ -455,3 +474,60 @@ async def test_login_next_with_control_characters_goes_home(
         form = await c.get("/login", params={"next": target})
     assert (r.status_code, r.headers["location"]) == (303, "/")
     assert 'name="next" value="/"' in form.text
+
+
+# -- reads another site's page makes through its visitor's browser -------------------------
+
+CORS_FETCH = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"}
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {**CORS_FETCH, "Origin": "http://attacker.test"},  # fetch() from another site
+        {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "script"},
+        {"Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"},
+        # A navigation of a frame: refused though framing is denied anyway.
+        {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "iframe"},
+        {"Origin": "http://attacker.test"},  # a browser without Fetch Metadata
+    ],
+)
+@pytest.mark.parametrize("path", ["/api/jobs", "/api/jobs/1", "/jobs", "/metrics"])
+async def test_another_sites_reads_are_refused_before_the_backend_is_read(
+    backend: trioqueue.MemoryBackend, headers: dict[str, str], path: str
+) -> None:
+    """Without CORS the attacker's page reads nothing back, but each request it makes its
+    visitor's browser send would run (a list read, a metrics sample): refused with 403 by
+    the browser's own account of where it comes from (Fetch Metadata), and by ``Origin``."""
+    await backend.enqueue("mail", {})
+    async with client(create_app(backend)) as c:
+        before = dict(backend.statistics().calls)
+        response = await c.get(path, headers=headers)
+    assert response.status_code == 403
+    assert "cross-site request refused" in response.text
+    assert dict(backend.statistics().calls) == before
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        # A link followed from another site, or a bookmark: the page opens.
+        {
+            "Sec-Fetch-Site": "cross-site",
+            "Sec-Fetch-Mode": "navigate",
+            "Sec-Fetch-Dest": "document",
+        },
+        {"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"},
+        # The dashboard's own scripts and htmx.
+        {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"},
+        {"Origin": BASE},
+        {},  # curl, Prometheus, a script
+    ],
+)
+async def test_navigations_and_this_sites_reads_pass(
+    backend: trioqueue.MemoryBackend, headers: dict[str, str]
+) -> None:
+    async with client(create_app(backend)) as c:
+        page = await c.get("/jobs", headers=headers)
+        data = await c.get("/api/jobs", headers=headers)
+    assert [page.status_code, data.status_code] == [200, 200]

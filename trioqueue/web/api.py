@@ -128,6 +128,10 @@ def worker_json(info: trioqueue.WorkerInfo) -> dict[str, Any]:
         "last_beat_at": iso(info.last_beat_at),
         "started_at": iso(info.started_at),
         "stale": info.stale,
+        # Seconds ahead of the database's clock and the verdict, null until measured
+        # (docs/protocol.rst §8): the workers page's Clock column.
+        "clock_skew": info.clock_skew,
+        "clock_verdict": info.clock_verdict,
     }
 
 

@@ -34,10 +34,16 @@ from trioqueue.web import api, pages
 from trioqueue.web.auth import Guard, check_bind, check_token
 from trioqueue.web.events import EventStream, Waker, check_interval
 from trioqueue.web.headers import SecurityHeaders
-from trioqueue.web.hosts import LOOPBACK_NAMES, HostCheck, normal_host
-from trioqueue.web.limits import DEFAULT_BODY_TIMEOUT, DEFAULT_MAX_BODY, BodyLimit
+from trioqueue.web.hosts import HostCheck, check_allowed_hosts
+from trioqueue.web.limits import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_MAX_BODY,
+    BodyLimit,
+    check_body_limits,
+)
 from trioqueue.web.logins import LoginLimit
 from trioqueue.web.throttle import LoginThrottle
+from trioqueue.web.visible import visible
 
 __all__ = ["create_app", "serve"]
 
@@ -80,10 +86,13 @@ def create_app(
             10 s; docs/dashboard.rst, "Safety rules").
 
     Raises:
-        ValueError: a weak ``token``, or an allowed host or origin that is not one.
+        ValueError: a weak ``token``; an allowed host or origin that is not one, one string
+            in place of a list, or ``allowed_hosts=[]`` (which would refuse every request);
+            a ``max_body`` below 0, or a ``body_timeout`` not a positive finite number.
     """
     check_token(token or None)
-    hosts = [normal_host(h) for h in (LOOPBACK_NAMES if allowed_hosts is None else allowed_hosts)]
+    hosts = check_allowed_hosts(allowed_hosts)
+    check_body_limits(max_body, body_timeout)
     guard = Guard(token=token, read_only=read_only, allowed_origins=allowed_origins)
     # The database's gauges only: the worker counters would stay zero here (no pool runs).
     observer = DatabaseGauges()
@@ -141,8 +150,9 @@ def create_app(
 
 async def _backend_unavailable(request: Request, exc: Exception) -> Response:
     """The database failed (down, or the schema not migrated): 503 with the reason in one
-    line, not a 500 with a traceback."""
-    message = " ".join(f"the database failed: {exc}".split())
+    line, not a 500 with a traceback. The reason may quote a stored string, so its hidden
+    characters show as escapes, as on every page."""
+    message = visible(" ".join(f"the database failed: {exc}".split()))
     if request.url.path.startswith(("/api/", "/metrics")):
         return JSONResponse({"error": message}, status_code=503)
     return PlainTextResponse(message + "\n", status_code=503)

@@ -20,7 +20,7 @@ import trio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from trioqueue.web.hosts import normal_origin, same_origin
+from trioqueue.web.hosts import check_allowed_origins, same_origin
 from trioqueue.web.sessions import Sessions
 
 __all__ = [
@@ -37,6 +37,8 @@ SESSION_COOKIE = "trioqueue_session"
 #: The cookie that held the raw token before sessions; logging out clears it too.
 OLD_TOKEN_COOKIE = "trioqueue_token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: ``Sec-Fetch-Site`` of a request the dashboard's own pages, or the user, made.
+OWN_SITE = frozenset({"same-origin", "none"})
 #: 22 characters of ``secrets.token_urlsafe`` carry 132 bits; 32 hex digits, 128.
 MIN_TOKEN_LENGTH = 22
 MAKE_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
@@ -47,20 +49,21 @@ Handler = Callable[[Request], Awaitable[Response]]
 def check_token(token: str | None) -> None:
     """Refuse a token a guesser could find (docs/dashboard.rst, "Safety rules"): shorter than
     :data:`MIN_TOKEN_LENGTH` characters, or with whitespace or control characters (which a
-    ``Bearer`` header cannot carry at its ends: such a token could never be sent). None (no
-    token at all) passes.
+    ``Bearer`` header cannot carry at its ends: such a token could never be sent), or with
+    characters outside ASCII (a client sends them as UTF-8, a header is read as Latin-1:
+    it would never match as ``Bearer``). None (no token at all) passes.
 
     Raises:
         ValueError: one line saying how long a token must be and how to make one.
     """
     if token is None:
         return
-    plain = token.isprintable() and token == token.strip() and " " not in token
+    plain = token.isascii() and token.isprintable() and " " not in token
     if len(token) < MIN_TOKEN_LENGTH or not plain:
         raise ValueError(
             f"the dashboard token must be at least {MIN_TOKEN_LENGTH} characters (128 bits) "
-            f"of random text without spaces or control characters (this one has {len(token)}"
-            f"{'' if plain else ', not all printable'}); make one with: {MAKE_TOKEN}"
+            f"of random ASCII without spaces or control characters (this one has {len(token)}"
+            f"{'' if plain else ', not all printable ASCII'}); make one with: {MAKE_TOKEN}"
         )
 
 
@@ -123,7 +126,7 @@ class Guard:
     ) -> None:
         self.token = token or None
         self.read_only = read_only
-        self.allowed = frozenset(normal_origin(o) for o in (allowed_origins or ()))
+        self.allowed = check_allowed_origins(allowed_origins)
         self.sessions = sessions or Sessions()
 
     def token_matches(self, given: str | None) -> bool:
@@ -147,8 +150,27 @@ class Guard:
             return request.headers.get("sec-fetch-site") == "same-origin"
         return same_origin(origin, request.url.scheme, request.headers.get("host"), self.allowed)
 
+    def other_site_read(self, request: Request) -> bool:
+        """Whether a read was sent by another site's page, through its visitor's browser.
+
+        Without CORS that page reads nothing back, but the request would still run (a list
+        read, a metrics sample, an event stream holding one of the client's slots). The
+        browser says where a request comes from in ``Sec-Fetch-Site`` (Fetch Metadata):
+        only the dashboard's own pages (``same-origin``) and the user (``none``: a typed
+        address, a bookmark) may read, and other sites only by a top-level navigation (a
+        link followed). A browser without Fetch Metadata sends ``Origin`` on another site's
+        ``fetch``, which must then be this site."""
+        headers = request.headers
+        site = headers.get("sec-fetch-site")
+        if site is not None and site not in OWN_SITE:
+            navigation = headers.get("sec-fetch-mode") == "navigate"
+            return not (navigation and headers.get("sec-fetch-dest") in ("document", None))
+        return "origin" in headers and not self.same_site(request)
+
     def refusal(self, request: Request) -> tuple[int, str] | None:
         """Why a request is refused (status, message), or None when it may go on."""
+        if request.method in SAFE_METHODS and self.other_site_read(request):
+            return 403, "cross-site request refused (another site's page may not read this one)"
         if not self.authorised(request):
             return 401, "a valid token is required (Authorization: Bearer ... or log in)"
         if request.method not in SAFE_METHODS:

@@ -35,6 +35,8 @@ __all__ = [
     "LOOPBACK_NAMES",
     "HostCheck",
     "bind_hosts",
+    "check_allowed_hosts",
+    "check_allowed_origins",
     "normal_host",
     "normal_origin",
     "parse_host",
@@ -105,6 +107,42 @@ def normal_origin(text: str) -> str:
     ):
         raise ValueError(f"not an origin (scheme://host[:port]): {text!r}")
     return f"{parts.scheme}://{parts.netloc.lower()}"
+
+
+def check_allowed_hosts(hosts: Iterable[str] | None) -> list[str]:
+    """``create_app``'s ``allowed_hosts``, written as ``Host`` headers give them; None: the
+    loopback names.
+
+    Raises:
+        ValueError: one string rather than a list of them, no host at all (every request
+            would get 400), or one that is not a host name.
+    """
+    if hosts is None:
+        return list(LOOPBACK_NAMES)
+    names = [normal_host(h) for h in _listed("allowed_hosts", hosts)]
+    if not names:
+        raise ValueError(
+            "allowed_hosts is empty: the dashboard would refuse every request; name at least "
+            "one host ('*' for any), or leave it None for the loopback names"
+        )
+    return names
+
+
+def check_allowed_origins(origins: Iterable[str] | None) -> frozenset[str]:
+    """``create_app``'s ``allowed_origins``, written as browsers send them (none: only the
+    request's own).
+
+    Raises:
+        ValueError: one string rather than a list of them, or one that is not an origin.
+    """
+    return frozenset(normal_origin(o) for o in _listed("allowed_origins", origins or ()))
+
+
+def _listed(option: str, values: Iterable[str]) -> Iterable[str]:
+    # A str is an iterable of str too: "dash.example" would allow the hosts "d", "a", ...
+    if isinstance(values, str):
+        raise ValueError(f"{option} must be a list of names, not one string: {values!r}")
+    return values
 
 
 def bind_hosts(bind: str, extra: Iterable[str] = ()) -> tuple[str, ...]:

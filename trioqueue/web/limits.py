@@ -14,17 +14,33 @@ slow drip passes it, and it would cut every open event stream, whose client send
 
 from __future__ import annotations
 
-from math import inf
+from math import inf, isfinite
 
 import trio
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY", "BodyLimit"]
+__all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY", "BodyLimit", "check_body_limits"]
 
 DEFAULT_MAX_BODY = 64 * 1024
 DEFAULT_BODY_TIMEOUT = 10.0
+
+
+def check_body_limits(max_body: int, body_timeout: float) -> None:
+    """Refuse bounds no body can meet, or none at all, when the app is made: Starlette builds
+    its middleware at the first request, where a ValueError would be a 500 each time.
+
+    Raises:
+        ValueError: ``max_body`` is not a whole number of at least 0 (a bool is not), or
+            ``body_timeout`` is not a positive finite number of seconds.
+    """
+    if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 0:
+        raise ValueError(f"max_body must be a whole number of bytes, at least 0, not {max_body!r}")
+    if not (isinstance(body_timeout, int | float) and isfinite(body_timeout) and body_timeout > 0):
+        raise ValueError(
+            f"body_timeout must be a positive finite number of seconds, not {body_timeout!r}"
+        )
 
 
 class BodyRefused(Exception):
@@ -40,8 +56,7 @@ class BodyLimit:
     """An ASGI middleware: 413 past ``max_bytes``, 408 past ``timeout`` seconds."""
 
     def __init__(self, app: ASGIApp, *, max_bytes: int, timeout: float) -> None:
-        if max_bytes < 0 or timeout <= 0:
-            raise ValueError("max_bytes must be at least 0 and timeout above 0")
+        check_body_limits(max_bytes, timeout)
         self.app = app
         self.max_bytes = max_bytes
         self.timeout = timeout

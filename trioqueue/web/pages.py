@@ -11,7 +11,6 @@ scripts are off (a sandboxed frame, were framing not refused anyway) cannot act 
 
 from __future__ import annotations
 
-import html
 import json
 import zoneinfo
 from dataclasses import dataclass
@@ -341,9 +340,9 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
                 raise ValueError("select at least one job")
         except ValueError as exc:
             if request.headers.get("hx-request"):
-                return HTMLResponse(
-                    f'<p class="error" data-testid="action-error">{html.escape(str(exc))}</p>'
-                )
+                # A template, so the message is escaped as every shown value is.
+                fragment = env.get_template("_action_error.html").render(message=str(exc))
+                return HTMLResponse(fragment)
             return problem(request, 400, "Bad action", str(exc))
         if not confirmed(request, form):
             fields = [("action", action), *(("ids", str(i)) for i in ids), ("next", next_url)]
