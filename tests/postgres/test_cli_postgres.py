@@ -235,7 +235,8 @@ def test_status_lists_the_worker_pools_live_and_stale(run: Cli) -> None:
         async with trioqueue.open_postgres(run.dsn, schema=run.schema) as backend:
             live = PoolRegistration("box:7:live", "box", 7, "mail", 4, 30.0)
             await backend.register_pool(live)
-            await backend.renew([], visibility_timeout=60, beat=PoolBeat(live, 3, 0))
+            beat = PoolBeat(live, 3, 0, clock_skew=75.0, clock_verdict="stopped")
+            await backend.renew([], visibility_timeout=60, beat=beat)
             await backend.register_pool(PoolRegistration("box:8:gone", "box", 8, "mail", 1, 0.01))
 
     trio.run(register)
@@ -244,10 +245,15 @@ def test_status_lists_the_worker_pools_live_and_stale(run: Cli) -> None:
     assert code == 0
     _, _, header, live, gone = out.splitlines()
     assert header.split() == [
-        "WORKER", "HOST", "PID", "QUEUE", "CONC", "IN", "FLIGHT", "LAST", "BEAT", "STATE"
+        "WORKER", "HOST", "PID", "QUEUE", "CONC", "IN", "FLIGHT", "LAST", "BEAT", "STATE",
+        "CLOCK",
     ]  # fmt: skip
-    assert re.fullmatch(r"box:7:live  box   7    mail   4     3          \d+s ago +live", live)
-    assert re.fullmatch(r"box:8:gone  box   8    mail   1     0          \d+s ago +stale", gone)
+    # The clock the live pool's beat carried (docs/protocol.rst §8); the other never measured.
+    assert re.fullmatch(
+        r"box:7:live  box   7    mail   4     3          \d+s ago +live +\+75\.000s claims stopped",
+        live,
+    )
+    assert re.fullmatch(r"box:8:gone  box   8    mail   1     0          \d+s ago +stale +-", gone)
 
 
 def test_cancel_a_waiting_job_and_an_unknown_one(run: Cli) -> None:

@@ -25,10 +25,12 @@ import trio
 import trioqueue
 from trioqueue._backends.postgres.embedded import EmbeddedPostgresError, embedded_postgres
 from trioqueue._backends.postgres.sqlstate import backend_error
+from trioqueue._types import PoolBeat, PoolRegistration
 from trioqueue.cli import _demo
 from trioqueue.cli._commands import (
     LISTEN_DSN_ENV,
     build_parser,
+    clock_text,
     database_hint,
     flow_text,
     limits_text,
@@ -392,11 +394,41 @@ def test_workers_table_shows_each_pool_its_last_beat_and_state() -> None:
     # A beat "in the future" (clocks a little apart) shows as 0s.
     pools = [pool("box:41:aa", 2.5, False), pool("box:41:bb", 125, True), pool("c", -1, False)]
     assert workers_table(pools, now) == [
-        "WORKER     HOST  PID  QUEUE  CONC  IN FLIGHT  LAST BEAT  STATE",
-        "box:41:aa  box   41   mail   4     3          2s ago     live",
-        "box:41:bb  box   41   mail   4     3          2m05s ago  stale",
-        "c          box   41   mail   4     3          0s ago     live",
+        "WORKER     HOST  PID  QUEUE  CONC  IN FLIGHT  LAST BEAT  STATE  CLOCK",
+        "box:41:aa  box   41   mail   4     3          2s ago     live   -",
+        "box:41:bb  box   41   mail   4     3          2m05s ago  stale  -",
+        "c          box   41   mail   4     3          0s ago     live   -",
     ]
+
+
+async def test_status_shows_each_pools_clock_and_flags_ahead_and_stopped() -> None:
+    """The clock a pool's beat carried (docs/protocol.rst §8), read back from the memory
+    backend's registry: its offset, and the dashboard's flags past the margins."""
+    now = datetime.now(UTC)
+    beats = {
+        "a:1:sync": (0.0123, "in_sync"),
+        "b:2:ahead": (2.5, "ahead"),
+        "c:3:stopped": (75.0, "stopped"),
+        "d:4:behind": (-60.0, "in_sync"),
+        "e:5:new": (None, None),
+    }
+    async with trioqueue.open_memory() as backend:
+        for worker_id, (skew, verdict) in beats.items():
+            pool = PoolRegistration(worker_id, "box", 1, "mail", 1, 30.0)
+            await backend.register_pool(pool)
+            beat = PoolBeat(pool, 0, 0, clock_skew=skew, clock_verdict=verdict)
+            await backend.renew([], visibility_timeout=60, beat=beat)
+        pools = sorted(await backend.list_workers(), key=lambda p: p.worker_id)
+    rows = workers_table(pools, now)
+    assert rows[0].split()[-1] == "CLOCK"
+    clocks = [row.split("live", 1)[1].strip() for row in rows[1:]]
+    assert clocks == ["+0.012s", "+2.500s ahead", "+75.000s claims stopped", "-60.000s", "-"]
+
+
+def test_the_clock_column_shows_a_stored_verdict_escaped() -> None:
+    """A row another tool wrote may hold any verdict: shown as it is, escaped."""
+    assert clock_text(1.0, "\x1b[2Jodd") == "+1.000s \x1b[2Jodd"
+    assert clock_text(None, "ahead") == "- ahead"
 
 
 @pytest.mark.parametrize(

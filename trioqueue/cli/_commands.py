@@ -62,7 +62,7 @@ from trioqueue.cli._terminal import (
     supports_unicode,
     wants_colour,
 )
-from trioqueue.cli._words import LIVE, STALE, job_is
+from trioqueue.cli._words import CLOCK_FLAGS, LIVE, STALE, job_is
 from trioqueue.cli._worker_defaults import CONCURRENCY_HELP, default_concurrency, default_help
 from trioqueue.cli._worker_lines import (
     LOG_LEVELS,
@@ -1495,8 +1495,11 @@ async def count_jobs(
 
 def workers_table(pools: list[trioqueue.WorkerInfo], now: datetime.datetime) -> list[str]:
     """A row per worker pool: who and where it is, its jobs in flight, how long ago it
-    last beat (by this machine's clock), and whether it is live or stale."""
-    headers = ("WORKER", "HOST", "PID", "QUEUE", "CONC", "IN FLIGHT", "LAST BEAT", "STATE")
+    last beat (by this machine's clock), whether it is live or stale, and its clock
+    (:func:`clock_text`)."""
+    headers = (
+        "WORKER", "HOST", "PID", "QUEUE", "CONC", "IN FLIGHT", "LAST BEAT", "STATE", "CLOCK"
+    )  # fmt: skip
     rows = [
         [
             pool.worker_id,
@@ -1507,10 +1510,23 @@ def workers_table(pools: list[trioqueue.WorkerInfo], now: datetime.datetime) -> 
             str(pool.in_flight),
             format_age(max(0.0, (now - pool.last_beat_at).total_seconds())) + " ago",
             STALE if pool.stale else LIVE,
+            clock_text(pool.clock_skew, pool.clock_verdict),
         ]
         for pool in pools
     ]
     return format_table(headers, rows)
+
+
+def clock_text(skew: float | None, verdict: str | None) -> str:
+    """A pool's clock as its last beat carried it (docs/protocol.rst §8): ``-`` until
+    measured, else its offset from the database's (``+0.012s``: ahead), flagged ``ahead``
+    or ``claims stopped`` as the dashboard flags it. A verdict this trioqueue does not know
+    (a row another tool wrote) is shown as it is; the table escapes it."""
+    if verdict is None:
+        return "-"
+    offset = "-" if skew is None else f"{skew:+.3f}s"
+    flag = CLOCK_FLAGS.get(verdict, verdict)
+    return f"{offset} {flag}" if flag else offset
 
 
 def status_table(
