@@ -7,6 +7,7 @@ under test, sped up twentyfold so it takes well under two seconds.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import logging
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from trioqueue._backends.postgres.sqlstate import backend_error
 from trioqueue._types import PoolBeat, PoolRegistration
 from trioqueue.cli import _demo
 from trioqueue.cli._commands import (
+    LIST_PREVIEW,
     LISTEN_DSN_ENV,
     build_parser,
     clock_text,
@@ -852,3 +855,50 @@ def test_cancel_reports_read_well_in_every_state() -> None:
         "job 2: cancel requested, but by now it has succeeded"
     )
     assert cancel_report(2, True, job("ready")) == "job 2: cancel requested, but by now it is ready"
+
+
+# -- jobs reads a prefix of each payload, show the whole job ------------------------------
+
+
+class ListsRecorded:
+    """The memory backend standing in for PostgreSQL (``trioqueue.open_postgres``), with a
+    big job and a small one, recording what each ``list_jobs`` answered."""
+
+    def __init__(self) -> None:
+        self.listed: list[list[trioqueue.JobInfo]] = []
+        self.ids: list[int] = []
+
+    @contextlib.asynccontextmanager
+    async def open(self, dsn: str, **options: Any) -> AsyncIterator[trioqueue.MemoryBackend]:
+        async with trioqueue.open_memory() as backend:
+            self.ids = [
+                await backend.enqueue("big", {"blob": "x" * 1_000_000}),
+                await backend.enqueue("small", {"n": 1}),
+            ]
+            real = backend.list_jobs
+
+            async def list_jobs(*args: Any, **kwargs: Any) -> list[trioqueue.JobInfo]:
+                self.listed.append(await real(*args, **kwargs))
+                return self.listed[-1]
+
+            backend.list_jobs = list_jobs  # type: ignore[method-assign]
+            yield backend
+
+
+def test_jobs_reads_only_a_prefix_of_each_payload_and_show_the_whole_job(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    database = ListsRecorded()
+    monkeypatch.setattr(trioqueue, "open_postgres", database.open)
+    assert main(["--dsn", "postgresql://x@127.0.0.1:1/x", "jobs"]) == 0
+    [listed] = database.listed
+    big, small = listed
+    assert isinstance(big.payload, trioqueue.TruncatedText)
+    assert len(big.payload) == LIST_PREVIEW and big.payload.length > 1_000_000
+    assert small.payload == {"n": 1}
+    _header, big_row, small_row = capsys.readouterr().out.splitlines()
+    assert big_row.endswith('{"blob": "xxxxxxxxxxxxxxxxxxxxxxxxxxx...')  # cut, and says so
+    assert small_row.endswith('{"n":1}')
+
+    assert main(["--dsn", "postgresql://x@127.0.0.1:1/x", "show", str(database.ids[0])]) == 0
+    assert f'  payload   {{"blob": "{"x" * 1_000_000}"}}' in capsys.readouterr().out.splitlines()

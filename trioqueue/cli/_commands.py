@@ -58,6 +58,7 @@ from trioqueue.cli._terminal import (
     format_age,
     format_table,
     library_logs_to,
+    marked_if_cut,
     stop_on_signals,
     supports_unicode,
     wants_colour,
@@ -86,6 +87,9 @@ LISTEN_DSN_ENV = "TRIOQUEUE_LISTEN_DSN"
 DEFAULT_SCHEMA = "trioqueue"
 # The public JobStatus literal, in its order (scheduled ... failed): the columns of `status`.
 JOB_STATUSES: tuple[str, ...] = get_args(trioqueue.JobStatus)
+#: How many characters of each payload, result and error ``jobs`` reads (``list_jobs``'
+#: ``preview``): its columns show 40; ``show ID`` reads the whole job.
+LIST_PREVIEW = 200
 
 
 class CliError(Exception):
@@ -1586,7 +1590,9 @@ def _positive_seconds(text: str) -> float:
 def _run_jobs(args: argparse.Namespace) -> int:
     if args.watch:
         return _run_jobs_watch(args)
-    infos = run_on_database(args, list_jobs, args.queue, args.status, args.limit, args.offset)
+    infos = run_on_database(
+        args, list_jobs, args.queue, args.status, args.limit, args.offset, LIST_PREVIEW
+    )
     if not infos:
         say("no jobs")
         return 0
@@ -1601,10 +1607,13 @@ async def list_jobs(
     status: trioqueue.JobStatus | None,
     limit: int,
     offset: int,
+    preview: int | None = None,
 ) -> list[trioqueue.JobInfo]:
-    """One page of jobs, as ``list_jobs``."""
+    """One page of jobs, as ``list_jobs`` (``preview``: how much of each long text)."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        return await backend.list_jobs(queue=queue, status=status, limit=limit, offset=offset)
+        return await backend.list_jobs(
+            queue=queue, status=status, limit=limit, offset=offset, preview=preview
+        )
 
 
 def _run_jobs_watch(args: argparse.Namespace) -> int:
@@ -1681,7 +1690,7 @@ async def watch_jobs(dsn: str, schema: str, args: argparse.Namespace, out: TextI
 
 
 def jobs_table(infos: Sequence[trioqueue.JobInfo]) -> list[str]:
-    """Jobs as a table, long cells clipped."""
+    """Jobs as a table, long cells clipped (and those the read cut marked as cut)."""
     headers = ("ID", "QUEUE", "STATUS", "TRIES", "PRIO", "PROGRESS", "CREATED", "ERROR", "PAYLOAD")
     rows = [
         [
@@ -1692,12 +1701,19 @@ def jobs_table(infos: Sequence[trioqueue.JobInfo]) -> list[str]:
             str(info.priority),
             "-" if info.progress is None else f"{info.progress:.0%}",
             info.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
-            clip(info.last_error or "", 40),
-            clip(json.dumps(info.payload, separators=(",", ":")), 40),
+            clip(marked_if_cut(info.last_error or ""), 40),
+            clip(_list_payload(info.payload), 40),
         ]
         for info in infos
     ]
     return format_table(headers, rows)
+
+
+def _list_payload(payload: Any) -> str:
+    """A payload in the list: compact JSON, or, cut by the read, its stored text's prefix."""
+    if isinstance(payload, trioqueue.TruncatedText):
+        return marked_if_cut(payload)
+    return json.dumps(payload, separators=(",", ":"))
 
 
 # -- dashboard (trioqueue/cli/_dashboard.py) ----------------------------------------------
