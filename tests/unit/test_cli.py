@@ -325,13 +325,13 @@ def test_demo_without_pgserver_says_how_to_install_it(
     monkeypatch.setitem(sys.modules, "pgserver.postgres_server", None)
     assert main(["demo", "--no-live"]) == 1
     err = capsys.readouterr().err
-    assert "pip install 'trioqueue[embedded]'" in err
+    assert "install the embedded extra: pip install -e '.[embedded]' from a checkout" in err
 
 
 def test_embedded_server_without_pgserver(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pgserver", None)
     monkeypatch.setitem(sys.modules, "pgserver.postgres_server", None)
-    hint = r"pip install 'trioqueue\[embedded\]'"
+    hint = r"pip install -e '\.\[embedded\]' from a checkout, or the wheel with \[embedded\]"
     with pytest.raises(EmbeddedPostgresError, match=hint), embedded_postgres():
         pass
 

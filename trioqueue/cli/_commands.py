@@ -49,6 +49,7 @@ from trioqueue._errors import causes, exit_request, leaves
 from trioqueue._runtime.config import problems_of
 from trioqueue.cli import _broken_pipe, _dashboard, _demo, _schedule, _watch
 from trioqueue.cli._escape import say, visible, visible_lines
+from trioqueue.cli._install import install_hint
 from trioqueue.cli._terminal import (
     JsonLogFormatter,
     LiveBlock,
@@ -531,9 +532,7 @@ def _run_worker(args: argparse.Namespace) -> int:
     metrics = None
     if args.metrics_port is not None:
         if importlib.util.find_spec("prometheus_client") is None:
-            raise CliError(
-                "--metrics-port needs the metrics extra: pip install 'trioqueue[metrics]'"
-            )
+            raise CliError(f"--metrics-port needs prometheus-client; {install_hint('metrics')}")
         metrics = (args.metrics_host, args.metrics_port)
     work = functools.partial(run_worker, listen_dsn=listen_dsn, metrics=metrics)
     if resources is not None:  # only when given: stand-ins of serve_worker need not know it
