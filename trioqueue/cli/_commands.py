@@ -39,7 +39,7 @@ import sysconfig
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, contextmanager
-from typing import Any, TextIO, TypeAlias, get_args
+from typing import Any, NoReturn, TextIO, TypeAlias, get_args
 
 import trio
 
@@ -119,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parse_and_run(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(json_errors=_wants_json_log(words)).parse_args(words)
     run: Runner = args.run
     try:
         return run(args)
@@ -145,9 +146,34 @@ def _only_interrupts(exc: BaseException) -> bool:
     return isinstance(exc, KeyboardInterrupt)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of every subcommand."""
-    parser = argparse.ArgumentParser(
+def _wants_json_log(words: Sequence[str]) -> bool:
+    """Whether ``words`` ask for ``--log-format json`` (also ``=json``, or the option
+    abbreviated as argparse allows), looked for before parsing, so that a usage error is
+    a JSON record too; a ``--`` ends the options."""
+    for word, following in zip(words, [*words[1:], ""], strict=False):  # unequal only when empty
+        if word == "--":
+            return False
+        name, equals, value = word.partition("=")
+        if len(name) > len("--log-") and "--log-format".startswith(name):
+            return (value if equals else following) == "json"
+    return False
+
+
+class _JsonErrorsParser(argparse.ArgumentParser):
+    """A parser whose usage error is one JSON record on stderr (``--log-format json``),
+    as every other line the worker writes then is; the subcommands' parsers are of the
+    parser's own class, so theirs are too. The exit code stays argparse's 2."""
+
+    def error(self, message: str) -> NoReturn:
+        JsonLines(sys.stderr).say(f"{self.prog}: {message}", "error", logging.ERROR)
+        self.exit(EXIT_USAGE)
+
+
+def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
+    """The parser of every subcommand; with ``json_errors``, one that reports a usage
+    error as a JSON record (:class:`_JsonErrorsParser`) rather than argparse's text."""
+    parser_class = _JsonErrorsParser if json_errors else argparse.ArgumentParser
+    parser = parser_class(
         prog="trioqueue",
         description="A PostgreSQL-backed job queue for trio.",
     )
