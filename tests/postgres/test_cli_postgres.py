@@ -1048,12 +1048,18 @@ HOSTILE = "\x1b]0;pwned\x07\x1b[31mred\r\n  error     none\u202eliam\x9b2J\x85\x
 async def _store_hostile_fields(dsn: str, schema: str, job_ids: list[int]) -> None:
     """Write ``HOSTILE`` into every stored text field the command line prints: the jobs'
     queue, group, error, worker, payload and result, a worker pool's names, a schedule's
-    every field and a queue's flow row. Written straight into the tables, as an older
-    version or another client might have, so that no check at enqueue stands in the way."""
+    every field (its clock verdict too) and a queue's flow row. Written straight into the
+    tables, as an older version or another client might have, so that no check at enqueue
+    or registration stands in the way."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        await backend.register_pool(PoolRegistration(HOSTILE, HOSTILE, 7, HOSTILE, 1, 30.0))
+        await backend.register_pool(PoolRegistration("w", "h", 7, "q", 1, 30.0))
         await backend.set_schedule("s", "q", "* * * * *")
         async with backend.acquire() as connection:
+            await connection.execute(
+                f"""UPDATE {schema}.workers SET worker_id = $1, host = $1, queue = $1,
+                    clock_skew = 1.5, clock_verdict = $1""",
+                HOSTILE,
+            )
             await connection.execute(
                 f"""UPDATE {schema}.jobs SET queue = $1, group_key = $1, last_error = $1,
                     worker_id = $1, payload = jsonb_build_object($1::text, $1::text),
