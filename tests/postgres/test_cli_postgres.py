@@ -235,7 +235,8 @@ def test_status_lists_the_worker_pools_live_and_stale(run: Cli) -> None:
         async with trioqueue.open_postgres(run.dsn, schema=run.schema) as backend:
             live = PoolRegistration("box:7:live", "box", 7, "mail", 4, 30.0)
             await backend.register_pool(live)
-            await backend.renew([], visibility_timeout=60, beat=PoolBeat(live, 3, 0))
+            beat = PoolBeat(live, 3, 0, clock_skew=75.0, clock_verdict="stopped")
+            await backend.renew([], visibility_timeout=60, beat=beat)
             await backend.register_pool(PoolRegistration("box:8:gone", "box", 8, "mail", 1, 0.01))
 
     trio.run(register)
@@ -244,10 +245,15 @@ def test_status_lists_the_worker_pools_live_and_stale(run: Cli) -> None:
     assert code == 0
     _, _, header, live, gone = out.splitlines()
     assert header.split() == [
-        "WORKER", "HOST", "PID", "QUEUE", "CONC", "IN", "FLIGHT", "LAST", "BEAT", "STATE"
+        "WORKER", "HOST", "PID", "QUEUE", "CONC", "IN", "FLIGHT", "LAST", "BEAT", "STATE",
+        "CLOCK",
     ]  # fmt: skip
-    assert re.fullmatch(r"box:7:live  box   7    mail   4     3          \d+s ago +live", live)
-    assert re.fullmatch(r"box:8:gone  box   8    mail   1     0          \d+s ago +stale", gone)
+    # The clock the live pool's beat carried (docs/protocol.rst §8); the other never measured.
+    assert re.fullmatch(
+        r"box:7:live  box   7    mail   4     3          \d+s ago +live +\+75\.000s claims stopped",
+        live,
+    )
+    assert re.fullmatch(r"box:8:gone  box   8    mail   1     0          \d+s ago +stale +-", gone)
 
 
 def test_cancel_a_waiting_job_and_an_unknown_one(run: Cli) -> None:
@@ -1042,13 +1048,18 @@ HOSTILE = "\x1b]0;pwned\x07\x1b[31mred\r\n  error     none\u202eliam\x9b2J\x85\x
 async def _store_hostile_fields(dsn: str, schema: str, job_ids: list[int]) -> None:
     """Write ``HOSTILE`` into every stored text field the command line prints: the jobs'
     queue, group, error, worker, payload and result, a worker pool's names, a schedule's
-    every field and a queue's flow row. Written straight into the tables, as an older
-    version or another client might have, so that no check at enqueue stands in the way."""
+    every field (its clock verdict too) and a queue's flow row. Written straight into the
+    tables, as an older version or another client might have, so that no check at enqueue
+    or registration stands in the way."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        # (A pool's queue is refused such text now: the row is written by SQL below.)
-        await backend.register_pool(PoolRegistration(HOSTILE, HOSTILE, 7, "q", 1, 30.0))
+        await backend.register_pool(PoolRegistration("w", "h", 7, "q", 1, 30.0))
         await backend.set_schedule("s", "q", "* * * * *")
         async with backend.acquire() as connection:
+            await connection.execute(
+                f"""UPDATE {schema}.workers SET worker_id = $1, host = $1, queue = $1,
+                    clock_skew = 1.5, clock_verdict = $1""",
+                HOSTILE,
+            )
             await connection.execute(
                 f"""UPDATE {schema}.jobs SET queue = $1, group_key = $1, last_error = $1,
                     worker_id = $1, payload = jsonb_build_object($1::text, $1::text),
@@ -1070,7 +1081,6 @@ async def _store_hostile_fields(dsn: str, schema: str, job_ids: list[int]) -> No
             await connection.execute(
                 f"INSERT INTO {schema}.queues (queue, paused) VALUES ($1, true)", HOSTILE
             )
-            await connection.execute(f"UPDATE {schema}.workers SET queue = $1", HOSTILE)
 
 
 def test_no_command_prints_a_stored_string_raw(run: Cli) -> None:

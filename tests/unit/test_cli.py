@@ -7,6 +7,7 @@ under test, sped up twentyfold so it takes well under two seconds.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import logging
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,10 +27,13 @@ import trio
 import trioqueue
 from trioqueue._backends.postgres.embedded import EmbeddedPostgresError, embedded_postgres
 from trioqueue._backends.postgres.sqlstate import backend_error
+from trioqueue._types import PoolBeat, PoolRegistration
 from trioqueue.cli import _demo
 from trioqueue.cli._commands import (
+    LIST_PREVIEW,
     LISTEN_DSN_ENV,
     build_parser,
+    clock_text,
     database_hint,
     flow_text,
     limits_text,
@@ -320,13 +325,13 @@ def test_demo_without_pgserver_says_how_to_install_it(
     monkeypatch.setitem(sys.modules, "pgserver.postgres_server", None)
     assert main(["demo", "--no-live"]) == 1
     err = capsys.readouterr().err
-    assert "pip install 'trioqueue[embedded]'" in err
+    assert "install the embedded extra: pip install -e '.[embedded]' from a checkout" in err
 
 
 def test_embedded_server_without_pgserver(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pgserver", None)
     monkeypatch.setitem(sys.modules, "pgserver.postgres_server", None)
-    hint = r"pip install 'trioqueue\[embedded\]'"
+    hint = r"pip install -e '\.\[embedded\]' from a checkout, or the wheel with \[embedded\]"
     with pytest.raises(EmbeddedPostgresError, match=hint), embedded_postgres():
         pass
 
@@ -392,11 +397,41 @@ def test_workers_table_shows_each_pool_its_last_beat_and_state() -> None:
     # A beat "in the future" (clocks a little apart) shows as 0s.
     pools = [pool("box:41:aa", 2.5, False), pool("box:41:bb", 125, True), pool("c", -1, False)]
     assert workers_table(pools, now) == [
-        "WORKER     HOST  PID  QUEUE  CONC  IN FLIGHT  LAST BEAT  STATE",
-        "box:41:aa  box   41   mail   4     3          2s ago     live",
-        "box:41:bb  box   41   mail   4     3          2m05s ago  stale",
-        "c          box   41   mail   4     3          0s ago     live",
+        "WORKER     HOST  PID  QUEUE  CONC  IN FLIGHT  LAST BEAT  STATE  CLOCK",
+        "box:41:aa  box   41   mail   4     3          2s ago     live   -",
+        "box:41:bb  box   41   mail   4     3          2m05s ago  stale  -",
+        "c          box   41   mail   4     3          0s ago     live   -",
     ]
+
+
+async def test_status_shows_each_pools_clock_and_flags_ahead_and_stopped() -> None:
+    """The clock a pool's beat carried (docs/protocol.rst §8), read back from the memory
+    backend's registry: its offset, and the dashboard's flags past the margins."""
+    now = datetime.now(UTC)
+    beats = {
+        "a:1:sync": (0.0123, "in_sync"),
+        "b:2:ahead": (2.5, "ahead"),
+        "c:3:stopped": (75.0, "stopped"),
+        "d:4:behind": (-60.0, "in_sync"),
+        "e:5:new": (None, None),
+    }
+    async with trioqueue.open_memory() as backend:
+        for worker_id, (skew, verdict) in beats.items():
+            pool = PoolRegistration(worker_id, "box", 1, "mail", 1, 30.0)
+            await backend.register_pool(pool)
+            beat = PoolBeat(pool, 0, 0, clock_skew=skew, clock_verdict=verdict)
+            await backend.renew([], visibility_timeout=60, beat=beat)
+        pools = sorted(await backend.list_workers(), key=lambda p: p.worker_id)
+    rows = workers_table(pools, now)
+    assert rows[0].split()[-1] == "CLOCK"
+    clocks = [row.split("live", 1)[1].strip() for row in rows[1:]]
+    assert clocks == ["+0.012s", "+2.500s ahead", "+75.000s claims stopped", "-60.000s", "-"]
+
+
+def test_the_clock_column_shows_a_stored_verdict_escaped() -> None:
+    """A row another tool wrote may hold any verdict: shown as it is, escaped."""
+    assert clock_text(1.0, "\x1b[2Jodd") == "+1.000s \x1b[2Jodd"
+    assert clock_text(None, "ahead") == "- ahead"
 
 
 @pytest.mark.parametrize(
@@ -820,3 +855,50 @@ def test_cancel_reports_read_well_in_every_state() -> None:
         "job 2: cancel requested, but by now it has succeeded"
     )
     assert cancel_report(2, True, job("ready")) == "job 2: cancel requested, but by now it is ready"
+
+
+# -- jobs reads a prefix of each payload, show the whole job ------------------------------
+
+
+class ListsRecorded:
+    """The memory backend standing in for PostgreSQL (``trioqueue.open_postgres``), with a
+    big job and a small one, recording what each ``list_jobs`` answered."""
+
+    def __init__(self) -> None:
+        self.listed: list[list[trioqueue.JobInfo]] = []
+        self.ids: list[int] = []
+
+    @contextlib.asynccontextmanager
+    async def open(self, dsn: str, **options: Any) -> AsyncIterator[trioqueue.MemoryBackend]:
+        async with trioqueue.open_memory() as backend:
+            self.ids = [
+                await backend.enqueue("big", {"blob": "x" * 1_000_000}),
+                await backend.enqueue("small", {"n": 1}),
+            ]
+            real = backend.list_jobs
+
+            async def list_jobs(*args: Any, **kwargs: Any) -> list[trioqueue.JobInfo]:
+                self.listed.append(await real(*args, **kwargs))
+                return self.listed[-1]
+
+            backend.list_jobs = list_jobs  # type: ignore[method-assign]
+            yield backend
+
+
+def test_jobs_reads_only_a_prefix_of_each_payload_and_show_the_whole_job(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    database = ListsRecorded()
+    monkeypatch.setattr(trioqueue, "open_postgres", database.open)
+    assert main(["--dsn", "postgresql://x@127.0.0.1:1/x", "jobs"]) == 0
+    [listed] = database.listed
+    big, small = listed
+    assert isinstance(big.payload, trioqueue.TruncatedText)
+    assert len(big.payload) == LIST_PREVIEW and big.payload.length > 1_000_000
+    assert small.payload == {"n": 1}
+    _header, big_row, small_row = capsys.readouterr().out.splitlines()
+    assert big_row.endswith('{"blob": "xxxxxxxxxxxxxxxxxxxxxxxxxxx...')  # cut, and says so
+    assert small_row.endswith('{"n":1}')
+
+    assert main(["--dsn", "postgresql://x@127.0.0.1:1/x", "show", str(database.ids[0])]) == 0
+    assert f'  payload   {{"blob": "{"x" * 1_000_000}"}}' in capsys.readouterr().out.splitlines()

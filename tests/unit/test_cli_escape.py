@@ -141,6 +141,8 @@ def worker(text: str) -> trioqueue.WorkerInfo:
         last_beat_at=NOW,
         started_at=NOW,
         stale=False,
+        clock_skew=1.0,
+        clock_verdict=text,  # a row another tool wrote may hold any verdict
     )
 
 

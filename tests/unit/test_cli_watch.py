@@ -15,7 +15,7 @@ import trio
 
 import trioqueue
 from trioqueue.cli._terminal import CSI
-from trioqueue.cli._watch import watch_frame, watch_loop
+from trioqueue.cli._watch import WATCH_PREVIEW, watch_frame, watch_loop
 
 CREATED = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -156,10 +156,12 @@ class FlakyBackend:
         status: trioqueue.JobStatus | None = None,
         limit: int = 100,
         offset: int = 0,
+        *,
+        preview: int | None = None,
     ) -> list[trioqueue.JobInfo]:
         if self.down:
             raise trioqueue.BackendError("connection refused\n(is the server running?)")
-        return await self.backend.list_jobs(queue, status, limit, offset)
+        return await self.backend.list_jobs(queue, status, limit, offset, preview=preview)
 
     async def queue_stats(self) -> dict[str, trioqueue.QueueStats]:
         if self.down:
@@ -202,3 +204,36 @@ async def test_loop_problem_is_one_line(autojump_clock: trio.abc.Clock) -> None:
             "connection refused (is the server running?)"
         ] * 2
         assert record.frames[1][3] - record.frames[0][3] == 1
+
+
+async def test_loop_reads_only_a_prefix_of_big_payloads(autojump_clock: trio.abc.Clock) -> None:
+    """The watch shows no payload and a line of each error: its list read is cut
+    (``preview=``), so a queue of big payloads costs it a prefix of each."""
+    async with trioqueue.open_memory() as backend:
+        big = await backend.enqueue("emails", {"blob": "x" * 1_000_000})
+        small = await backend.enqueue("emails", {"n": 1})
+        drawn: list[Sequence[trioqueue.JobInfo]] = []
+        await watch_loop(
+            backend,
+            lambda infos, stats, problem: drawn.append(infos),
+            queue=None,
+            status=None,
+            limit=10,
+            interval=1,
+            frames=1,
+        )
+    [infos] = drawn
+    payloads = {info.id: info.payload for info in infos}
+    assert isinstance(payloads[big], trioqueue.TruncatedText)
+    assert len(payloads[big]) == WATCH_PREVIEW < payloads[big].length
+    assert payloads[small] == {"n": 1}
+
+
+def test_frame_marks_an_error_the_list_read_cut() -> None:
+    """An error cut by the read ends in ``...`` even where the line has room for more."""
+    cut = trioqueue.TruncatedText("ValueError: " + "y" * 20, 5000)
+    lines = watch_frame(
+        [info(4, "failed", last_error=cut)], STATS, title="t", problem=None, width=10_000,
+        height=40,
+    )  # fmt: skip
+    assert lines[-1].endswith("ValueError: " + "y" * 20 + "...")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -469,3 +470,47 @@ def test_a_failing_hook_is_one_line_and_exit_1(
     assert "test_cli_worker.py, line " in err
     assert err.count("\n") == 1
     assert (claims == [0]) is (hook == "failing_resources")
+
+
+# -- usage errors under --log-format json -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--log-format", "json", "--concurrency", "x"], "argument --concurrency"),
+        (["--log-format=json", "--no-such-option"], "unrecognized arguments: --no-such-option"),
+        (["--concurrency", "0x", "--log-form", "json"], "argument --concurrency"),  # abbreviated
+        (["--log-format", "json", "--log-format", "xml"], "argument --log-format"),
+    ],
+)
+def test_usage_errors_under_log_format_json_are_one_json_record(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log collector reading stderr as JSON gets the usage error as a record too."""
+    with pytest.raises(SystemExit) as exit:
+        main(["--dsn", UNREACHABLE, "worker", f"{HERE}:send_email", "--queue", "q", *argv])
+    assert exit.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    [line] = err.splitlines()
+    record = json.loads(line)
+    assert (record["level"], record["logger"], record["event"]) == (
+        "ERROR",
+        "trioqueue.cli",
+        "error",
+    )
+    assert record["message"].startswith("trioqueue")  # the (sub)command whose usage it is
+    assert says in record["message"]
+
+
+def test_usage_errors_without_log_format_json_stay_argparses_text(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for argv in (["--concurrency", "x"], ["--log-format", "xml"], ["--", "--log-format", "json"]):
+        with pytest.raises(SystemExit) as exit:
+            main(["--dsn", UNREACHABLE, "worker", f"{HERE}:send_email", "--queue", "q", *argv])
+        assert exit.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith("usage: trioqueue "), argv
+        assert ": error: " in err.splitlines()[-1]

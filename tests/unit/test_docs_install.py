@@ -11,9 +11,11 @@ issue 22 says which lines were run in a fresh venv.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 import shlex
+import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,3 +190,130 @@ def test_a_line_that_fails_on_a_fresh_machine_is_refused(line: str, problem: str
     requirements, files = _parse(arguments)
     found = problems(Install("here", command, tuple(requirements), tuple(files)))
     assert any(problem in p for p in found), found
+
+
+# -- the install hints the code prints ---------------------------------------------------
+
+#: The one form of every install hint the code prints (trioqueue/cli/_install.py): the
+#: extra, the line that installs it from a checkout, and the wheel.
+HINT = re.compile(
+    r"install the (?P<extra>[a-z]+) extra: pip install -e '\.\[(?P=extra)\]' from a "
+    r"checkout, or the wheel with \[(?P=extra)\]"
+)
+PACKAGE = ROOT / "trioqueue"
+
+
+def hint_problems(text: str) -> list[str]:
+    """What is wrong with the install hints of ``text``: a ``pip install`` outside the one
+    form, or an extra pyproject.toml does not define (as the docs' lines are judged)."""
+    text = " ".join(text.split())  # argparse wraps its help text
+    found: list[str] = []
+    hints = list(HINT.finditer(text))
+    if text.count("pip install") != len(hints):
+        found.append(f"a pip install line not in the hint's form: {text!r}")
+    for hint in hints:
+        install = Install("code", "install", (f".[{hint.group('extra')}]",))
+        found += problems(install)
+    return found
+
+
+def _source_strings() -> Iterator[tuple[str, str]]:
+    """Each string constant of the package's code that holds ``pip install``, and where; an
+    f-string that does is refused (install_hint's template, whose output the printed hints
+    check, is the one module left out)."""
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = str(path.relative_to(ROOT))
+        if where == "trioqueue/cli/_install.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.JoinedStr):
+                parts = [v.value for v in node.values if isinstance(v, ast.Constant)]
+                if any("pip install" in str(part) for part in parts):
+                    yield where, f"an f-string that writes its own pip install: {parts}"
+            elif (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and "pip install" in node.value
+            ):
+                yield where, node.value
+
+
+def printed_hints(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> dict[str, str]:
+    """What the command line prints where an extra is missing, and in ``demo --help``."""
+    from trioqueue._backends.postgres import embedded
+    from trioqueue.cli import _dashboard, main
+
+    shown: dict[str, str] = {}
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+    shown["demo --help"] = capsys.readouterr().out
+    monkeypatch.setitem(sys.modules, "pgserver", None)  # an import of it fails
+    monkeypatch.setitem(sys.modules, "pgserver.postgres_server", None)
+    with pytest.raises(embedded.EmbeddedPostgresError) as no_server:
+        embedded._import_pgserver()
+    shown["demo without pgserver"] = str(no_server.value)
+    monkeypatch.setitem(sys.modules, "trioqueue.web", None)
+    with pytest.raises(ValueError, match="install") as no_web:
+        _dashboard.check("127.0.0.1")
+    shown["dashboard without its extra"] = str(no_web.value)
+    shown["demo without the dashboard"] = _demo_dashboard_line(monkeypatch)
+    # Last: no module can be found from here on (prometheus_client's is the one asked for).
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    assert main(["--dsn", "x", "worker", f"{__name__}:noop", "--queue", "q",
+                 "--metrics-port", "0"]) == 2  # fmt: skip
+    shown["--metrics-port without its extra"] = capsys.readouterr().err
+    return shown
+
+
+async def noop(payload: object, ctx: object) -> None:
+    """A handler for the worker's metrics hint."""
+
+
+def _demo_dashboard_line(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The demo's dashboard line when the dashboard's extra is not installed."""
+    import trio
+
+    import trioqueue
+    from trioqueue.cli import _dashboard, _demo
+
+    async def missing(*args: object, **kwargs: object) -> str:
+        raise ImportError("No module named 'starlette'")
+
+    monkeypatch.setattr(_dashboard, "start", missing)
+
+    async def line() -> str:
+        async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+            return await _demo.start_dashboard(nursery, backend, 0)
+
+    return trio.run(line)
+
+
+def test_every_install_hint_the_code_prints_names_an_existing_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shown = printed_hints(monkeypatch, capsys)
+    assert {name: text for name, text in shown.items() if "pip install" not in text} == {}
+    assert {name: hint_problems(text) for name, text in shown.items() if hint_problems(text)} == {}
+
+
+def test_every_install_hint_in_the_code_has_the_one_form() -> None:
+    strings = list(_source_strings())
+    assert strings, "the embedded server's hint at least is a string constant"
+    assert [(where, hint_problems(text)) for where, text in strings if hint_problems(text)] == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pip install 'trioqueue[dashboard]'",
+        "install the dashbord extra: pip install -e '.[dashbord]' from a checkout, or the "
+        "wheel with [dashbord]",
+        "install the metrics extra: pip install -e '.[dashboard]' from a checkout, or the "
+        "wheel with [metrics]",
+    ],
+)
+def test_a_hint_that_would_not_work_is_refused(text: str) -> None:
+    assert hint_problems(text)

@@ -39,7 +39,7 @@ import sysconfig
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, contextmanager
-from typing import Any, TextIO, TypeAlias, get_args
+from typing import Any, NoReturn, TextIO, TypeAlias, get_args
 
 import trio
 
@@ -49,6 +49,7 @@ from trioqueue._errors import causes, exit_request, leaves
 from trioqueue._runtime.config import problems_of
 from trioqueue.cli import _broken_pipe, _dashboard, _demo, _schedule, _watch
 from trioqueue.cli._escape import say, visible, visible_lines
+from trioqueue.cli._install import install_hint
 from trioqueue.cli._terminal import (
     JsonLogFormatter,
     LiveBlock,
@@ -58,11 +59,12 @@ from trioqueue.cli._terminal import (
     format_age,
     format_table,
     library_logs_to,
+    marked_if_cut,
     stop_on_signals,
     supports_unicode,
     wants_colour,
 )
-from trioqueue.cli._words import LIVE, STALE, job_is
+from trioqueue.cli._words import CLOCK_FLAGS, LIVE, STALE, job_is
 from trioqueue.cli._worker_defaults import CONCURRENCY_HELP, default_concurrency, default_help
 from trioqueue.cli._worker_lines import (
     LOG_LEVELS,
@@ -86,6 +88,9 @@ LISTEN_DSN_ENV = "TRIOQUEUE_LISTEN_DSN"
 DEFAULT_SCHEMA = "trioqueue"
 # The public JobStatus literal, in its order (scheduled ... failed): the columns of `status`.
 JOB_STATUSES: tuple[str, ...] = get_args(trioqueue.JobStatus)
+#: How many characters of each payload, result and error ``jobs`` reads (``list_jobs``'
+#: ``preview``): its columns show 40; ``show ID`` reads the whole job.
+LIST_PREVIEW = 200
 
 
 class CliError(Exception):
@@ -114,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parse_and_run(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(json_errors=_wants_json_log(words)).parse_args(words)
     run: Runner = args.run
     try:
         return run(args)
@@ -140,9 +146,34 @@ def _only_interrupts(exc: BaseException) -> bool:
     return isinstance(exc, KeyboardInterrupt)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of every subcommand."""
-    parser = argparse.ArgumentParser(
+def _wants_json_log(words: Sequence[str]) -> bool:
+    """Whether ``words`` ask for ``--log-format json`` (also ``=json``, or the option
+    abbreviated as argparse allows), looked for before parsing, so that a usage error is
+    a JSON record too; a ``--`` ends the options."""
+    for word, following in zip(words, [*words[1:], ""], strict=False):  # unequal only when empty
+        if word == "--":
+            return False
+        name, equals, value = word.partition("=")
+        if len(name) > len("--log-") and "--log-format".startswith(name):
+            return (value if equals else following) == "json"
+    return False
+
+
+class _JsonErrorsParser(argparse.ArgumentParser):
+    """A parser whose usage error is one JSON record on stderr (``--log-format json``),
+    as every other line the worker writes then is; the subcommands' parsers are of the
+    parser's own class, so theirs are too. The exit code stays argparse's 2."""
+
+    def error(self, message: str) -> NoReturn:
+        JsonLines(sys.stderr).say(f"{self.prog}: {message}", "error", logging.ERROR)
+        self.exit(EXIT_USAGE)
+
+
+def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
+    """The parser of every subcommand; with ``json_errors``, one that reports a usage
+    error as a JSON record (:class:`_JsonErrorsParser`) rather than argparse's text."""
+    parser_class = _JsonErrorsParser if json_errors else argparse.ArgumentParser
+    parser = parser_class(
         prog="trioqueue",
         description="A PostgreSQL-backed job queue for trio.",
     )
@@ -527,9 +558,7 @@ def _run_worker(args: argparse.Namespace) -> int:
     metrics = None
     if args.metrics_port is not None:
         if importlib.util.find_spec("prometheus_client") is None:
-            raise CliError(
-                "--metrics-port needs the metrics extra: pip install 'trioqueue[metrics]'"
-            )
+            raise CliError(f"--metrics-port needs prometheus-client; {install_hint('metrics')}")
         metrics = (args.metrics_host, args.metrics_port)
     work = functools.partial(run_worker, listen_dsn=listen_dsn, metrics=metrics)
     if resources is not None:  # only when given: stand-ins of serve_worker need not know it
@@ -1495,8 +1524,11 @@ async def count_jobs(
 
 def workers_table(pools: list[trioqueue.WorkerInfo], now: datetime.datetime) -> list[str]:
     """A row per worker pool: who and where it is, its jobs in flight, how long ago it
-    last beat (by this machine's clock), and whether it is live or stale."""
-    headers = ("WORKER", "HOST", "PID", "QUEUE", "CONC", "IN FLIGHT", "LAST BEAT", "STATE")
+    last beat (by this machine's clock), whether it is live or stale, and its clock
+    (:func:`clock_text`)."""
+    headers = (
+        "WORKER", "HOST", "PID", "QUEUE", "CONC", "IN FLIGHT", "LAST BEAT", "STATE", "CLOCK"
+    )  # fmt: skip
     rows = [
         [
             pool.worker_id,
@@ -1507,10 +1539,23 @@ def workers_table(pools: list[trioqueue.WorkerInfo], now: datetime.datetime) -> 
             str(pool.in_flight),
             format_age(max(0.0, (now - pool.last_beat_at).total_seconds())) + " ago",
             STALE if pool.stale else LIVE,
+            clock_text(pool.clock_skew, pool.clock_verdict),
         ]
         for pool in pools
     ]
     return format_table(headers, rows)
+
+
+def clock_text(skew: float | None, verdict: str | None) -> str:
+    """A pool's clock as its last beat carried it (docs/protocol.rst §8): ``-`` until
+    measured, else its offset from the database's (``+0.012s``: ahead), flagged ``ahead``
+    or ``claims stopped`` as the dashboard flags it. A verdict this trioqueue does not know
+    (a row another tool wrote) is shown as it is; the table escapes it."""
+    if verdict is None:
+        return "-"
+    offset = "-" if skew is None else f"{skew:+.3f}s"
+    flag = CLOCK_FLAGS.get(verdict, verdict)
+    return f"{offset} {flag}" if flag else offset
 
 
 def status_table(
@@ -1570,7 +1615,9 @@ def _positive_seconds(text: str) -> float:
 def _run_jobs(args: argparse.Namespace) -> int:
     if args.watch:
         return _run_jobs_watch(args)
-    infos = run_on_database(args, list_jobs, args.queue, args.status, args.limit, args.offset)
+    infos = run_on_database(
+        args, list_jobs, args.queue, args.status, args.limit, args.offset, LIST_PREVIEW
+    )
     if not infos:
         say("no jobs")
         return 0
@@ -1585,10 +1632,13 @@ async def list_jobs(
     status: trioqueue.JobStatus | None,
     limit: int,
     offset: int,
+    preview: int | None = None,
 ) -> list[trioqueue.JobInfo]:
-    """One page of jobs, as ``list_jobs``."""
+    """One page of jobs, as ``list_jobs`` (``preview``: how much of each long text)."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        return await backend.list_jobs(queue=queue, status=status, limit=limit, offset=offset)
+        return await backend.list_jobs(
+            queue=queue, status=status, limit=limit, offset=offset, preview=preview
+        )
 
 
 def _run_jobs_watch(args: argparse.Namespace) -> int:
@@ -1665,7 +1715,7 @@ async def watch_jobs(dsn: str, schema: str, args: argparse.Namespace, out: TextI
 
 
 def jobs_table(infos: Sequence[trioqueue.JobInfo]) -> list[str]:
-    """Jobs as a table, long cells clipped."""
+    """Jobs as a table, long cells clipped (and those the read cut marked as cut)."""
     headers = ("ID", "QUEUE", "STATUS", "TRIES", "PRIO", "PROGRESS", "CREATED", "ERROR", "PAYLOAD")
     rows = [
         [
@@ -1676,12 +1726,19 @@ def jobs_table(infos: Sequence[trioqueue.JobInfo]) -> list[str]:
             str(info.priority),
             "-" if info.progress is None else f"{info.progress:.0%}",
             info.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
-            clip(info.last_error or "", 40),
-            clip(json.dumps(info.payload, separators=(",", ":")), 40),
+            clip(marked_if_cut(info.last_error or ""), 40),
+            clip(_list_payload(info.payload), 40),
         ]
         for info in infos
     ]
     return format_table(headers, rows)
+
+
+def _list_payload(payload: Any) -> str:
+    """A payload in the list: compact JSON, or, cut by the read, its stored text's prefix."""
+    if isinstance(payload, trioqueue.TruncatedText):
+        return marked_if_cut(payload)
+    return json.dumps(payload, separators=(",", ":"))
 
 
 # -- dashboard (trioqueue/cli/_dashboard.py) ----------------------------------------------

@@ -19,6 +19,7 @@ import trio
 
 import trioqueue
 from trioqueue._errors import leaves
+from trioqueue.cli._install import install_hint
 from trioqueue.cli._terminal import check_migrated, stop_on_signals
 
 __all__ = [
@@ -37,7 +38,7 @@ TOKEN_ENV = "TRIOQUEUE_DASHBOARD_TOKEN"
 HOSTS_ENV = "TRIOQUEUE_DASHBOARD_ALLOWED_HOSTS"
 ORIGINS_ENV = "TRIOQUEUE_DASHBOARD_ALLOWED_ORIGINS"
 DEFAULT_PORT = 8080
-INSTALL_HINT = "the dashboard needs the dashboard extra: pip install 'trioqueue[dashboard]'"
+INSTALL_HINT = install_hint("dashboard")
 HELP = "serve the web dashboard"
 DESCRIPTION = (
     "Serve the web dashboard (pages, JSON API, live events, /metrics) with hypercorn under "
@@ -124,7 +125,7 @@ def check(host: str, args: argparse.Namespace | None = None) -> Access:
     try:
         from trioqueue.web import check_bind
     except ImportError:
-        raise ValueError(INSTALL_HINT) from None
+        raise ValueError(f"the dashboard is not installed; {INSTALL_HINT}") from None
     check_bind(host, token_from_env())
     return Access.from_args(args) if args is not None else Access()
 

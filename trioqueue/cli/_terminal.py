@@ -76,6 +76,12 @@ def clip(text: str, width: int) -> str:
     return text[: width - 3] + "..."
 
 
+def marked_if_cut(text: str) -> str:
+    """``text``, ending in ``...`` when it is a prefix a list read cut
+    (:class:`trioqueue.TruncatedText`), so that it reads as cut wherever it is shown whole."""
+    return f"{text}..." if isinstance(text, trioqueue.TruncatedText) else text
+
+
 def format_age(seconds: float | None) -> str:
     """``-`` for none, else whole seconds in the two largest units: 12s, 3m05s, 2h07m, 3d04h."""
     if seconds is None:

@@ -22,6 +22,7 @@ from trioqueue.cli._terminal import (
     clip,
     format_age,
     format_table,
+    marked_if_cut,
     progress_bar,
     styled,
 )
@@ -29,6 +30,9 @@ from trioqueue.cli._terminal import (
 #: Job states in the order the header counts them.
 STATES: tuple[trioqueue.JobStatus, ...] = ("scheduled", "ready", "running", "succeeded", "failed")
 HEADERS = ("ID", "QUEUE", "STATUS", "TRIES", "PROGRESS", "ERROR")
+#: How many characters of each error (and payload, which the watch does not show) its list
+#: read carries: more than any terminal line has room for; a longer error is cut and marked.
+WATCH_PREVIEW = 1000
 #: The narrowest frame drawn, whatever the terminal says.
 MIN_WIDTH = 20
 
@@ -42,6 +46,8 @@ class WatchedBackend(Protocol):
         status: trioqueue.JobStatus | None = None,
         limit: int = 100,
         offset: int = 0,
+        *,
+        preview: int | None = None,
     ) -> list[trioqueue.JobInfo]: ...
 
     async def queue_stats(self) -> dict[str, trioqueue.QueueStats]: ...
@@ -93,7 +99,7 @@ def watch_frame(
             info.status,
             f"{info.attempts}/{info.max_attempts}",
             progress_bar(info.progress, unicode=unicode),
-            (info.last_error or "").replace("\n", " "),
+            marked_if_cut(info.last_error or "").replace("\n", " "),
         ]
         for info in shown
     ]
@@ -121,7 +127,9 @@ async def watch_loop(
 ) -> None:
     """Read and ``draw`` every ``interval`` seconds, ``frames`` times (None: until cancelled).
 
-    A :class:`trioqueue.BackendError` or ``OSError`` while reading is drawn as the problem,
+    The read carries :data:`WATCH_PREVIEW` characters of each error and payload (a
+    queue of big payloads costs a prefix of each). A :class:`trioqueue.BackendError` or
+    ``OSError`` while reading is drawn as the problem,
     with the last jobs and counts read, and the next interval tries again.
     """
     infos: Sequence[trioqueue.JobInfo] = []
@@ -131,7 +139,9 @@ async def watch_loop(
         problem: str | None = None
         try:
             new_stats = await backend.queue_stats()
-            infos = await backend.list_jobs(queue=queue, status=status, limit=limit)
+            infos = await backend.list_jobs(
+                queue=queue, status=status, limit=limit, preview=WATCH_PREVIEW
+            )
             stats = {q: s for q, s in new_stats.items() if queue is None or q == queue}
         except (trioqueue.BackendError, OSError) as exc:
             problem = " ".join(str(exc).split()) or type(exc).__name__

@@ -33,8 +33,12 @@ __all__ = [
 #: Where a developer machine or CI usually has a server (a local cluster on the default port).
 LOCAL_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 
-#: How to get the optional dependency.
-INSTALL_HINT = "pip install 'trioqueue[embedded]'"
+#: How to get the optional dependency: trioqueue installs from a checkout or its wheel, not
+#: from the package index (the command line's hints have this form: trioqueue/cli/_install.py).
+INSTALL_HINT = (
+    "install the embedded extra: pip install -e '.[embedded]' from a checkout, "
+    "or the wheel with [embedded]"
+)
 
 
 class _Server(Protocol):
@@ -122,6 +126,6 @@ def _import_pgserver() -> _GetServer:
     except ImportError:
         raise EmbeddedPostgresError(
             "no DSN given (--dsn or TRIOQUEUE_DSN) and the embedded PostgreSQL is not "
-            f"installed: {INSTALL_HINT}"
+            f"installed; {INSTALL_HINT}"
         ) from None
     return get_server
