@@ -234,6 +234,11 @@ class DashboardServer:
         its beats, every ``HEARTBEAT``; the workers page is rendered once, not live)."""
         return self.call(_wait_workers, self.backend, ready)
 
+    def wait_progress(self, job_id: int, progress: float) -> trioqueue.JobInfo:
+        """The job's snapshot once its stored progress is ``progress`` (a handler's report
+        reaches the row with the next renewal, up to a ``HEARTBEAT`` later)."""
+        return self.call(_wait_progress, self.backend, job_id, progress)
+
     def wait_finished(self, job_id: int) -> trioqueue.JobInfo:
         """The job's snapshot once it succeeded or failed."""
         [info] = self.call(wait_until_finished, self.backend, [job_id], within=SERVER_WAIT)
@@ -247,3 +252,12 @@ async def _wait_workers(
         while not ready(workers := await backend.list_workers()):
             await trio.sleep(HEARTBEAT / 5)  # one look per fifth of a beat
     return workers
+
+
+async def _wait_progress(
+    backend: trioqueue.PostgresBackend, job_id: int, progress: float
+) -> trioqueue.JobInfo:
+    with trio.fail_after(SERVER_WAIT):
+        while (info := await backend.get_job(job_id)).progress != progress:
+            await trio.sleep(HEARTBEAT / 5)  # the database says nothing when a renewal lands
+    return info

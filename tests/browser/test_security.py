@@ -94,6 +94,8 @@ def test_no_page_breaks_its_content_security_policy(
         assert response is not None and "content-security-policy" in response.headers
         expect(page.get_by_test_id("live-status")).not_to_have_text("offline")
     assert refused == []
+    # The page is rendered once here: wait until the renewal has stored the 50 %.
+    server.wait_progress(job_id, 0.5)
     page.goto(f"{server.url}/jobs/{job_id}")
     # The bar's width comes from dashboard.js now (no style attribute): 50 % of the bar.
     fill = page.locator("#job-progress .fill")
