@@ -379,7 +379,52 @@ def claim_delayed_by_locks(r: Recorder) -> None:
     exit_(r, 1, 52.0)
 
 
+def cancels_across_batches(r: Recorder) -> None:
+    """One renewal carries batches 1 and 8 (batches 2 to 7 arrive expired), and its answer
+    cancels one job in each and reclaims the others. Cancels and stops are delivered in
+    order of batch id, then job id (docs/protocol.rst §10, refinement 13), whatever order
+    the jobs were claimed in and however a set of batch ids would iterate."""
+    claim(r, [2, 1])
+    answer(r, 0.25)
+    for job_id in range(3, 9):  # batches 2 to 7: expired on arrival, never registered
+        claim(r, [job_id], at=0.5, sent=0.0, lease_until=r.wall_offset + 0.25)
+    claim(r, [11, 10, 9], at=1.0)
+    answer(r, 1.25)
+    sleep(r, 10.0)  # the beat: one renewal carries both batches
+    answer(r, 10.25, "reclaimed", job1="cancel_requested", job10="cancel_requested")
+    for job_id, at in ((1, 11.0), (2, 11.0), (9, 11.5), (10, 11.5), (11, 11.5)):
+        exit_(r, job_id, at)
+
+
+def handler_errors(r: Recorder) -> None:
+    """A handler's error is the attempt's message: a charged failure, retried while
+    attempts remain (job 2), final on the last attempt (job 3). A cancelled handler that
+    raised fails for good, its message "cancelled: cancel requested (<error>)" (job 1)
+    (docs/protocol.rst §10, refinement 14)."""
+    claim(r, [1, 2])
+    claim(r, [3], at=0.25, attempt=3, max_attempts=3)
+    answer(r, 0.5)
+    answer(r, 0.75)
+    sleep(r, 10.0)
+    answer(r, 10.25, job1="cancel_requested")
+    exit_(r, 1, 11.0, error="ValueError: boom")
+    exit_(r, 2, 11.5, error="KeyError: 'row'")
+    exit_(r, 3, 12.0, error="RuntimeError: still broken")
+
+
+def max_job_duration_message(r: Recorder) -> None:
+    """max_job_duration is 2.0000002 s: the message formats it as C's printf("%g"), six
+    significant digits and no trailing zeros, so it says "2s", not "2.0000002s"
+    (docs/protocol.rst §10, refinement 15)."""
+    claim(r, [1])
+    answer(r, 0.5)
+    sleep(r, 2.125)
+    exit_(r, 1, 2.25)
+
+
 D15 = Timing(visibility_timeout=30.0, heartbeat_interval=10.0, max_job_duration=15.0)
+#: A D whose message needs %g: six significant digits make it "2s" (refinement 15).
+D2_0000002 = Timing(visibility_timeout=30.0, heartbeat_interval=10.0, max_job_duration=2.0000002)
 
 #: name → (timing, script). The description of each trace is its function's docstring.
 SCENARIOS: dict[str, tuple[Timing, Callable[[Recorder], None]]] = {
@@ -403,6 +448,9 @@ SCENARIOS: dict[str, tuple[Timing, Callable[[Recorder], None]]] = {
     "stopped-batch-keeps-lease": (D15, stopped_batch_keeps_lease),
     "expired-at-registration": (V30_H10, expired_at_registration),
     "claim-delayed-by-locks": (V30_H10, claim_delayed_by_locks),
+    "cancels-across-batches": (V30_H10, cancels_across_batches),
+    "handler-errors": (V30_H10, handler_errors),
+    "max-job-duration-message": (D2_0000002, max_job_duration_message),
 }
 
 

@@ -125,6 +125,46 @@ def test_the_scenarios_cover_every_input_verdict_stop_and_outcome() -> None:
     assert max(step["decisions"]["connections_held"] for step in steps) == 2
 
 
+@pytest.mark.parametrize("name", list(GENERATOR.SCENARIOS))
+def test_cancels_and_stops_come_in_batch_then_job_order(name: str) -> None:
+    """docs/protocol.rst §10, refinement 13: in one step, cancels and stops are delivered
+    by batch id, then job id, never in the order a set of batch ids iterates."""
+    for step in GENERATOR.scenario_trace(name)["steps"]:
+        cancels, stops = step["decisions"]["cancels"], step["decisions"]["stops"]
+        assert cancels == sorted(cancels)
+        assert stops == sorted(stops, key=lambda stop: (stop[0], stop[1]))
+
+
+def test_one_answer_orders_the_cancels_and_stops_of_two_batches() -> None:
+    """Batches 1 and 8 in one renewal (a frozenset iterates them 8, then 1), batch 8's
+    jobs claimed as 11, 10, 9: the answer's cancels and stops still go by batch, then job."""
+    trace = GENERATOR.scenario_trace("cancels-across-batches")
+    answers = [s["decisions"] for s in trace["steps"] if s["decisions"]["cancels"]]
+    assert [(d["cancels"], d["stops"]) for d in answers] == [
+        (
+            [[1, 1], [8, 10]],
+            [[1, 2, "RECLAIMED"], [8, 9, "RECLAIMED"], [8, 11, "RECLAIMED"]],
+        )
+    ]
+
+
+def test_messages_of_a_handler_error_and_of_max_job_duration() -> None:
+    """Refinements 14 and 15: a cancelled handler that raised says so in brackets; a plain
+    error is the message as it is; D is written as printf's %g."""
+    exits = [
+        step["decisions"]["result"]["outcome"]
+        for name in ("handler-errors", "max-job-duration-message")
+        for step in load(TRACES / f"{name}.json")["steps"]
+        if step["input"]["kind"] == "handler_exit"
+    ]
+    assert [(o["job_id"], o["kind"], o["message"]) for o in exits] == [
+        (1, "failed", "cancelled: cancel requested (ValueError: boom)"),
+        (2, "retry", "KeyError: 'row'"),
+        (3, "failed", "RuntimeError: still broken"),
+        (1, "retry", "claim hooks and handler ran past max_job_duration of 2s"),
+    ]
+
+
 # -- replay can fail ------------------------------------------------------------------------
 
 

@@ -209,7 +209,9 @@ class GuardCore:
             batch_id=batch_id,
             jobs=OneJob(JobLease(*jobs[0]))
             if len(jobs) == 1
-            else {job_id: JobLease(job_id, seq) for job_id, seq in jobs},
+            # By job id, not claim order: the cancels and stops of an answer come out in
+            # this order (docs/protocol.rst §10, refinement 13).
+            else {job_id: JobLease(job_id, seq) for job_id, seq in sorted(jobs)},
             lease_deadline=deadline,
             duration_deadline=math.inf if d is None else now + d,
             next_due=now,  # the first beat is immediate
@@ -436,7 +438,10 @@ class GuardCore:
         return self.poll(now)
 
     def _carried(self, renewal: Renewal) -> list[BatchLease]:
-        return [self._batches[bid] for bid in renewal.batch_ids if bid in self._batches]
+        # By batch id, never in a set's iteration order: the cancels and stops an answer
+        # delivers come out in this order, and every port must reproduce it
+        # (docs/protocol.rst §10, refinement 13).
+        return [self._batches[bid] for bid in sorted(renewal.batch_ids) if bid in self._batches]
 
     def _pop_due(self, now: float, *, until: float) -> list[BatchLease]:
         """Every live batch due by ``until``. A heap keeps this O(due · log n), not O(n)."""
