@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
 import trio
 
 from trioqueue import BackendError, JobInfo
 from trioqueue._backends.postgres import PostgresBackend
+from trioqueue._types import Ack
 
 
 async def wait_until_finished(
@@ -60,3 +65,40 @@ async def read_until(stream: trio.abc.ReceiveStream, marker: bytes) -> None:
 def jobs_table(backend: PostgresBackend) -> str:
     """The backend's jobs table, schema-qualified, for tests' own SQL."""
     return f'"{backend.schema}".jobs'
+
+
+def intercepted_acks(
+    backend: PostgresBackend,
+    victims: set[int],
+    on_victim: Callable[[Any, Ack], Awaitable[bool]],
+) -> Any:  # a replacement for backend.job_transaction
+    """Transactions whose first ack of each victim job is made by ``on_victim(tx, item)``
+    instead of ``tx.commit_with_ack(item)``; every other ack goes through as usual."""
+    real = backend.job_transaction
+
+    class Intercepting:
+        def __init__(self, tx: Any) -> None:
+            self._tx = tx
+
+        @property
+        def connection(self) -> Any:
+            return self._tx.connection
+
+        @property
+        def commit_sent(self) -> bool:
+            sent: bool = self._tx.commit_sent
+            return sent
+
+        async def commit_with_ack(self, item: Ack) -> bool:
+            if item.job_id not in victims:
+                done: bool = await self._tx.commit_with_ack(item)
+                return done
+            victims.discard(item.job_id)
+            return await on_victim(self._tx, item)
+
+    @asynccontextmanager
+    async def job_transaction() -> AsyncIterator[Intercepting]:
+        async with real() as tx:
+            yield Intercepting(tx)
+
+    return job_transaction

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
@@ -32,6 +31,7 @@ from trioqueue._errors import BackendError
 from trioqueue._types import Ack
 
 from .._pool_harness import Recorder
+from .._postgres_harness import intercepted_acks
 
 pytestmark = pytest.mark.postgres
 
@@ -147,42 +147,17 @@ class _EndedAfterTheAck:
 
 def _ended_after_the_ack(backend: PostgresBackend, dsn: str, victims: set[int]) -> Any:
     """``backend.job_transaction`` whose commit of a victim job meets an ended session."""
-    real = backend.job_transaction
 
-    class Ending:
-        def __init__(self, tx: _JobTransaction) -> None:
-            self._tx = tx
+    async def ending(tx: _JobTransaction, item: Ack) -> bool:
+        async def commit(connection: Any) -> bool:
+            proxy = _EndedAfterTheAck(connection, dsn)
+            items = (item,)
+            arrays = _ints(i.job_id for i in items), _ints(i.claim_seq for i in items)
+            return await tx._aio_commit_with_ack(proxy, *arrays, _progress(items), _results(items))
 
-        @property
-        def connection(self) -> Any:
-            return self._tx.connection
+        return await tx.connection.run("ack", commit)
 
-        @property
-        def commit_sent(self) -> bool:
-            return self._tx.commit_sent
-
-        async def commit_with_ack(self, item: Ack) -> bool:
-            if item.job_id not in victims:
-                return await self._tx.commit_with_ack(item)
-            victims.discard(item.job_id)
-            tx = self._tx
-
-            async def commit(connection: Any) -> bool:
-                proxy = _EndedAfterTheAck(connection, dsn)
-                items = (item,)
-                arrays = _ints(i.job_id for i in items), _ints(i.claim_seq for i in items)
-                return await tx._aio_commit_with_ack(
-                    proxy, *arrays, _progress(items), _results(items)
-                )
-
-            return await tx.connection.run("ack", commit)
-
-    @asynccontextmanager
-    async def job_transaction() -> AsyncIterator[Ending]:
-        async with real() as tx:
-            yield Ending(tx)
-
-    return job_transaction
+    return intercepted_acks(backend, victims, ending)
 
 
 async def test_a_commit_refused_by_an_ended_session_is_not_in_doubt(

@@ -10,7 +10,6 @@ rolled back, and the retry writes them once.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -27,7 +26,7 @@ from trioqueue._runtime.batch import NOT_RECORDED
 from trioqueue._types import Ack
 
 from .._pool_harness import Recorder
-from .._postgres_harness import wait_until_finished
+from .._postgres_harness import intercepted_acks, wait_until_finished
 
 pytestmark = pytest.mark.postgres
 
@@ -83,38 +82,18 @@ def bumping_transactions(
     the lease expired (bump claim_seq), and expires the row again as if that worker had
     died, so this pool can claim the job once more.
     """
-    real = backend.job_transaction
 
-    class Bumping:
-        def __init__(self, tx: JobTransaction) -> None:
-            self._tx = tx
+    async def bumping(tx: JobTransaction, item: Ack) -> bool:
+        async with backend.acquire() as other:
+            await other.execute(
+                f'UPDATE "{backend.schema}".jobs '
+                "SET claim_seq = claim_seq + 1, not_visible_until = now(), "
+                "lease_floor = now() WHERE id = $1",
+                item.job_id,
+            )
+        return await tx.commit_with_ack(item)
 
-        @property
-        def connection(self) -> Any:
-            return self._tx.connection
-
-        @property
-        def commit_sent(self) -> bool:
-            return self._tx.commit_sent
-
-        async def commit_with_ack(self, item: Ack) -> bool:
-            if item.job_id in victims:
-                victims.discard(item.job_id)
-                async with backend.acquire() as other:
-                    await other.execute(
-                        f'UPDATE "{backend.schema}".jobs '
-                        "SET claim_seq = claim_seq + 1, not_visible_until = now(), "
-                        "lease_floor = now() WHERE id = $1",
-                        item.job_id,
-                    )
-            return await self._tx.commit_with_ack(item)
-
-    @asynccontextmanager
-    async def job_transaction() -> AsyncIterator[Bumping]:
-        async with real() as tx:
-            yield Bumping(tx)
-
-    return job_transaction
+    return intercepted_acks(backend, victims, bumping)
 
 
 async def test_effects_commit_exactly_once_despite_lost_leases_and_retries(
