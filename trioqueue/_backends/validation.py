@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trioqueue._core.clock_skew import ClockVerdict
 from trioqueue._core.schedule import check_cron, check_timezone
 from trioqueue._core.wire import RenewItem
 from trioqueue._types import (
@@ -329,8 +330,8 @@ def check_beat(beat: object) -> PoolBeat | None:
     return beat
 
 
-#: The clock verdicts a beat may report (trioqueue._core.clock_skew.ClockVerdict's labels).
-CLOCK_VERDICTS = ("in_sync", "ahead", "stopped")
+#: The clock verdicts a beat may report: :class:`ClockVerdict`'s labels.
+CLOCK_VERDICTS = tuple(verdict.label for verdict in ClockVerdict)
 
 
 def _check_clock(skew: object, verdict: object) -> None:

@@ -28,6 +28,7 @@ import trio
 
 from trioqueue._backends.interface import Backend
 from trioqueue._runtime.logfields import job_fields, pool_fields
+from trioqueue._types import JobInfo
 
 __all__ = ["PASS_TIMEOUT", "run_scheduler"]
 
@@ -82,26 +83,26 @@ async def _one_pass(backend: Backend, queue: str, failures: int) -> bool:
 
 async def _log_scheduled(backend: Backend, ids: list[int]) -> None:
     """A record per job the pass enqueued, naming the job and its own queue (a schedule's
-    queue, not the pool's). The pass answers ids only, so each job's queue is read back,
-    and only when the record is wanted. A job no longer there (deleted, or the read
-    failing or slow) is named by its id alone; it never fails the pass."""
+    queue, not the pool's). The pass answers ids only, so the jobs' queues are read back
+    in one read (:meth:`Backend.get_jobs`), and only when the records are wanted. A job
+    no longer there (deleted, or the read failing or slow) is named by its id alone; it
+    never fails the pass."""
+    jobs: dict[int, JobInfo] = {}
     with trio.move_on_after(PASS_TIMEOUT):
-        for job_id in ids:
-            queue = await _queue_of(backend, job_id)
-            where = "" if queue is None else f" on queue {queue!r}"
-            log.info(
-                "scheduled job %d%s",
-                job_id,
-                where,
-                extra=job_fields(job_id, "scheduled", queue=queue),
-            )
-
-
-async def _queue_of(backend: Backend, job_id: int) -> str | None:
-    try:
-        return (await backend.get_job(job_id)).queue
-    except Exception:  # UnknownJobError, a BackendError: the record goes out without it
-        return None
+        try:
+            jobs = await backend.get_jobs(ids, preview=0)
+        except Exception:  # a BackendError: the records go out without the queues
+            pass
+    for job_id in ids:
+        info = jobs.get(job_id)
+        queue = None if info is None else info.queue
+        where = "" if queue is None else f" on queue {queue!r}"
+        log.info(
+            "scheduled job %d%s",
+            job_id,
+            where,
+            extra=job_fields(job_id, "scheduled", queue=queue),
+        )
 
 
 def _take_turn(backend: Backend, interval: float) -> bool:
