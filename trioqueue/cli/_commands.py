@@ -870,11 +870,11 @@ async def supervise_worker(
         pool = trio.CancelScope()
         await nursery.start(_pool_task, pool, nursery.cancel_scope, serve, configs, stop_now)
         on = "queue" if len(every) == 1 else "queues"
-        _say(out, f"{pools} on {on} {queues} ({where}); Ctrl-C to stop", "worker_started")
+        say_line(out, f"{pools} on {on} {queues} ({where}); Ctrl-C to stop", "worker_started")
         async for signum in signals:
             name = signal.Signals(signum).name
             if not pool.cancel_called:
-                _say(
+                say_line(
                     out,
                     f"{name}: shutting down; handlers may finish for up to "
                     f"{grace:g}s (signal again to stop at once)",
@@ -882,7 +882,7 @@ async def supervise_worker(
                 )
                 pool.cancel()
             elif not stop_now.is_set():
-                _say(
+                say_line(
                     out,
                     f"{name} again: stopping at once; running handlers are cancelled and their "
                     "jobs released for another worker",
@@ -890,12 +890,12 @@ async def supervise_worker(
                 )
                 stop_now.set()
             else:
-                _say(
+                say_line(
                     out,
                     f"{name}: already stopping at once; releasing the running jobs",
                     "already_stopping",
                 )
-    _say(out, f"{pools} stopped", "worker_stopped")
+    say_line(out, f"{pools} stopped", "worker_stopped")
     return stop_now.is_set()
 
 
@@ -918,10 +918,6 @@ async def _pool_task(
     with pool:
         await serve(configs, stop_now=stop_now, task_status=task_status)
     done.cancel()
-
-
-def _say(out: WorkerOut, line: str, event: str) -> None:
-    say_line(out, line, event)
 
 
 async def serve_worker(
@@ -975,7 +971,7 @@ async def serve_worker(
                 raise CliError(f"cannot serve metrics on {where}: {exc}", EXIT_FAILED) from exc
             if out is not None:
                 where = f"{_url_host(served.host)}:{served.port}"
-                _say(out, f"metrics on http://{where}/metrics", "metrics_serving")
+                say_line(out, f"metrics on http://{where}/metrics", "metrics_serving")
             await run(observer=served.observer)
 
 
