@@ -680,9 +680,9 @@ def worker_options(args: argparse.Namespace) -> dict[str, Any]:
     """The WorkerConfig fields the options give (every pool built from a handler)."""
     given = {name: getattr(args, name) for name in WORKER_OPTIONS}
     options = {name: value for name, value in given.items() if value is not None}
-    if options.get("schedule_interval") == SCHEDULING_OFF:
+    if options.get("schedule_interval") == OFF:
         options["schedule_interval"] = None  # given as "off", not left out
-    if options.get("quarantine_after") == SCHEDULING_OFF:
+    if options.get("quarantine_after") == OFF:
         options["quarantine_after"] = None  # (the config's check refuses a bad number)
     exponential = {
         name: value
@@ -870,11 +870,11 @@ async def supervise_worker(
         pool = trio.CancelScope()
         await nursery.start(_pool_task, pool, nursery.cancel_scope, serve, configs, stop_now)
         on = "queue" if len(every) == 1 else "queues"
-        _say(out, f"{pools} on {on} {queues} ({where}); Ctrl-C to stop", "worker_started")
+        say_line(out, f"{pools} on {on} {queues} ({where}); Ctrl-C to stop", "worker_started")
         async for signum in signals:
             name = signal.Signals(signum).name
             if not pool.cancel_called:
-                _say(
+                say_line(
                     out,
                     f"{name}: shutting down; handlers may finish for up to "
                     f"{grace:g}s (signal again to stop at once)",
@@ -882,7 +882,7 @@ async def supervise_worker(
                 )
                 pool.cancel()
             elif not stop_now.is_set():
-                _say(
+                say_line(
                     out,
                     f"{name} again: stopping at once; running handlers are cancelled and their "
                     "jobs released for another worker",
@@ -890,12 +890,12 @@ async def supervise_worker(
                 )
                 stop_now.set()
             else:
-                _say(
+                say_line(
                     out,
                     f"{name}: already stopping at once; releasing the running jobs",
                     "already_stopping",
                 )
-    _say(out, f"{pools} stopped", "worker_stopped")
+    say_line(out, f"{pools} stopped", "worker_stopped")
     return stop_now.is_set()
 
 
@@ -918,10 +918,6 @@ async def _pool_task(
     with pool:
         await serve(configs, stop_now=stop_now, task_status=task_status)
     done.cancel()
-
-
-def _say(out: WorkerOut, line: str, event: str) -> None:
-    say_line(out, line, event)
 
 
 async def serve_worker(
@@ -975,7 +971,7 @@ async def serve_worker(
                 raise CliError(f"cannot serve metrics on {where}: {exc}", EXIT_FAILED) from exc
             if out is not None:
                 where = f"{_url_host(served.host)}:{served.port}"
-                _say(out, f"metrics on http://{where}/metrics", "metrics_serving")
+                say_line(out, f"metrics on http://{where}/metrics", "metrics_serving")
             await run(observer=served.observer)
 
 
@@ -995,38 +991,28 @@ def worker_connections(configs: Configs) -> int:
     )
 
 
-def _heartbeat(text: str) -> float | str:
-    """An argparse type: seconds, or ``auto``."""
-    if text == "auto":
-        return text
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number or 'auto': {text!r}") from None
+def _number_or(word: str, number: Callable[[str], float], what: str) -> Callable[[str], Any]:
+    """An argparse type: ``number(text)``, or ``word`` itself (``auto``, ``off``)."""
+
+    def parse(text: str) -> Any:
+        if text == word:
+            return text
+        try:
+            return number(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what} or {word!r}: {text!r}") from None
+
+    return parse
 
 
-#: ``--schedule-interval off``: the pools take no part in scheduling.
-SCHEDULING_OFF = "off"
+#: ``--schedule-interval off``: the pools take no part in scheduling;
+#: ``--quarantine-after off``: ``quarantine_after=None``.
+OFF = "off"
 
-
-def _schedule_interval(text: str) -> float | str:
-    """An argparse type: seconds, or ``off``."""
-    if text == SCHEDULING_OFF:
-        return text
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number or 'off': {text!r}") from None
-
-
-def _quarantine_after(text: str) -> int | str:
-    """An argparse type: a whole number, or ``off`` (``quarantine_after=None``)."""
-    if text == SCHEDULING_OFF:
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number or 'off': {text!r}") from None
+#: The argparse types of the pool options that take a word beside their number.
+_heartbeat = _number_or("auto", float, "a number")
+_schedule_interval = _number_or(OFF, float, "a number")
+_quarantine_after = _number_or(OFF, int, "a whole number")
 
 
 # -- enqueue ------------------------------------------------------------------------------
