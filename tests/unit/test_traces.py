@@ -418,7 +418,7 @@ async def test_the_trio_runtime_makes_the_recorded_calls(
                         b for b, h in handles.items() if any(j.id == job_id for j in h.jobs)
                     )
                     leases = handles[batch_id].leases
-                    leases[job_id].settle()
+                    guard.settle(leases[job_id])
                     if all(not lease.pending for lease in leases.values()):
                         guard.unregister(batch_id)
                         del handles[batch_id]

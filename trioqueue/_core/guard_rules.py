@@ -346,7 +346,7 @@ class GuardCore:
             return self._after_abandoned_exit(token, now)
         self._last_duration = now - renewal.sent_at
         effects = Effects(moved=set(renewal.batch_ids))
-        for batch in self._carried(renewal):
+        for batch in self._carried(renewal, by_id=True):
             if not batch.lost:  # a stopped batch's verdicts count while its handler unwinds
                 self._apply_verdicts(batch, renewal, now, verdicts, effects)
         return effects
@@ -437,11 +437,13 @@ class GuardCore:
         self.abandoned = None
         return self.poll(now)
 
-    def _carried(self, renewal: Renewal) -> list[BatchLease]:
-        # By batch id, never in a set's iteration order: the cancels and stops an answer
-        # delivers come out in this order, and every port must reproduce it
-        # (docs/protocol.rst §10, refinement 13).
-        return [self._batches[bid] for bid in sorted(renewal.batch_ids) if bid in self._batches]
+    def _carried(self, renewal: Renewal, *, by_id: bool = False) -> list[BatchLease]:
+        """The batches ``renewal`` carried that are still registered; ``by_id`` for an
+        answer: by batch id, never in a set's iteration order, as the cancels and stops it
+        delivers come out in this order and every port must reproduce it (docs/protocol.rst
+        §10, refinement 13). Expiry and retries deliver neither: any order will do."""
+        ids = sorted(renewal.batch_ids) if by_id else renewal.batch_ids
+        return [self._batches[bid] for bid in ids if bid in self._batches]
 
     def _pop_due(self, now: float, *, until: float) -> list[BatchLease]:
         """Every live batch due by ``until``. A heap keeps this O(due · log n), not O(n)."""

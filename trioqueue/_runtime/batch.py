@@ -416,7 +416,7 @@ class BatchRunner:
             # Whatever happened: the jobs left unwritten are renewed no more either
             # (``_settled`` has already said so of every other one, before any await).
             for done in todo:
-                handle.leases[done.job.id].settle()
+                self._guard.settle(handle.leases[done.job.id])
 
     async def _settled(self, handle: BatchHandle, settled: list[_Finished]) -> None:
         """Jobs whose outcome is written or given up: renewed no more, then their hooks."""
@@ -424,7 +424,7 @@ class BatchRunner:
             # Only now, with its claim hook and handler exited and its outcome written, is
             # a job renewed no more: a stopped handler still unwinding keeps its lease
             # (docs/protocol.rst §4).
-            handle.leases[done.job.id].settle()
+            self._guard.settle(handle.leases[done.job.id])
         for done in settled:
             if self._observer is not None:
                 self._observe(done.outcome, done.applied, done.stop)

@@ -99,6 +99,9 @@ class Guard:
         self._pool = pool  # None: no beats
         self._last_beat = -math.inf  # when the last beat was sent (local time)
         self._beat_in_flight = 0  # the jobs in flight the last beat reported
+        # Jobs of registered batches not yet settled: kept, not summed, as the guard looks
+        # at it every IN_FLIGHT_LOOK seconds while jobs are in flight.
+        self._in_flight = 0
         self._beat_failing = False  # the last beat failed (logged once per outage)
         #: Renewals abandoned since the guard started (reported by every beat).
         self.abandoned_renewals = 0
@@ -133,13 +136,23 @@ class Guard:
             else _NO_SCOPES,
         )
         self._batches[batch_id] = handle
+        self._in_flight += len(claimed)
         self._fresh = True
         self.poke()  # the first beat is immediate
         return handle
 
     def unregister(self, batch_id: int) -> None:
-        self._batches.pop(batch_id, None)
+        handle = self._batches.pop(batch_id, None)
+        if handle is not None:
+            self._in_flight -= sum(lease.pending for lease in handle.leases.values())
         self.core.unregister(batch_id)
+
+    def settle(self, lease: JobLease) -> None:
+        """The job's outcome is settled, after its claim hook and handler exited: renewed
+        no more (:meth:`JobLease.settle`), and no longer in flight."""
+        if lease.pending:
+            lease.settle()
+            self._in_flight -= 1
 
     def batch_stop(self, batch_id: int) -> StopReason | None:
         return self.core.batch_stop(batch_id, trio.current_time())
@@ -205,20 +218,12 @@ class Guard:
         if self._pool is None:
             return None
         self._last_beat = now
-        in_flight = self._beat_in_flight = self._in_flight()
+        in_flight = self._beat_in_flight = self._in_flight
         clock = self._clock
         if clock is None or clock.bound is None:
             return PoolBeat(self._pool, in_flight, self.abandoned_renewals)
         return PoolBeat(
             self._pool, in_flight, self.abandoned_renewals, clock.skew, clock.verdict.label
-        )
-
-    def _in_flight(self) -> int:
-        core = self.core
-        return sum(
-            job.pending
-            for batch_id in core.batch_ids()
-            for job in core.batch(batch_id).jobs.values()
         )
 
     def _lone_beat_due(self, now: float) -> bool:
@@ -229,8 +234,7 @@ class Guard:
         if now >= self._last_beat + self.core.timing.heartbeat_interval:
             return True
         return (
-            now >= self._last_beat + IN_FLIGHT_DEBOUNCE
-            and self._in_flight() != self._beat_in_flight
+            now >= self._last_beat + IN_FLIGHT_DEBOUNCE and self._in_flight != self._beat_in_flight
         )
 
     def _next_lone_beat(self, now: float) -> float:
