@@ -280,12 +280,13 @@ def _database_answers(text: str) -> dict[object, object]:
 
 
 def _commands(text: str) -> list[list[str]]:
+    # ``--opt=text`` and ``-- text``: a text that starts with a dash is still the value.
     return [
-        ["status"], ["jobs"], ["jobs", "--queue", text], ["show", "7"], ["cancel", "7"],
+        ["status"], ["jobs"], ["jobs", f"--queue={text}"], ["show", "7"], ["cancel", "7"],
         ["retry", "7"], ["delete", "7"], ["schedule", "list"],
-        ["schedule", "set", "n", "q", "* * * * *"], ["schedule", "delete", text],
-        ["queue", "limits", text], ["queue", "pause", text],
-        ["enqueue", "q", "{}", "--dedup-key", text],
+        ["schedule", "set", "n", "q", "* * * * *"], ["schedule", "delete", "--", text],
+        ["queue", "limits", "--", text], ["queue", "pause", "--", text],
+        ["enqueue", "q", "{}", f"--dedup-key={text}"],
     ]  # fmt: skip
 
 
