@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trioqueue.web.pages import environment
-from trioqueue.web.visible import visible, visible_lines
+from trioqueue.web.visible import _HIDDEN, visible, visible_lines
 
 
 @pytest.mark.parametrize(
@@ -46,3 +46,10 @@ def test_every_template_value_is_shown_visible_unless_marked_verbatim() -> None:
         '<a title="\\u202e&lt;b&gt;">\\u202e&lt;b&gt;</a><input value="\u202e&lt;b&gt;">'
         '<pre>1\n2\\r</pre>"\\u202e\\u003cb\\u003e"'
     )
+
+
+def test_no_hidden_character_is_printable() -> None:
+    # visible() returns printable text untouched without the regex pass: that holds only
+    # while every character it escapes is one str.isprintable() refuses.
+    hidden = [c for c in map(chr, range(0x110000)) if _HIDDEN.match(c)]
+    assert hidden and not any(c.isprintable() for c in hidden)

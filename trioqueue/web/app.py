@@ -24,14 +24,14 @@ from hypercorn.trio import serve as hypercorn_serve
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import trioqueue
 from trioqueue.metrics import DatabaseGauges
 from trioqueue.web import api, pages
-from trioqueue.web.auth import Guard, check_bind, check_token
+from trioqueue.web.auth import Guard, check_bind, check_token, refusal
 from trioqueue.web.events import EventStream, Waker, check_interval
 from trioqueue.web.headers import SecurityHeaders
 from trioqueue.web.hosts import HostCheck, check_allowed_hosts
@@ -153,9 +153,7 @@ async def _backend_unavailable(request: Request, exc: Exception) -> Response:
     line, not a 500 with a traceback. The reason may quote a stored string, so its hidden
     characters show as escapes, as on every page."""
     message = visible(" ".join(f"the database failed: {exc}".split()))
-    if request.url.path.startswith(("/api/", "/metrics")):
-        return JSONResponse({"error": message}, status_code=503)
-    return PlainTextResponse(message + "\n", status_code=503)
+    return refusal(request.url.path, 503, message)
 
 
 async def serve(

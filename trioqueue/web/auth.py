@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import trio
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 
 from trioqueue.web.hosts import check_allowed_origins, same_origin
 from trioqueue.web.sessions import Sessions
@@ -30,6 +30,7 @@ __all__ = [
     "Guard",
     "check_bind",
     "check_token",
+    "refusal",
     "safe_next",
 ]
 
@@ -94,6 +95,16 @@ def check_bind(host: str, token: str | None) -> None:
 def error(status: int, message: str) -> JSONResponse:
     """The API's one-line refusal."""
     return JSONResponse({"error": message}, status_code=status)
+
+
+def refusal(
+    path: str, status: int, message: str, headers: dict[str, str] | None = None
+) -> Response:
+    """A one-line refusal for a request to ``path``, before or outside any endpoint: JSON
+    (:func:`error`) for the API and ``/metrics``, plain text for the pages."""
+    if path.startswith(("/api/", "/metrics")):
+        return JSONResponse({"error": message}, status_code=status, headers=headers)
+    return PlainTextResponse(message + "\n", status_code=status, headers=headers)
 
 
 def safe_next(value: str | None) -> str:

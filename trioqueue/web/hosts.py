@@ -197,11 +197,15 @@ def same_origin(
 
 
 class HostCheck:
-    """An ASGI middleware: a request whose ``Host`` is not one of ``hosts`` gets 400."""
+    """An ASGI middleware: a request whose ``Host`` is not one of ``hosts`` gets 400.
+
+    ``hosts`` as :func:`check_allowed_hosts` gives them (already written as ``Host``
+    headers give them), so they are not normalised again here.
+    """
 
     def __init__(self, app: ASGIApp, hosts: Iterable[str]) -> None:
         self.app = app
-        self.hosts = frozenset(normal_host(h) for h in hosts)
+        self.hosts = frozenset(hosts)
         self.any = ANY_HOST in self.hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -18,8 +18,10 @@ from math import inf, isfinite
 
 import trio
 from starlette.datastructures import Headers
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from trioqueue.web.auth import refusal
 
 __all__ = ["DEFAULT_BODY_TIMEOUT", "DEFAULT_MAX_BODY", "BodyLimit", "check_body_limits"]
 
@@ -134,7 +136,4 @@ class _Reader:
 def _refusal(scope: Scope, status: int, message: str) -> Response:
     """JSON for the API, plain text elsewhere; the connection closes (the rest of the
     body is not read)."""
-    headers = {"connection": "close"}
-    if str(scope.get("path", "")).startswith(("/api/", "/metrics")):
-        return JSONResponse({"error": message}, status_code=status, headers=headers)
-    return PlainTextResponse(message + "\n", status_code=status, headers=headers)
+    return refusal(str(scope.get("path", "")), status, message, {"connection": "close"})

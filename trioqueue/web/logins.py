@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import trio
 from starlette.datastructures import Headers
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from trioqueue.web.auth import refusal
 from trioqueue.web.throttle import LoginThrottle, client_key
 
 __all__ = ["LoginLimit"]
@@ -60,7 +61,4 @@ def _offers_token(scope: Scope) -> bool:
 
 def _too_many(scope: Scope, wait: int) -> Response:
     message = f"too many wrong tokens from this address: try again in {wait} s"
-    headers = {"retry-after": str(wait)}
-    if str(scope.get("path", "")).startswith(("/api/", "/metrics")):
-        return JSONResponse({"error": message}, status_code=429, headers=headers)
-    return PlainTextResponse(message + "\n", status_code=429, headers=headers)
+    return refusal(str(scope.get("path", "")), 429, message, {"retry-after": str(wait)})

@@ -58,6 +58,8 @@ class Html:
 
 def visible(text: str) -> str:
     """``text`` with every character of :data:`_HIDDEN` written as its escape."""
+    if text.isprintable():  # the usual case: none of _HIDDEN is printable (one C-level pass)
+        return text
     return _HIDDEN.sub(_escape, text)
 
 
