@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 import trio
 
 import trioqueue
@@ -99,3 +101,8 @@ def config(recorder: Recorder, **overrides: Any) -> trioqueue.WorkerConfig:
         **recorder.hooks(),
     )
     return dataclasses.replace(base, **overrides)
+
+
+def log_records(caplog: pytest.LogCaptureFixture, event: str) -> list[logging.LogRecord]:
+    """The records ``caplog`` captured of the structured event ``event``."""
+    return [r for r in caplog.records if getattr(r, "event", None) == event]

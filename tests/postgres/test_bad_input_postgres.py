@@ -14,6 +14,7 @@ import trio
 import trioqueue
 from tests.unit.test_bad_input import assert_unsafe_names_refused
 from trioqueue import BackendError
+from trioqueue._backends.postgres import PostgresBackend
 from trioqueue._backends.postgres.sqlstate import MIGRATE_HINT, backend_error
 from trioqueue.cli import main
 
@@ -21,13 +22,9 @@ from trioqueue.cli import main
 
 
 @pytest.mark.postgres
-async def test_prune_refuses_an_age_beyond_float_range(
-    postgres_dsn: str, postgres_schema: str
-) -> None:
-    async with trioqueue.open_postgres(postgres_dsn, schema=postgres_schema) as backend:
-        await backend.migrate()
-        with pytest.raises(ValueError, match="older_than must be None or a number >= 0"):
-            await backend.prune(10**400)
+async def test_prune_refuses_an_age_beyond_float_range(backend: PostgresBackend) -> None:
+    with pytest.raises(ValueError, match="older_than must be None or a number >= 0"):
+        await backend.prune(10**400)
 
 
 @pytest.mark.postgres
@@ -51,12 +48,10 @@ def test_cli_enqueue_refuses_a_dedup_key_past_the_limit_in_one_line(
 
 @pytest.mark.postgres
 async def test_unsafe_queue_and_schedule_names_are_refused_and_nothing_is_written(
-    postgres_dsn: str, postgres_schema: str
+    backend: PostgresBackend,
 ) -> None:
     """The same checks as on the memory backend (issue 22, item 8): one shared validation."""
-    async with trioqueue.open_postgres(postgres_dsn, schema=postgres_schema) as backend:
-        await backend.migrate()
-        await assert_unsafe_names_refused(backend)
+    await assert_unsafe_names_refused(backend)
 
 
 # -- which errors pass by themselves (no server needed) -----------------------------------

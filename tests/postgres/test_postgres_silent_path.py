@@ -207,9 +207,7 @@ async def test_closing_gives_every_idle_connection_one_deadline_on_a_silent_path
             held = trio.Event()
             async with trio.open_nursery() as nursery:
                 for _ in range(size):  # every connection of the pool opened, then idle
-                    nursery.start_soon(_hold_one, backend, held)
-                while backend._driver.connections_in_use < size:
-                    await trio.sleep(0.01)
+                    await nursery.start(_hold_one, backend, held)
                 held.set()
             proxy.silence()
             # Waiting for checked-out ones (none) and then the closes: two CLOSE_TIMEOUTs at
@@ -220,9 +218,17 @@ async def test_closing_gives_every_idle_connection_one_deadline_on_a_silent_path
     assert not rescue.fired
 
 
-async def _hold_one(backend: PostgresBackend, held: trio.Event) -> None:
+async def _hold_one(
+    backend: PostgresBackend,
+    held: trio.Event,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Hold a connection of ``backend``, once used, until ``held`` is set (started once it
+    is held)."""
     async with backend.acquire() as connection:
         await connection.execute("SELECT 1")
+        task_status.started()
         await held.wait()
 
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import trioqueue
-from tests._pool_harness import Recorder, config
+from tests._pool_harness import Recorder, config, log_records
 from tests._web_harness import client
 from trioqueue._core.clock_skew import (
     ClockVerdict,
@@ -154,10 +154,6 @@ async def run_skewed(
     return backend, rec, jobs, workers
 
 
-def records(caplog: pytest.LogCaptureFixture, event: str) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if getattr(r, "event", None) == event]
-
-
 async def test_a_worker_60s_ahead_stops_claiming_and_burns_no_attempt(
     autojump_clock: object, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -171,7 +167,7 @@ async def test_a_worker_60s_ahead_stops_claiming_and_burns_no_attempt(
     calls = backend.statistics().calls
     assert calls["claim"] == 1
     assert calls["clock"] == 300  # one probe per poll interval (1 s)
-    [stopped] = records(caplog, "clock_stopped")
+    [stopped] = log_records(caplog, "clock_stopped")
     assert stopped.levelno == logging.ERROR
     assert "claims stopped" in stopped.getMessage() and "by 60.000s" in stopped.getMessage()
     [worker] = workers
@@ -199,7 +195,7 @@ async def test_a_worker_ahead_by_more_than_the_margin_warns_once_and_runs(
     backend, _, jobs, workers = await run_skewed(5.0, [{"sleep": 3}] * 4, seconds=60)
     assert [(j.status, j.attempts) for j in jobs] == [("succeeded", 1)] * 4
     assert backend.statistics().calls["claim"] > 4
-    [warned] = records(caplog, "clock_ahead")
+    [warned] = log_records(caplog, "clock_ahead")
     assert warned.levelno == logging.WARNING and "past the 1s margin" in warned.getMessage()
     [worker] = workers
     assert (worker.clock_verdict, worker.clock_skew) == ("ahead", 5.0)
@@ -224,7 +220,7 @@ async def test_claims_resume_once_a_probe_proves_the_clock_back_in_sync(
         [worker] = await backend.list_workers()
         nursery.cancel_scope.cancel()
     assert [e.attempt for e in rec.of("started")] == [1]
-    [back] = records(caplog, "clock_in_sync")
+    [back] = log_records(caplog, "clock_in_sync")
     assert "claims resumed" in back.getMessage()
     assert worker.clock_verdict == "in_sync"
 

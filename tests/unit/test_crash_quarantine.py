@@ -62,21 +62,30 @@ def _beside(rec: Recorder, job_id: int) -> list[int]:
     return [j for j, s, e in _runs(rec) if j != job_id and s < end and e > start]
 
 
+async def _run_after_two_crashes(
+    rec: Recorder, *, others: int, **settings: object
+) -> tuple[int, list[int], trioqueue.JobInfo]:
+    """A 3 s job crashed twice (its second lease lapsed), then ``others`` jobs of 1 s, all
+    run to success by one pool of ``config(rec, **settings)``: the first job's id, the
+    others' ids, and the first job as it ended."""
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        [poison] = await backend.enqueue_many(Q, [{"sleep": 3}])
+        await _crash_twice(backend, lease=1.0)
+        ids = await backend.enqueue_many(Q, [{"sleep": 1}] * others)
+        await nursery.start(trioqueue.run_worker_pool, backend, config(rec, **settings))
+        with trio.fail_after(60):
+            for job_id in [poison, *ids]:
+                await rec.wait_for("succeeded", job_id)
+        info = await backend.get_job(poison)
+        nursery.cancel_scope.cancel()
+    return poison, ids, info
+
+
 async def test_I14_an_idle_pool_runs_a_quarantined_job_with_nothing_beside_it(
     autojump_clock: object,
 ) -> None:
     rec = Recorder()
-    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
-        [poison] = await backend.enqueue_many(Q, [{"sleep": 3}])
-        await _crash_twice(backend, lease=1.0)
-        others = await backend.enqueue_many(Q, [{"sleep": 1}] * 4)
-        cfg = config(rec, concurrency=4)
-        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
-        with trio.fail_after(60):
-            for job_id in [poison, *others]:
-                await rec.wait_for("succeeded", job_id)
-        info = await backend.get_job(poison)
-        nursery.cancel_scope.cancel()
+    poison, others, info = await _run_after_two_crashes(rec, others=4, concurrency=4)
     assert _beside(rec, poison) == []
     assert rec.of("started", poison)[0].attempt == 3
     # The others ran together once it was done (all four slots).
@@ -117,17 +126,9 @@ async def test_I14_a_pool_with_quarantine_off_runs_it_beside_the_others(
     autojump_clock: object,
 ) -> None:
     rec = Recorder()
-    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
-        [poison] = await backend.enqueue_many(Q, [{"sleep": 3}])
-        await _crash_twice(backend, lease=1.0)
-        others = await backend.enqueue_many(Q, [{"sleep": 1}] * 3)
-        cfg = config(rec, concurrency=4, quarantine_after=None)
-        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
-        with trio.fail_after(60):
-            for job_id in [poison, *others]:
-                await rec.wait_for("succeeded", job_id)
-        info = await backend.get_job(poison)
-        nursery.cancel_scope.cancel()
+    poison, others, info = await _run_after_two_crashes(
+        rec, others=3, concurrency=4, quarantine_after=None
+    )
     assert sorted(_beside(rec, poison)) == others
     assert info.last_error == stopped(2)
 

@@ -21,7 +21,7 @@ import pytest
 import trio
 
 import trioqueue
-from tests._pool_harness import Recorder, config
+from tests._pool_harness import Recorder, config, log_records
 from trioqueue.testing import error
 
 UNRECORDED_RELEASE = (
@@ -37,10 +37,6 @@ def quick(rec: Recorder) -> Any:
         rec.add("started", ctx.job_id, None, ctx.attempt)
 
     return handler
-
-
-def records(caplog: pytest.LogCaptureFixture, event: str) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if getattr(r, "event", None) == event]
 
 
 async def test_a_release_that_keeps_failing_at_shutdown_lets_the_lease_lapse(
@@ -86,9 +82,9 @@ async def test_a_release_that_keeps_failing_at_shutdown_lets_the_lease_lapse(
     assert (running.status, running.attempts) == ("running", 1)  # its lease not yet over
     [start] = second.of("started", job_id)
     assert 6.0 <= start.at <= 7.5  # the lease the last renewal (t <= 4) gave, then a poll
-    [retrying] = records(caplog, "record_retry")
+    [retrying] = log_records(caplog, "record_retry")
     assert (retrying.levelno, retrying.job_id) == (logging.WARNING, job_id)  # type: ignore[attr-defined]
-    [failed] = records(caplog, "record_failed")
+    [failed] = log_records(caplog, "record_failed")
     assert (failed.levelno, failed.job_id) == (logging.ERROR, job_id)  # type: ignore[attr-defined]
 
 
@@ -118,8 +114,8 @@ async def test_an_ack_that_keeps_failing_is_given_up_after_one_lease(
     starts = rec.of("started", job_id)
     assert [e.attempt for e in starts] == [1, 2]
     assert 6.0 <= starts[1].at <= 7.5
-    assert len(records(caplog, "record_retry")) == 1
-    assert len(records(caplog, "record_failed")) == 1
+    assert len(log_records(caplog, "record_retry")) == 1
+    assert len(log_records(caplog, "record_failed")) == 1
 
 
 async def test_a_write_that_fails_a_few_times_is_still_written(autojump_clock: object) -> None:

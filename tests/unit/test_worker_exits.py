@@ -22,7 +22,7 @@ import pytest
 import trio
 
 import trioqueue
-from tests._pool_harness import Recorder, config
+from tests._pool_harness import Recorder, config, log_records
 from trioqueue._core.outcome import EXITING, Outcome, decide, decide_attempt
 from trioqueue._core.rules import OutcomeKind, StopReason
 from trioqueue._errors import exit_request, leaves
@@ -253,7 +253,7 @@ async def test_a_failed_release_of_rows_claimed_as_the_pool_goes_down_lets_them_
     assert isinstance(exc, SystemExit) and isinstance(exc.__cause__, BaseExceptionGroup)
     assert [type(e) for e in leaves(exc.__cause__)] == [SystemExit]
     assert (info.status, info.attempts) == ("running", 1)
-    [record] = [r for r in caplog.records if getattr(r, "event", None) == "record_failed"]
+    [record] = log_records(caplog, "record_failed")
     assert (record.name, getattr(record, "job_id", None)) == ("trioqueue.worker", late[0])
     assert "could not release it (BackendError('injected error in release'))" in record.message
 
