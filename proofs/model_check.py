@@ -365,8 +365,10 @@ def check_still_renewed(world: World) -> None:
         what = f"batch {b} (stop {batch.stop}) with a handler running"
         require((batch.next_due, b) in core._due, "§4", f"{what} is not scheduled")
         require(batch.next_due <= now + h, "§4", f"{what} is due only at {batch.next_due}")
-        if current is None:
-            require(core.next_wake() <= batch.next_due, "§4", f"the guard sleeps past {what}")
+        if current is None and batch.next_due < batch.lease_deadline:
+            # Not for a batch due at or after its fence: lost by then (§10, refinement 16).
+            wake = core.next_wake(now)
+            require(wake <= batch.next_due, "§4", f"the guard sleeps past {what}")
 
 
 def check_fence_granted(world: World) -> None:
@@ -710,7 +712,7 @@ def beats(world: World, scope: Scope) -> Iterator[Step]:
 def instants(world: World) -> list[float]:
     """Every instant after now at which a comparison the core makes can change."""
     core, now = world.core, world.now
-    times = [core.next_wake(), core.shutdown_at]
+    times = [core.next_wake(now), core.shutdown_at]
     for renewal in (core.current, core.abandoned):
         if renewal is not None:
             times += [renewal.give_up_at, renewal.abandon_at]
@@ -745,7 +747,7 @@ def advance(world: World) -> Iterator[Step]:
         w = clone(world)
         w.now = when
         w.between = target
-        w.poked = when >= w.core.next_wake()
+        w.poked = when >= w.core.next_wake(when)
         yield name, w
 
 

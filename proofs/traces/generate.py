@@ -104,7 +104,7 @@ def exit_(r: Recorder, job_id: int, at: float, error: str | None = None) -> None
 def beats(r: Recorder, until: float, lag: float = 0.25) -> None:
     """Sleep to ``until``, each renewal answered ``extended`` ``lag`` after it is sent."""
     while True:
-        wake = r.core.next_wake()
+        wake = r.core.next_wake(r.now)
         if wake > until:
             break
         sleep(r, wake)
@@ -159,9 +159,9 @@ def failed_renewal_retry(r: Recorder) -> None:
     answer(r, 0.5)
     sleep(r, 10.0)
     fail(r, 10.5)
-    sleep(r, r.core.next_wake())
+    sleep(r, r.core.next_wake(r.now))
     fail(r, r.now + 0.25)
-    sleep(r, r.core.next_wake())
+    sleep(r, r.core.next_wake(r.now))
     answer(r, r.now + 0.25)
     exit_(r, 1, 27.0)
 
@@ -173,7 +173,7 @@ def lease_lost_fence(r: Recorder) -> None:
     claim(r, [1])
     answer(r, 0.5)
     while r.now < 30.0:
-        sleep(r, min(r.core.next_wake(), 30.0))
+        sleep(r, min(r.core.next_wake(r.now), 30.0))
         if r.current() is not None:
             fail(r, r.now + 0.125)
     sleep(r, 30.0)
@@ -208,7 +208,7 @@ def late_answer_ignored(r: Recorder) -> None:
     answer(r, 5.25)
     sleep(r, 30.25)  # renewal 3 (both batches) never answers: abandoned at 30.25
     exit_(r, 1, 30.5)
-    sleep(r, r.core.next_wake())  # batch 2 is retried on another connection
+    sleep(r, r.core.next_wake(r.now))  # batch 2 is retried on another connection
     answer(r, r.now + 0.25)
     stale = r.issued_tokens()[2]
     feed(
@@ -231,7 +231,7 @@ def gone_seen_twice(r: Recorder) -> None:
     answer(r, 0.5)
     sleep(r, 10.0)
     answer(r, 10.25, "gone")
-    sleep(r, r.core.next_wake())
+    sleep(r, r.core.next_wake(r.now))
     answer(r, r.now + 0.25, "gone")
     exit_(r, 1, 11.0)
 
@@ -254,7 +254,7 @@ def unchanged_and_partial(r: Recorder) -> None:
     answer(r, 0.5)
     sleep(r, 10.0)
     answer(r, 10.25, job2="unchanged")
-    sleep(r, r.core.next_wake())
+    sleep(r, r.core.next_wake(r.now))
     current = r.current()
     assert current is not None
     feed(
@@ -266,7 +266,7 @@ def unchanged_and_partial(r: Recorder) -> None:
             "verdicts": [[1, "extended"]],
         },
     )
-    sleep(r, r.core.next_wake())
+    sleep(r, r.core.next_wake(r.now))
     answer(r, r.now + 0.25)
     exit_(r, 1, 28.0)
     exit_(r, 2, 28.5)
@@ -422,6 +422,104 @@ def max_job_duration_message(r: Recorder) -> None:
     exit_(r, 1, 2.25)
 
 
+def _fail_until_last_chance(r: Recorder, fence: float) -> None:
+    """Every renewal fails 0.125 s after it is sent, until one goes out so close to the
+    fence that its give-up time lies past it (at most 0.25 s past, docs/protocol.rst §6)."""
+    while True:
+        sleep(r, r.core.next_wake(r.now))
+        current = r.current()
+        assert current is not None, f"no renewal at {r.now}"
+        if current.give_up_at > fence:
+            return
+        fail(r, r.now + 0.125)
+
+
+def in_flight_rescue(r: Recorder) -> None:
+    """§3, a renewal in flight: renewals keep failing until one goes out 0.13 s before the
+    fence (30 s), with its give-up time at 30.12 s. The scope waits for it; its answer at
+    30.06 s, after the old lease ran out but before the give-up time, is in time: expiry
+    is judged while the renewal still counts as in flight, so it extends the fence to
+    sent + V and the handler goes on (docs/protocol.rst §10, refinement 17)."""
+    claim(r, [1])
+    answer(r, 0.5)
+    _fail_until_last_chance(r, 30.0)
+    answer(r, 30.0625)
+    beats(r, 45.0)
+    exit_(r, 1, 45.0)
+
+
+def failure_past_fence(r: Recorder) -> None:
+    """As in-flight-rescue, but the last renewal fails at 30.06 s, past the lease deadline
+    and before its give-up time: the scope, which waited for the give-up time, moves back
+    to the fence (30 s) and fires at once, in the same step; the lease is lost, nothing is
+    renewed any more, and the attempt writes nothing (docs/protocol.rst §10, refinements
+    16 and 18)."""
+    claim(r, [1])
+    answer(r, 0.5)
+    _fail_until_last_chance(r, 30.0)
+    fail(r, 30.0625)
+    exit_(r, 1, 30.5)
+    sleep(r, 40.0)
+
+
+def abandoned_past_fence(r: Recorder) -> None:
+    """One renewal carries batch 1 (fence 40 s) and batch 2 (fence 42 s) and wedges: it
+    gives up at 40 s, when batch 1's scope fires, and is abandoned at 40.25 s. The
+    abandonment counts as a failed renewal: batch 2 is retried after
+    min(H, max(0.25, remaining / 2)) = 0.875 s, on another connection, and renewed; batch
+    1 is lost. The wedged call's answer, when it comes, changes nothing (I6)
+    (docs/protocol.rst §10, refinement 22)."""
+    claim(r, [1])
+    answer(r, 0.25)
+    beats(r, 12.0)
+    claim(r, [2], at=12.0)
+    answer(r, 12.25)
+    sleep(r, 20.0)  # the beat: one renewal carries both batches, and never answers
+    sleep(r, r.core.next_wake(r.now))  # abandoned at its give-up time plus 0.25 s
+    sleep(r, r.core.next_wake(r.now))  # batch 2's retry, on another connection
+    answer(r, r.now + 0.25)
+    stale = r.issued_tokens()[-2]
+    feed(
+        r,
+        {"kind": "answer", "at": 44.0, "token": stale, "verdicts": [[1, "extended"]]},
+    )
+    exit_(r, 1, 44.5)
+    exit_(r, 2, 46.0)
+
+
+def cancel_then_reclaimed(r: Recorder) -> None:
+    """Job 1 is cancelled at 10 s, and its handler unwinds under a shield, still renewed.
+    At 20 s its row is reclaimed: reclaimed replaces the earlier cancel, the stop is
+    delivered (the batch itself is not stopped), and the attempt ends unavailable, not
+    failed: the failure could not be written, another attempt owns the row
+    (docs/protocol.rst §10, refinement 19). Its sibling, job 2, succeeds."""
+    claim(r, [1, 2])
+    answer(r, 0.5)
+    sleep(r, 10.0)
+    answer(r, 10.25, job1="cancel_requested")
+    sleep(r, 20.0)
+    answer(r, 20.25, job1="reclaimed")
+    exit_(r, 1, 20.5)
+    exit_(r, 2, 21.0)
+
+
+def batch_of_one_stopped(r: Recorder) -> None:
+    """Batch 1 is one job, batch 2 two jobs; D = 15 s. At 10 s job 1 and job 2 are
+    cancelled and unwind under a shield. In a batch of one the job's scope is the batch's,
+    so the cancel cancels batch 1's scope and its duration deadline (15 s) never fires; batch
+    2's scope fires at its own (15.25 s), and its job 3 ends by max_job_duration (docs/protocol.rst §10,
+    refinement 20)."""
+    claim(r, [1])
+    claim(r, [2, 3], at=0.25)
+    answer(r, 0.5)
+    answer(r, 0.75)
+    sleep(r, 10.0)
+    answer(r, 10.25, job1="cancel_requested", job2="cancel_requested")
+    beats(r, 16.0)
+    for job_id in (1, 2, 3):
+        exit_(r, job_id, 16.0)
+
+
 D15 = Timing(visibility_timeout=30.0, heartbeat_interval=10.0, max_job_duration=15.0)
 #: A D whose message needs %g: six significant digits make it "2s" (refinement 15).
 D2_0000002 = Timing(visibility_timeout=30.0, heartbeat_interval=10.0, max_job_duration=2.0000002)
@@ -451,6 +549,11 @@ SCENARIOS: dict[str, tuple[Timing, Callable[[Recorder], None]]] = {
     "cancels-across-batches": (V30_H10, cancels_across_batches),
     "handler-errors": (V30_H10, handler_errors),
     "max-job-duration-message": (D2_0000002, max_job_duration_message),
+    "in-flight-rescue": (V30_H10, in_flight_rescue),
+    "failure-past-fence": (V30_H10, failure_past_fence),
+    "abandoned-past-fence": (V30_H10, abandoned_past_fence),
+    "cancel-then-reclaimed": (V30_H10, cancel_then_reclaimed),
+    "batch-of-one-stopped": (D15, batch_of_one_stopped),
 }
 
 

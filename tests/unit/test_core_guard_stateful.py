@@ -390,7 +390,7 @@ class GuardMachine(RuleBasedStateMachine):
             lease=core.batch(batch_id).lease_deadline,
         )
         if core.current is None:
-            assert core.next_wake() <= now, "I10: the first beat is immediate"
+            assert core.next_wake(now) <= now, "I10: the first beat is immediate"
 
     def first_beat_waivable(self, batch_id: int) -> bool:
         """Its first beat has not gone out, no cancel notice waits, and every job of it
@@ -502,7 +502,7 @@ class GuardMachine(RuleBasedStateMachine):
             self.now += data.draw(st.floats(0.0, 1.5)) * v
         else:
             core = self.g
-            edges = [core.next_wake()]
+            edges = [core.next_wake(self.now)]
             if core.current is not None:
                 edges += [core.current.give_up_at, core.current.abandon_at]
             for b in self.batches:
@@ -549,7 +549,7 @@ class GuardMachine(RuleBasedStateMachine):
         self.guard_runs(data)
 
     def sleep_until_wake(self) -> None:
-        wake = self.g.next_wake()
+        wake = self.g.next_wake(self.now)
         if math.isfinite(wake) and wake > self.now:
             self.now = wake
 
@@ -638,7 +638,7 @@ class GuardMachine(RuleBasedStateMachine):
             self.batches[b].beaten = True
         if renewal is None:
             assert not due - waived, "I10: a due batch was left without a renewal"
-            assert core.next_wake() > now, "nothing to send, yet the guard would wake at once"
+            assert core.next_wake(now) > now, "nothing to send, yet the guard would wake at once"
             return
         assert core.current is renewal
         assert renewal.token not in self.calls
@@ -891,8 +891,9 @@ class GuardMachine(RuleBasedStateMachine):
             self.batches[self.jobs[job_id].batch_id].notice = True
             batch = self.g.batch(self.jobs[job_id].batch_id)
             assert batch.next_due <= self.now
-            if self.g.current is None and renewable(batch):
-                assert self.g.next_wake() <= self.now
+            alive = self.g.fence_time(batch) > self.now  # else lost now (refinement 16)
+            if self.g.current is None and renewable(batch) and alive:
+                assert self.g.next_wake(self.now) <= self.now
 
     @precondition(
         lambda self: (
@@ -994,7 +995,7 @@ class GuardMachine(RuleBasedStateMachine):
             # The guard must wake to abandon it, unless another renewal already is.
             taken = core.abandoned is not None or core.beating
             expected = math.inf if taken else core.current.abandon_at
-            assert core.next_wake() == expected
+            assert core.next_wake(self.now) == expected
 
     @precondition(lambda self: self.core is not None)
     @invariant()
@@ -1042,8 +1043,11 @@ class GuardMachine(RuleBasedStateMachine):
             if current is not None and b in current.batch_ids:
                 continue
             assert batch.next_due <= now + h + EPS, (b, batch.next_due, now)
-            if current is None:
-                assert core.next_wake() <= batch.next_due, (b, batch.stop, core.next_wake())
+            if current is None and batch.next_due < batch.lease_deadline:
+                # A batch due at or after its fence is not woken for: it will be lost by
+                # then (docs/protocol.rst §10, refinement 16).
+                wake = core.next_wake(now)
+                assert wake <= batch.next_due, (b, batch.stop, wake)
 
     @precondition(lambda self: self.core is not None)
     @invariant()

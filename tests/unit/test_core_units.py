@@ -787,9 +787,9 @@ def test_a_batch_of_one_keeps_its_lease_in_a_mapping_of_one() -> None:
 
 def test_I10_first_beat_is_immediate() -> None:
     core = make_core()
-    assert core.next_wake() == math.inf
+    assert core.next_wake(0.0) == math.inf
     assert register(core, 1, [11, 12], now=5.0, claim_sent=4.5)
-    assert core.next_wake() == 5.0
+    assert core.next_wake(5.0) == 5.0
     renewal = renew(core, 5.0)
     assert renewal.batch_ids == frozenset({1})
     assert carried_jobs(renewal) == {11, 12}
@@ -806,7 +806,7 @@ def test_I10_first_beat_is_not_owed_once_every_job_of_the_batch_has_ended() -> N
     core.work_ended(1, 11)
     core.work_ended(1, 12)
     assert core.next_renewal(5.0) is None
-    assert core.next_wake() == 15.0  # anchor 5 + H
+    assert core.next_wake(5.0) == 15.0  # anchor 5 + H
     assert core.next_renewal(14.9) is None
     late = renew(core, 15.0)
     assert carried_jobs(late) == {11, 12}  # ended, not yet written: still renewed
@@ -909,7 +909,7 @@ def test_I10_batch_registered_between_beats_joins_the_pool_beat() -> None:
     beat(core, 0.0)
     register(core, 2, [2], now=3.7)
     beat(core, 3.7)  # first beat of batch 2, alone
-    assert core.next_wake() == 10.0
+    assert core.next_wake(3.7) == 10.0
     assert core.next_renewal(9.99) is None
     assert renew(core, 10.0).batch_ids == frozenset({1, 2})
 
@@ -929,7 +929,7 @@ def test_gone_needs_two_consecutive_sightings() -> None:
     # The confirming renewal is due within 0.25 s.
     due = core.batch(1).next_due
     assert 10.1 < due <= 10.1 + MIN_RETRY
-    assert core.next_wake() == due
+    assert core.next_wake(10.1) == due
     confirm = renew(core, due)
     assert carried_jobs(confirm) == {1, 2}
     effects = core.answered(confirm.token, due, {1: GONE, 2: EXT})
@@ -1015,7 +1015,7 @@ def test_partial_extension_does_not_advance_the_lease_and_retries_faster() -> No
     beat(core, 0.0)
     # next try after min(H, max(0.25, remaining / 2)), remaining = 30 - now
     for now, expected_next in [(10.0, 20.0), (20.0, 25.0), (25.0, 27.5), (27.5, 28.75)]:
-        assert core.next_wake() == now
+        assert core.next_wake(now) == now
         effects = beat(core, now, {1: EXT, 2: UNCHANGED})
         assert effects.stops == []
         assert core.batch(1).lease_deadline == 30.0
@@ -1038,7 +1038,7 @@ def test_failed_renewal_retries_faster_as_the_lease_runs_down() -> None:
         assert effects.moved == {1}
         assert not effects.stops
         assert not effects.cancels
-        now = core.next_wake()
+        now = core.next_wake(now)
     assert sends[:6] == [10.0, 20.0, 25.0, 27.5, 28.75, 29.375]
     assert all(b - a >= MIN_RETRY for a, b in itertools.pairwise(sends))
     assert sends[-1] < 30.0 <= now
@@ -1109,7 +1109,7 @@ def test_unregister_forgets_the_batch_but_not_a_newer_claim_of_the_same_job() ->
     core.unregister(1)  # twice: harmless
     core.unregister(2)
     assert not core.request_renewal(2, 3.0)
-    assert core.next_wake() == math.inf
+    assert core.next_wake(3.0) == math.inf
 
 
 # -- GuardCore: the abandoned slot (I5, I6) ---------------------------------------------
@@ -1129,7 +1129,7 @@ def stuck_setup() -> tuple[GuardCore, Renewal]:
 
 def test_I5_abandon_after_give_up_plus_grace() -> None:
     core, stuck = stuck_setup()
-    assert core.next_wake() == 30.25
+    assert core.next_wake(20.0) == 30.25
     assert core.poll(30.0) == Effects()
     assert core.poll(30.2499) == Effects()
     assert core.current is stuck
@@ -1150,7 +1150,7 @@ def test_I5_second_stuck_renewal_is_not_abandoned_while_one_is() -> None:
     core.poll(30.25)
     second = renew(core, 30.25)
     assert second.give_up_at == 50.0
-    assert core.next_wake() == math.inf
+    assert core.next_wake(30.25) == math.inf
     assert core.poll(50.25) == Effects()
     assert core.poll(1000.0) == Effects()
     assert core.current is second
@@ -1176,7 +1176,7 @@ def test_I5_abandoned_exit_before_current_is_due_for_abandon() -> None:
     assert effects == Effects()
     assert core.abandoned is None
     assert core.current is second
-    assert core.next_wake() == second.abandon_at == 50.25
+    assert core.next_wake(40.0) == second.abandon_at == 50.25
     assert core.poll(50.2).abandoned is None
     assert core.poll(50.25).abandoned == second.token
 
@@ -1278,7 +1278,7 @@ def test_I2_fence_stays_within_grace_of_the_lease() -> None:
         assert renewal.give_up_at <= max(30.0, now + MIN_RETRY)
         assert core.fence_time(core.batch(1)) <= 30.0 + GRACE
         core.failed(renewal.token, now)
-        now = core.next_wake()
+        now = core.next_wake(now)
 
 
 def test_I8_frozen_stop_is_not_revived_by_a_later_answer() -> None:
@@ -1308,7 +1308,7 @@ def test_stopped_batch_keeps_its_lease_until_its_last_handler_exits() -> None:
     beat(core, 0.0)
     assert core.batch_stop(1, 5.0) is StopReason.DURATION
     for now in (10.0, 20.0, 30.0, 40.0):  # well past the first lease (30)
-        assert core.next_wake() == now
+        assert core.next_wake(now) == now
         effects = beat(core, now)
         assert effects == Effects(moved={1})
         assert core.batch(1).lease_deadline == now + V
@@ -1319,7 +1319,7 @@ def test_stopped_batch_keeps_its_lease_until_its_last_handler_exits() -> None:
     assert carried_jobs(renewal) == {2}
     core.answered(renewal.token, 50.0, {2: EXT})
     core.job_done(1, 2)  # the last one too: nothing left to renew
-    assert core.next_wake() == math.inf
+    assert core.next_wake(50.0) == math.inf
     assert core.next_renewal(60.0) is None
 
 
@@ -1360,14 +1360,18 @@ def test_stopped_batch_renewals_end_when_its_lease_runs_out() -> None:
     register(core, 1, [1], now=0.0)
     beat(core, 0.0)
     assert core.batch_stop(1, 5.0) is StopReason.DURATION
-    now = 10.0
-    while (renewal := core.next_renewal(now)) is not None:
+    last, now = 0.0, 10.0
+    while now < math.inf and (renewal := core.next_renewal(now)) is not None:
         core.failed(renewal.token, now)
-        now = core.next_wake()
-    assert 30.0 <= now < math.inf
-    assert core.batch(1).lost
-    assert core.batch_stop(1, now) is StopReason.DURATION
-    assert core.next_wake() == math.inf
+        last, now = now, core.next_wake(now)
+    # The last retry went out before the fence; the next would come after it, so the guard
+    # does not wake for it (docs/protocol.rst §10, refinement 16).
+    assert last < 30.0 and now == math.inf
+    assert core.batch(1).next_due >= 30.0
+    assert not core.batch(1).lost
+    assert core.next_wake(30.0) == math.inf
+    assert core.batch(1).lost  # judged at the fence
+    assert core.batch_stop(1, 30.0) is StopReason.DURATION
     assert core.next_renewal(1000.0) is None
     assert core.request_renewal(1, 1000.0)  # a cancel notice cannot revive it either
     assert core.next_renewal(1000.0) is None
@@ -1382,7 +1386,7 @@ def test_I12_cancel_first_then_lease_lost_stays_cancelled() -> None:
     now = 10.0
     while core.batch_stop(1, now) is None:
         core.failed(renew(core, now).token, now)
-        now = core.next_wake()
+        now = core.next_wake(now)
     assert core.batch_stop(1, now) is StopReason.LEASE_EXPIRED and core.batch(1).lost
     result = decide(
         job_stop=core.job(1, 1).stop,
@@ -1465,9 +1469,9 @@ def test_I12_cancel_notice_renews_the_batch_at_once() -> None:
     register(core, 1, [1], now=0.0)
     register(core, 2, [2], now=0.0)
     beat(core, 0.0)
-    assert core.next_wake() == 10.0
+    assert core.next_wake(0.0) == 10.0
     assert core.request_renewal(2, 3.0)
-    assert core.next_wake() == 3.0
+    assert core.next_wake(3.0) == 3.0
     renewal = renew(core, 3.0)
     assert renewal.batch_ids == frozenset({2})
     effects = core.answered(renewal.token, 3.05, {2: CANCEL})
@@ -1482,7 +1486,7 @@ def test_I12_cancel_notice_during_an_in_flight_renewal_is_not_lost() -> None:
     renewal = renew(core, 10.0)  # executes before the cancel flag is committed
     assert core.request_renewal(1, 10.05)  # NOTIFY arrives while it is in flight
     core.answered(renewal.token, 10.1, {1: EXT})  # so it could not see the flag
-    assert core.next_wake() <= 10.1  # the batch must be renewed again at once
+    assert core.next_wake(10.1) <= 10.1  # the batch must be renewed again at once
 
 
 @pytest.mark.parametrize("ending", ["error", "abandoned"])
@@ -1500,7 +1504,7 @@ def test_I12_cancel_notice_during_a_renewal_that_fails_is_not_lost(ending: str) 
     else:
         now = renewal.abandon_at
         assert core.poll(now).abandoned == renewal.token
-    assert core.next_wake() <= now  # not after retry_delay(H, remaining) = 10 s
+    assert core.next_wake(now) <= now  # not after retry_delay(H, remaining) = 10 s
     assert 2 in renew(core, now).batch_ids
 
 
@@ -1512,7 +1516,7 @@ def test_I10_extended_batch_is_not_due_again_at_once(now: float) -> None:
     register(core, 2, [2], now=now)
     effects = beat(core, now)
     assert effects.moved == {2}
-    assert now < core.next_wake() <= now + 0.1
+    assert now < core.next_wake(now) <= now + 0.1
     assert core.next_renewal(now) is None
 
 

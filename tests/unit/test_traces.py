@@ -325,7 +325,7 @@ class ScriptedBackend:
         done.set()
 
 
-def core_state(core: GuardCore) -> dict[str, Any]:
+def core_state(core: GuardCore, now: float) -> dict[str, Any]:
     """What a guard core decided so far, beyond what a trace step records."""
     current = core.current
     return {
@@ -333,7 +333,7 @@ def core_state(core: GuardCore) -> dict[str, Any]:
         if current is None
         else (current.token, current.sent_at, current.give_up_at, current.items),
         "abandoned": None if core.abandoned is None else core.abandoned.token,
-        "next_wake": core.next_wake(),
+        "next_wake": core.next_wake(now),
         "batches": {
             b: (
                 core.batch(b).lease_deadline,
@@ -427,7 +427,8 @@ async def test_the_trio_runtime_makes_the_recorded_calls(
                 await trio.testing.wait_all_tasks_blocked()
                 recorder.feed(given)
                 where = f"step {index} ({kind})"
-                assert core_state(guard.core) == core_state(recorder.core), where
+                now = recorder.now
+                assert core_state(guard.core, now) == core_state(recorder.core, now), where
                 scopes = {
                     b: (h.scope.deadline, fired.get(b, False) or h.scope.cancel_called)
                     for b, h in handles.items()

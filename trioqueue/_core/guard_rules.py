@@ -155,6 +155,8 @@ class Effects:
     """What the runtime must do after a call into the core."""
 
     #: Batches whose scope deadline may have changed: re-read :meth:`GuardCore.scope_deadline`.
+    #: Every batch a sent, answered, failed or abandoned renewal carried, lost ones too
+    #: (docs/protocol.rst §10, refinement 18).
     moved: set[int] = field(default_factory=set)
     #: ``(batch_id, job_id, reason)``: stop that job's handler now; its attempt is over.
     stops: list[tuple[int, int, StopReason]] = field(default_factory=list)
@@ -359,7 +361,9 @@ class GuardCore:
         return self._retry_all(renewal, now)
 
     def poll(self, now: float) -> Effects:
-        """Abandon the current renewal if it is past its give-up time plus the grace."""
+        """Abandon the current renewal if it is past its give-up time plus the grace; the
+        batches it carried are paced as after a failure (docs/protocol.rst §10, refinement
+        22)."""
         current = self.current
         if current is None or self._slot_taken() or now < current.abandon_at:
             return Effects()
@@ -368,21 +372,37 @@ class GuardCore:
         effects.abandoned = current.token
         return effects
 
-    def next_wake(self) -> float:
-        """When the runtime should next call :meth:`poll` and :meth:`next_renewal`.
+    def next_wake(self, now: float) -> float:
+        """When the runtime should next call :meth:`poll` and :meth:`next_renewal`, asked
+        at ``now`` (docs/protocol.rst §10, refinement 16).
 
-        While the slot is held by a renewal that cannot be abandoned (another one already
-        is), there is nothing to wait for but that call's exit: ``inf``.
+        While a renewal is out: its abandon time, or ``inf`` while it cannot be abandoned
+        (another call already is, or a lone beat is out): there is nothing to wait for but
+        a call's exit. Otherwise the earliest due time of a batch that can still be renewed
+        then: a job of it still renewed, its lease not lost by ``now``, and its due time
+        before its fence. A batch due at or after its fence is never named: it would be
+        lost by then, so a wake for it would do nothing (it may still ride along with a
+        renewal that other batches are due for before its fence passes).
         """
         if self.current is not None:
             return math.inf if self._slot_taken() else self.current.abandon_at
+        late: list[tuple[float, int]] = []  # due after their fence: kept for ride-alongs
+        wake = math.inf
         while self._due:
             when, batch_id = self._due[0]
             batch = self._batches.get(batch_id)
-            if batch is not None and batch.next_due == when and self._renewable(batch):
-                return when
+            if batch is not None and batch.next_due == when:
+                self._expire_if_due(batch, now)
+                if self._renewable(batch):
+                    if when < batch.lease_deadline:
+                        wake = when
+                        break
+                    late.append(heapq.heappop(self._due))
+                    continue
             heapq.heappop(self._due)  # stale: rescheduled, lost or settled since
-        return math.inf
+        for entry in late:
+            heapq.heappush(self._due, entry)
+        return wake
 
     def connections_held(self) -> int:
         """Statements still holding a connection (current, abandoned, a lone beat)."""
@@ -419,7 +439,8 @@ class GuardCore:
         if current is None or current.token != token:
             return None
         # Judge expiry while the renewal still counts as in flight: an answer that arrives
-        # before its give-up time is in time, even when the old lease ran out meanwhile.
+        # before its give-up time is in time, even when the old lease ran out meanwhile
+        # (docs/protocol.rst §10, refinement 17).
         for batch in self._carried(current):
             self._expire_if_due(batch, now)
         self.current = None
@@ -496,6 +517,8 @@ class GuardCore:
         self._set_due(batch, now + retry_delay(self.timing.heartbeat_interval, remaining))
 
     def _next_beat(self, after: float) -> float:
+        """The pool's first beat strictly after ``after`` (docs/protocol.rst §10, refinement
+        21): the anchor is the first accepted registration's ``now``."""
         h = self.timing.heartbeat_interval
         anchor = after if self._anchor is None else self._anchor
         beat = anchor + (math.floor((after - anchor) / h) + 1) * h
@@ -550,7 +573,9 @@ class GuardCore:
 
         Its handler may still be running (it stays pending until it exits). A job-level
         stop for a stopped batch is recorded, but not delivered: the batch's scope already
-        cancelled its handler (I8: one cancellation).
+        cancelled its handler (I8: one cancellation). It replaces a cancel: the row is no
+        longer this attempt's, so the cancel's failure could never be written
+        (docs/protocol.rst §10, refinement 19).
         """
         job.renewed = False
         if job.stop is None or job.stop is StopReason.CANCELLED:

@@ -197,7 +197,7 @@ class Guard:
                     renewals.start_soon(self._renew, renewal, beat, name="trioqueue.renewal")
                 elif self._lone_beat_due(now) and self.core.begin_beat():
                     renewals.start_soon(self._beat_alone, self._beat(now), name="trioqueue.beat")
-                deadline = min(self.core.next_wake(), self._next_lone_beat(now))
+                deadline = min(self.core.next_wake(now), self._next_lone_beat(now))
                 with trio.CancelScope(deadline=deadline) as self._nap:
                     await trio.sleep_forever()
 

@@ -232,7 +232,7 @@ class Recorder:
         before ``until`` (one at ``until`` fires with the input there anyway)."""
         steps: list[Json] = []
         while True:
-            wake = self.core.next_wake()
+            wake = self.core.next_wake(self.now)
             deadline = min(
                 (s.deadline for s in self._scopes.values() if not s.cancel_called),
                 default=math.inf,
@@ -243,7 +243,7 @@ class Recorder:
             before = (self.current_token(), self.abandoned_token(), wake)
             kind = "tick" if deadline < wake else "wake"
             steps += self.feed({"kind": kind, "at": when})
-            after = (self.current_token(), self.abandoned_token(), self.core.next_wake())
+            after = (self.current_token(), self.abandoned_token(), self.core.next_wake(self.now))
             if kind == "wake" and after == before and wake <= self.now:
                 raise ScriptError(f"the guard would spin at {self.now}: its wake changes nothing")
 
@@ -395,7 +395,7 @@ class Recorder:
         return job
 
     def _close(self, out: _Decisions) -> Json:
-        wake = self.core.next_wake()
+        wake = self.core.next_wake(self.now)
         return {
             "scopes_fired": out.scopes_fired,
             "result": out.result,
