@@ -1553,3 +1553,50 @@ def test_I3_after_database_loss_handler_stops_within_v_minus_h_and_v(
     assert core.batch_stop(1, now) is StopReason.LEASE_EXPIRED
     assert loss + V - H <= now <= loss + V
     assert now <= last_ok_sent + V + 0.001
+
+
+def _fail_until_due_past_the_fence(core: GuardCore, now: float) -> float:
+    """Fail batch 1's renewals until its next retry lies at or past its fence; the time of
+    the last failure."""
+    while core.batch(1).next_due < core.batch(1).lease_deadline:
+        now = core.next_wake(now)
+        core.failed(renew(core, now).token, now)
+    return now
+
+
+def test_next_wake_skips_a_retry_due_past_the_fence() -> None:
+    """docs/protocol.rst §10, refinement 16: a retry that falls at or after the batch's
+    fence would renew nothing (the lease is lost by then), so the guard does not wake for
+    it; once the fence passes, the batch is lost."""
+    core = make_core()
+    register(core, 1, [1], now=0.0)
+    beat(core, 0.0)
+    now = _fail_until_due_past_the_fence(core, 10.0)
+    batch = core.batch(1)
+    assert now < batch.lease_deadline <= batch.next_due
+    assert core.next_wake(now) == math.inf
+    assert not batch.lost
+    assert core.next_wake(batch.lease_deadline) == math.inf
+    assert batch.lost
+
+
+def test_a_batch_due_past_its_fence_still_rides_along_before_it() -> None:
+    """The wake is skipped, not the batch: a renewal sent before its fence for another
+    batch still carries it when it is due within the ride-along window (refinement 10),
+    and its answer renews it."""
+    core = make_core()
+    register(core, 1, [1], now=0.0)
+    first = renew(core, 0.0)
+    core.answered(first.token, 0.5, all_of(first))  # the window: min(0.5 s, H / 2)
+    now = _fail_until_due_past_the_fence(core, 10.0)
+    due = core.batch(1).next_due
+    fence = core.batch(1).lease_deadline
+    when = (now + fence) / 2  # before the fence, with batch 1 due within 0.5 s
+    assert now < when < fence <= due <= when + 0.5
+    assert core.next_wake(now) == math.inf  # no wake for batch 1 (refinement 16)
+    register(core, 2, [2], now=when)
+    renewal = renew(core, when)
+    assert renewal.batch_ids == {1, 2}
+    core.answered(renewal.token, when, all_of(renewal))
+    assert core.batch(1).lease_deadline == when + V
+    assert not core.batch(1).lost
