@@ -271,6 +271,335 @@ GUARANTEES: tuple[Guarantee, ...] = (
     ),
 )
 
+
+@dataclass(frozen=True)
+class Rule:
+    """One numbered rule of docs/protocol.rst: a section (``§3``) or a refinement of §10
+    (``§10.17``), and what backs it.
+
+    ``traces`` names files of ``proofs/traces/`` (without ``.json``); ``checks`` names z3
+    proofs (functions of ``proofs/timing.py``) and model-check twins (classes of
+    ``proofs/model_check.py``), written ``timing.<function>`` and ``model_check.<Twin>``.
+    """
+
+    id: str
+    title: str
+    traces: tuple[str, ...] = ()
+    tests: tuple[Tests, ...] = ()
+    checks: tuple[str, ...] = ()
+
+
+_TRACE_TESTS = "unit/test_traces.py"
+_RUNTIME = "unit/test_runtime_batching.py"
+_CONFORMANCE_CLAIM = "the conformance suite: claims"
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "§1",
+        "rows, attempts and fencing by ``claim_seq``",
+        ("claim-delayed-by-locks", "expired-at-registration"),
+        (
+            Tests(_POOL, ("test_claim_that_stalled_before_taking_its_rows_*",)),
+            Tests("unit/test_memory_backend.py", (), _CONFORMANCE_CLAIM),
+            Tests("postgres/test_postgres_claims.py"),
+            Tests("postgres/test_postgres_backend.py", (), _SUITE),
+        ),
+    ),
+    Rule(
+        "§2",
+        "the guard: one shared statement, verdicts, retry pace",
+        (
+            "healthy-renewals",
+            "first-renewal-at-once",
+            "shared-statement",
+            "failed-renewal-retry",
+            "gone-seen-twice",
+            "reclaimed",
+            "unchanged-and-partial",
+        ),
+        (
+            Tests(_UNITS, ("test_I10_*", "test_gone_*", "test_failed_renewal_retries_*")),
+            Tests(_GUARD, (), _MACHINE),
+            Tests("postgres/test_postgres_renewal_writes.py"),
+        ),
+    ),
+    Rule(
+        "§3",
+        "the lease fence, at registration, after a renewal, in flight",
+        ("lease-lost-fence", "in-flight-rescue", "failure-past-fence"),
+        (Tests(_UNITS, ("test_I2_*", "test_initial_deadline_*", "test_advanced_deadline_*")),),
+    ),
+    Rule(
+        "§4",
+        "one cancel scope per batch: its deadlines, its outcomes",
+        (
+            "max-job-duration",
+            "max-job-duration-last-attempt",
+            "shutdown-release",
+            "stopped-batch-keeps-lease",
+            "expired-at-registration",
+        ),
+        (
+            Tests(_UNITS, ("test_I4_*", "test_I8_*", "test_decide_*")),
+            Tests("unit/test_pool_unwinding.py"),
+            Tests("unit/test_infrastructure_errors.py"),
+        ),
+    ),
+    Rule(
+        "§4.1",
+        "a handler that asks the process to exit",
+        tests=(Tests("unit/test_worker_exits.py"), Tests("postgres/test_worker_exits.py")),
+    ),
+    Rule(
+        "§4.2",
+        "an outcome write that keeps failing, retried for one lease",
+        tests=(Tests("unit/test_pool_write_bound.py"),),
+    ),
+    Rule(
+        "§5",
+        "progress and cancellation",
+        (
+            "cancel-directive",
+            "cancel-notice",
+            "progress-on-renewals",
+            "progress-out-of-range",
+            "cancel-then-reclaimed",
+        ),
+        (Tests(_UNITS, ("test_I11_*", "test_I12_*")), Tests(_POOL, ("test_I12_*",))),
+    ),
+    Rule(
+        "§6",
+        "a stuck renewal: give-up time, abandonment, two connections",
+        ("wedged-renewal-abandoned", "late-answer-ignored", "abandoned-past-fence"),
+        (
+            Tests(_UNITS, ("test_I5_*", "test_I6_*")),
+            Tests("postgres/test_postgres_wedge.py"),
+        ),
+    ),
+    Rule(
+        "§7",
+        "timing rules and the database-loss window",
+        ("lease-lost-fence",),
+        (Tests(_UNITS, ("test_I1_*", "test_I3_*")), Tests(_PROPS, ("test_I3_*",))),
+    ),
+    Rule(
+        "§8",
+        "clocks: the offset bounded, warned of, claiming stopped",
+        tests=(
+            Tests("unit/test_clock_skew.py"),
+            Tests("postgres/test_postgres_clock_skew.py"),
+        ),
+    ),
+    Rule(
+        "§10.1",
+        "``cancel_requested`` also extends",
+        ("cancel-directive",),
+        (Tests(_UNITS, ("test_I12_cancel_requested_is_delivered_once_and_extends_the_lease",)),),
+    ),
+    Rule(
+        "§10.2",
+        "reclaimed and gone are per job",
+        ("reclaimed", "gone-seen-twice"),
+        (Tests(_UNITS, ("test_reclaimed_stops_only_that_job_and_siblings_lease_advances",)),),
+    ),
+    Rule(
+        "§10.3",
+        "one reason: the first deadline to pass",
+        ("max-job-duration", "stopped-batch-keeps-lease"),
+        (
+            Tests(
+                _UNITS,
+                (
+                    "test_I8_stop_reason_is_the_first_deadline_however_late_the_core_looks",
+                    "test_I8_batch_stop_order_when_deadlines_coincide",
+                ),
+            ),
+        ),
+    ),
+    Rule(
+        "§10.4",
+        "a fired fence stays fired",
+        ("late-answer-ignored", "failure-past-fence"),
+        (Tests(_UNITS, ("test_I8_frozen_stop_is_not_revived_by_a_later_answer",)),),
+    ),
+    Rule(
+        "§10.5",
+        "the pool-wide beat",
+        ("shared-statement", "first-renewal-at-once"),
+        (Tests(_UNITS, ("test_I10_batch_registered_between_beats_joins_the_pool_beat",)),),
+    ),
+    Rule(
+        "§10.6",
+        "cancel notices are remembered",
+        ("cancel-notice",),
+        (Tests(_UNITS, ("test_I12_cancel_notice_*",)),),
+    ),
+    Rule(
+        "§10.7",
+        "a job's last write carries its progress",
+        tests=(Tests("postgres/test_postgres_backend.py", (), "the conformance suite: results"),),
+    ),
+    Rule(
+        "§10.8",
+        "one claim statement may fill several free slots",
+        tests=(
+            Tests(
+                _POOL,
+                (
+                    "test_one_claim_for_several_slots_still_makes_batch_size_batches",
+                    "test_free_slots_are_filled_by_one_claim_each_batch_on_its_own",
+                ),
+            ),
+        ),
+    ),
+    Rule(
+        "§10.9",
+        "a failure the database refuses to retry is final",
+        tests=(
+            Tests(
+                _POOL, ("test_I12_failure_after_an_unseen_cancel_is_reported_final_not_retried",)
+            ),
+        ),
+    ),
+    Rule(
+        "§10.10",
+        "batches due soon ride along",
+        tests=(
+            Tests(
+                _UNITS,
+                (
+                    "test_I10_statements_longer_than_half_a_beat_still_merge_into_one",
+                    "test_a_batch_due_past_its_fence_still_rides_along_before_it",
+                ),
+            ),
+        ),
+    ),
+    Rule(
+        "§10.11",
+        "a stopped batch is renewed until its handlers exit",
+        ("stopped-batch-keeps-lease",),
+        (
+            Tests(_UNITS, ("test_stopped_batch_*",)),
+            Tests("unit/test_pool_unwinding.py"),
+        ),
+    ),
+    Rule(
+        "§10.12",
+        "a first beat is owed to running work only",
+        tests=(Tests(_UNITS, ("test_I10_first_beat_*", "test_I10_a_waived_first_beat_*")),),
+    ),
+    Rule(
+        "§10.13",
+        "cancels and stops in batch order, then job order",
+        ("cancels-across-batches",),
+        (Tests(_TRACE_TESTS, ("test_cancels_and_stops_come_in_batch_then_job_order",)),),
+    ),
+    Rule(
+        "§10.14",
+        "the message of a cancelled attempt",
+        ("handler-errors",),
+        (Tests(_TRACE_TESTS, ("test_messages_of_a_handler_error_and_of_max_job_duration",)),),
+    ),
+    Rule(
+        "§10.15",
+        "the message of ``max_job_duration``, ``D`` as ``%g``",
+        ("max-job-duration-message",),
+        (Tests(_UNITS, ("test_decide_duration_message_formats_fractions",)),),
+    ),
+    Rule(
+        "§10.16",
+        "when a lease is lost, and when the guard wakes",
+        ("lease-lost-fence", "failure-past-fence"),
+        (
+            Tests(
+                _UNITS,
+                (
+                    "test_next_wake_skips_a_retry_due_past_the_fence",
+                    "test_stopped_batch_renewals_end_when_its_lease_runs_out",
+                ),
+            ),
+            Tests(_GUARD, ("I13_running_handler_keeps_its_lease_renewed",), _MACHINE),
+        ),
+    ),
+    Rule(
+        "§10.17",
+        "the in-flight rescue",
+        ("in-flight-rescue",),
+        (
+            Tests(
+                _UNITS,
+                (
+                    "test_I2_answer_before_give_up_but_after_old_lease_still_extends",
+                    "test_I2_answer_at_give_up_is_too_late",
+                ),
+            ),
+        ),
+    ),
+    Rule(
+        "§10.18",
+        "which scopes an answer moves",
+        ("failure-past-fence",),
+        (
+            Tests(
+                _UNITS,
+                (
+                    "test_answered_and_failed_move_the_carried_batches_only",
+                    "test_I2_failed_in_flight_renewal_stops_waiting_at_once",
+                ),
+            ),
+        ),
+    ),
+    Rule(
+        "§10.19",
+        "reclaimed or gone overrides an earlier cancel",
+        ("cancel-then-reclaimed",),
+        (Tests(_UNITS, ("test_I12_cancelled_job_later_reclaimed_is_stopped_once",)),),
+    ),
+    Rule(
+        "§10.20",
+        "a batch of one has one scope",
+        ("batch-of-one-stopped",),
+        (Tests(_RUNTIME, ("test_batch_of_one_settles_itself",)),),
+    ),
+    Rule(
+        "§10.21",
+        "the pool's beat: its anchor, the next beat in binary64",
+        ("shared-statement", "abandoned-past-fence"),
+        (Tests(_UNITS, ("test_I10_batch_registered_between_beats_joins_the_pool_beat",)),),
+    ),
+    Rule(
+        "§10.22",
+        "an abandoned renewal counts as a failed one",
+        ("abandoned-past-fence", "wedged-renewal-abandoned"),
+        (Tests(_UNITS, ("test_I5_abandon_after_give_up_plus_grace",)),),
+    ),
+    Rule(
+        "§13",
+        "attempts without an outcome: crash records and quarantine",
+        tests=(
+            Tests("unit/test_crash_quarantine.py"),
+            Tests("unit/test_memory_backend.py", (), _CRASHES),
+            Tests("postgres/test_worker_crash.py"),
+        ),
+    ),
+)
+
+
+def render_rules_markdown() -> str:
+    """The README's table of rules (GitHub Markdown)."""
+    lines = [
+        "| rule | traces | proofs and model check | tests |",
+        "| --- | --- | --- | --- |",
+    ]
+    for rule in RULES:
+        traces = ", ".join(f"`{name}`" for name in rule.traces) or "—"
+        checks = ", ".join(f"`{name}`" for name in rule.checks) or "—"
+        tests = "; ".join(_tests_text(t, "`") for t in rule.tests) or "—"
+        title = rule.title.replace("``", "`")
+        lines.append(f"| {rule.id} {title} | {traces} | {checks} | {tests} |")
+    return "\n".join(lines) + "\n"
+
+
 #: Traces pin the invariants of the running protocol; I1 (configuration) is not among them.
 _TRACEABLE = frozenset(f"I{n}" for n in range(2, 14))
 
@@ -364,45 +693,51 @@ def render_rst(root: Path = ROOT) -> str:
     return "\n".join(out) + "\n"
 
 
-#: The README's section that holds the table: the table is its only block of ``|`` lines.
+#: The README's sections that hold the tables: each table is its section's only block of
+#: ``|`` lines.
 README_SECTION = "## Every invariant and what backs it"
+RULES_SECTION = "## Every rule and what backs it"
 
 
-def table_span(lines: Sequence[str]) -> tuple[int, int]:
-    """Where the README's table is: ``lines[start:end]`` (ValueError when it is missing)."""
-    start = list(lines).index(README_SECTION)
+def table_span(lines: Sequence[str], section: str = README_SECTION) -> tuple[int, int]:
+    """Where a README table is: ``lines[start:end]`` (ValueError when it is missing)."""
+    start = list(lines).index(section)
     while not lines[start].startswith("|"):
         start += 1
         if start == len(lines) or lines[start].startswith("## "):
-            raise ValueError("no table under " + README_SECTION)
+            raise ValueError("no table under " + section)
     end = start
     while end < len(lines) and lines[end].startswith("|"):
         end += 1
     return start, end
 
 
-def readme_table(text: str) -> str:
+def readme_table(text: str, section: str = README_SECTION) -> str:
     """The table now in the README's text."""
     lines = text.splitlines()
-    start, end = table_span(lines)
+    start, end = table_span(lines, section)
     return "\n".join(lines[start:end]) + "\n"
 
 
-def with_table(text: str, table: str) -> str:
+def with_table(text: str, table: str, section: str = README_SECTION) -> str:
     """The README's text with its table replaced by ``table``."""
     lines = text.splitlines()
-    start, end = table_span(lines)
+    start, end = table_span(lines, section)
     return "\n".join([*lines[:start], *table.splitlines(), *lines[end:]]) + "\n"
 
 
 def main(argv: Iterable[str]) -> int:
-    """Print the Markdown table; with ``--write``, put it into proofs/README.md."""
+    """Print the Markdown tables; with ``--write``, put them into proofs/README.md."""
     if "--write" in list(argv):
         readme = ROOT / "proofs" / "README.md"
         text = readme.read_text(encoding="utf-8")
-        readme.write_text(with_table(text, render_markdown()), encoding="utf-8")
+        text = with_table(text, render_markdown())
+        text = with_table(text, render_rules_markdown(), RULES_SECTION)
+        readme.write_text(text, encoding="utf-8")
     else:
         print(render_markdown(), end="")
+        print()
+        print(render_rules_markdown(), end="")
     return 0
 
 

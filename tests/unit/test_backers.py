@@ -99,3 +99,68 @@ def test_write_replaces_only_the_table() -> None:
     assert out == "# x\n\n## Every invariant and what backs it\n\nwords\n\n| new |\n\n## To come\n"
     with pytest.raises(ValueError, match="no table"):
         backers.readme_table("## Every invariant and what backs it\n\nno table\n## next\n")
+
+
+# -- the rules of docs/protocol.rst -----------------------------------------------------
+
+
+def _protocol_rules() -> list[str]:
+    """Every numbered rule of docs/protocol.rst: its sections that state rules (§9 lists the
+    invariants, §11 and §12 are notes to readers and porters), and each refinement of §10."""
+    text = (ROOT / "docs" / "protocol.rst").read_text(encoding="utf-8")
+    sections = re.findall(r"^(§\d+(?:\.\d+)?) ", text, flags=re.MULTILINE)
+    refinements_text = text[text.index("\n§10 ") : text.index("\n§11 ")]
+    refinements = re.findall(r"^(\d+)\. \*\*", refinements_text, flags=re.MULTILINE)
+    notes = {"§9", "§10", "§11", "§12"}
+    return [s for s in sections if s not in notes] + [f"§10.{n}" for n in refinements]
+
+
+def test_every_rule_of_the_protocol_has_a_row() -> None:
+    rules = _protocol_rules()
+    assert "§10.22" in rules and "§4.1" in rules  # the parse finds both kinds
+    assert sorted(r.id for r in backers.RULES) == sorted(rules)
+
+
+def test_rules_table_is_the_render() -> None:
+    text = (ROOT / "proofs" / "README.md").read_text(encoding="utf-8")
+    assert backers.readme_table(text, backers.RULES_SECTION) == backers.render_rules_markdown(), (
+        "proofs/README.md is out of date: run python proofs/backers.py --write"
+    )
+
+
+def test_every_rule_is_backed_by_what_exists() -> None:
+    traces = {p.stem for p in (ROOT / "proofs" / "traces").glob("*.json")}
+    proofs = _defined(ROOT / "proofs" / "timing.py")
+    twins = {
+        node.name
+        for node in ast.walk(ast.parse((ROOT / "proofs" / "model_check.py").read_text()))
+        if isinstance(node, ast.ClassDef)
+    }
+    for rule in backers.RULES:
+        assert rule.traces or rule.tests, rule.id
+        for name in rule.traces:
+            assert name in traces, (rule.id, name)
+        for check in rule.checks:
+            where, _, name = check.partition(".")
+            assert name in {"timing": proofs, "model_check": twins}[where], (rule.id, check)
+        for tests in rule.tests:
+            path = ROOT / "tests" / tests.file
+            assert path.is_file(), (rule.id, tests.file)
+            defined = _defined(path)
+            for name in tests.names:
+                found = (
+                    any(d.startswith(name[:-1]) for d in defined)
+                    if name.endswith("*")
+                    else (name in defined)
+                )
+                assert found, (rule.id, name)
+
+
+def test_every_named_trace_backs_a_rule() -> None:
+    named = {
+        p.stem
+        for p in (ROOT / "proofs" / "traces").glob("*.json")
+        if p.name != "schema.json" and not p.name.startswith("drawn-")
+    }
+    cited = {name for rule in backers.RULES for name in rule.traces}
+    assert named - cited == set()
