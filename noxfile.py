@@ -23,6 +23,7 @@ LINT_PATHS = (
     "proofs",
     "noxfile.py",
     "docs/conf.py",
+    "docs/regenerate.py",
     "docs/render_rules.py",
     "docs/examples",
     "docs/render_reference.py",

@@ -24,26 +24,21 @@ extensions = [
     "sphinx.ext.napoleon",
 ]
 
-# The protocol's rule tables are rendered from the code at every build (render_rules.py)
-# into _generated/, which docs/protocol.rst includes; so are its timing diagrams, drawn
-# from the conformance traces in proofs/traces/ (render_timing.py).
-sys.path.insert(0, str(_DOCS))
-from render_rules import render  # noqa: E402
-from render_timing import figures, render_all  # noqa: E402
-
-(_DOCS / "_generated").mkdir(exist_ok=True)
-(_DOCS / "_generated" / "rules.rst").write_text(render(), encoding="utf-8")
-render_all(_DOCS / "_generated")
-(_DOCS / "_generated" / "timing.rst").write_text(figures(), encoding="utf-8")
+# The protocol's rule tables and its timing diagrams are committed in generated/ (written by
+# ``python docs/regenerate.py --write`` from the code and the conformance traces, and checked
+# to be current by tests/unit/test_generated_docs.py), so a reader of the repository sees
+# them too; docs/protocol.rst includes them from there, and the build writes none of them.
 
 # The guarantees (from proofs/backers.py) and the named queries beside the memory model's
-# methods, for docs/guarantees.rst and docs/reference-model.rst (render_reference.py).
+# methods, for docs/guarantees.rst and docs/reference-model.rst (render_reference.py), are
+# rendered at every build into _generated/ (not committed).
+sys.path.insert(0, str(_DOCS))
 from render_reference import write as write_reference  # noqa: E402
 
 write_reference(_DOCS / "_generated")
 
 root_doc = "index"
-exclude_patterns = ["_build", "_generated"]
+exclude_patterns = ["_build", "_generated", "generated"]
 pygments_style = "friendly"
 
 html_theme = "furo"

@@ -1,8 +1,10 @@
 """Draw timing diagrams of the guard from the checked-in conformance traces, as SVG.
 
-Run by ``docs/conf.py`` at every docs build, so the timelines in docs/protocol.rst are the
-core's own decisions (proofs/traces/, replayed by tests/unit/test_traces.py), not a drawing
-that could drift from it. ``python docs/render_timing.py OUTDIR`` writes them.
+``python docs/regenerate.py --write`` writes them into docs/generated/, which docs/protocol.rst
+shows and GitHub shows too, and a unit test fails when a committed copy is not what this
+module draws from the traces today: the timelines are the core's own decisions
+(proofs/traces/, replayed by tests/unit/test_traces.py), not a drawing that could drift
+from it. ``python docs/render_timing.py OUTDIR`` writes them into another folder.
 
 Each diagram has lanes, top to bottom: the guard (its wakes, and abandoned renewals),
 the renewal statements (a bar from ``sent_at`` to the call's exit, by how it ended), the
@@ -96,7 +98,7 @@ class _Svg:
         else:
             self.parts.append(f"<{element} {attributes}>{escape(str(text))}</{element}>")
 
-    def document(self, title: str) -> str:
+    def document(self, title: str, desc: str) -> str:
         head = (
             f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
             f'height="{_fmt(self.height)}" viewBox="0 0 {WIDTH} {_fmt(self.height)}" '
@@ -106,6 +108,7 @@ class _Svg:
             [
                 head,
                 f"<title>{escape(title)}</title>",
+                f"<desc>{escape(desc)}</desc>",
                 f'<rect x="0" y="0" width="{WIDTH}" height="{_fmt(self.height)}" fill="#ffffff"/>',
                 *self.parts,
                 "</svg>",
@@ -194,7 +197,14 @@ def render(trace: dict[str, Any]) -> str:
     for index, batch in enumerate(batches):
         _batch_lane(svg, batch, x, TOP + LANE * (3 + index), end)
     _legend(svg, height - 8)
-    return svg.document(f"{trace['name']}: {trace['description']}")
+    return svg.document(f"{trace['name']}: {trace['description']}", _drawn_from(trace["name"]))
+
+
+def _drawn_from(name: str) -> str:
+    return (
+        f"Generated: drawn by docs/render_timing.py from proofs/traces/{name}.json. "
+        "Do not edit; regenerate with: python docs/regenerate.py --write"
+    )
 
 
 def _batch_label(batch: _Batch) -> str:
@@ -345,24 +355,39 @@ def _legend(svg: _Svg, y: float) -> None:
         px += 20 + 5.2 * len(label)
 
 
+def load_trace(name: str) -> dict[str, Any]:
+    """The checked-in trace ``proofs/traces/<name>.json``."""
+    trace: dict[str, Any] = json.loads((TRACES / f"{name}.json").read_text(encoding="utf-8"))
+    return trace
+
+
 def render_all(out_dir: Path) -> list[Path]:
     """Write every diagram of :data:`DIAGRAMS` as ``timing-<name>.svg`` into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name in DIAGRAMS:
-        trace = json.loads((TRACES / f"{name}.json").read_text(encoding="utf-8"))
         path = out_dir / f"timing-{name}.svg"
-        path.write_text(render(trace), encoding="utf-8")
+        path.write_text(render(load_trace(name)), encoding="utf-8")
         written.append(path)
     return written
 
 
 def figures() -> str:
-    """The figures for docs/protocol.rst, as reStructuredText."""
+    """The figures for docs/protocol.rst, as reStructuredText (paths from docs/)."""
     blocks = [
-        f".. figure:: /_generated/timing-{name}.svg\n"
+        f".. figure:: /generated/timing-{name}.svg\n"
         f"   :alt: timeline of the trace {name}\n\n"
         f"   {caption} (``proofs/traces/{name}.json``)\n"
+        for name, caption in DIAGRAMS.items()
+    ]
+    return "\n".join(blocks)
+
+
+def markdown_figures() -> str:
+    """The same figures as Markdown, for a page beside the SVG files (paths from there)."""
+    blocks = [
+        f"![timeline of the trace {name}](timing-{name}.svg)\n\n"
+        f"{caption} (`proofs/traces/{name}.json`)\n"
         for name, caption in DIAGRAMS.items()
     ]
     return "\n".join(blocks)

@@ -76,4 +76,4 @@ def test_the_docs_render_both_tables_from_the_code() -> None:
         assert f"``{verdict.value}``" in text
     for stop, kind in STOP_OUTCOMES.items():
         assert f"   * - ``{stop.name}``\n     - ``{kind.value}``" in text
-    assert ".. include:: _generated/rules.rst" in (DOCS / "protocol.rst").read_text()
+    assert ".. include:: generated/rules.rst" in (DOCS / "protocol.rst").read_text()

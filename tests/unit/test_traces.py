@@ -277,7 +277,7 @@ def test_timing_diagrams_are_drawn_from_checked_in_traces(tmp_path: Path) -> Non
         renewals = [s for s in trace["steps"] if s["decisions"]["renewal"] is not None]
         assert renewals and f"#{renewals[0]['decisions']['renewal']['token']}" in labels
         assert renderer.render(trace) == path.read_text(encoding="utf-8")
-    assert ".. figure:: /_generated/timing-healthy-renewals.svg" in renderer.figures()
+    assert ".. figure:: /generated/timing-healthy-renewals.svg" in renderer.figures()
 
 
 def test_replay_tells_a_boolean_from_a_number() -> None:
