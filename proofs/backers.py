@@ -316,6 +316,9 @@ RULES: tuple[Rule, ...] = (
             "gone-seen-twice",
             "reclaimed",
             "unchanged-and-partial",
+            "gone-reset-by-another-verdict",
+            "gone-across-a-failure",
+            "verdicts-of-exited-jobs",
         ),
         (
             Tests(_UNITS, ("test_I10_*", "test_gone_*", "test_failed_renewal_retries_*")),
@@ -326,7 +329,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "§3",
         "the lease fence, at registration, after a renewal, in flight",
-        ("lease-lost-fence", "in-flight-rescue", "failure-past-fence"),
+        ("lease-lost-fence", "in-flight-rescue", "failure-past-fence", "fence-never-moves-back"),
         (Tests(_UNITS, ("test_I2_*", "test_initial_deadline_*", "test_advanced_deadline_*")),),
     ),
     Rule(
@@ -338,6 +341,8 @@ RULES: tuple[Rule, ...] = (
             "shutdown-release",
             "stopped-batch-keeps-lease",
             "expired-at-registration",
+            "refused-at-the-fence",
+            "shutdown-twice",
         ),
         (
             Tests(_UNITS, ("test_I4_*", "test_I8_*", "test_decide_*")),
@@ -364,6 +369,8 @@ RULES: tuple[Rule, ...] = (
             "progress-on-renewals",
             "progress-out-of-range",
             "cancel-then-reclaimed",
+            "cancel-notice-answers",
+            "progress-while-unwinding",
         ),
         (Tests(_UNITS, ("test_I11_*", "test_I12_*")), Tests(_POOL, ("test_I12_*",))),
     ),
@@ -405,7 +412,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "§10.3",
         "one reason: the first deadline to pass",
-        ("max-job-duration", "stopped-batch-keeps-lease"),
+        ("max-job-duration", "stopped-batch-keeps-lease", "duration-during-in-flight-wait"),
         (
             Tests(
                 _UNITS,

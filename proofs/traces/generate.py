@@ -520,8 +520,143 @@ def batch_of_one_stopped(r: Recorder) -> None:
         exit_(r, job_id, 16.0)
 
 
+def gone_reset_by_another_verdict(r: Recorder) -> None:
+    """A first ``gone`` is not believed; any other verdict for the job in an answer that is
+    taken (``unchanged`` here, or the job left out) resets the count, so the ``gone`` after
+    it is a first sighting again, and only the next one in a row stops the job
+    (docs/protocol.rst §2, "Why gone needs two sightings")."""
+    claim(r, [1])
+    answer(r, 0.5)
+    sleep(r, 10.0)
+    answer(r, 10.25, "gone")
+    sleep(r, r.core.next_wake(r.now))
+    answer(r, r.now + 0.25, "unchanged")
+    sleep(r, r.core.next_wake(r.now))
+    answer(r, r.now + 0.125, "gone")
+    sleep(r, r.core.next_wake(r.now))
+    answer(r, r.now + 0.25, "gone")
+    exit_(r, 1, r.now + 0.5)
+
+
+def gone_across_a_failure(r: Recorder) -> None:
+    """A failed renewal between two ``gone`` answers does not reset the count: the
+    ``gone`` of the retry, seconds later, is the second sighting in a row and stops the
+    job. The confirming renewal is due 0.25 s after the first sighting; that is its
+    pace, not a deadline (docs/protocol.rst §2, "Why gone needs two sightings")."""
+    claim(r, [1])
+    answer(r, 0.5)
+    sleep(r, 10.0)
+    answer(r, 10.25, "gone")
+    sleep(r, r.core.next_wake(r.now))
+    fail(r, r.now + 0.25)
+    sleep(r, r.core.next_wake(r.now))
+    answer(r, r.now + 0.125, "gone")
+    exit_(r, 1, r.now + 0.5)
+
+
+def shutdown_twice(r: Recorder) -> None:
+    """Each shutdown makes every scope's deadline at most ``now + grace``, and a later one
+    never extends it: a grace of 20 s at 1 s, then 1 s at 2 s, stops the handler at 3 s;
+    a third of 20 s at 2.5 s changes nothing (docs/protocol.rst §4)."""
+    claim(r, [1])
+    answer(r, 0.5)
+    feed(r, {"kind": "shutdown", "at": 1.0, "grace": 20.0})
+    feed(r, {"kind": "shutdown", "at": 2.0, "grace": 1.0})
+    feed(r, {"kind": "shutdown", "at": 2.5, "grace": 20.0})
+    sleep(r, 3.0)
+    exit_(r, 1, 3.5)
+
+
+def fence_never_moves_back(r: Recorder) -> None:
+    """The fence after an extending answer is ``max(fence, sent + V)``: here the claim's
+    lease began 1 s after it was sent (``locked_after``), so its fence (31 s) is later than
+    the first renewal's ``sent + V`` (30 s), and stays (docs/protocol.rst §3, "After a
+    renewal")."""
+    claim(r, [1], locked_after=1.0)
+    answer(r, 0.5)
+    sleep(r, 10.0)
+    answer(r, 10.25)
+    exit_(r, 1, 11.0)
+
+
+def verdicts_of_exited_jobs(r: Recorder) -> None:
+    """Job 2's handler exits while a renewal carrying it is out: the answer's verdict for it
+    (``unchanged``, then ``cancel_requested``) changes nothing, and the batch extends on job
+    1's ``extended`` alone. After job 1 exits too, nothing is left to renew
+    (docs/protocol.rst §2, "Which verdicts count")."""
+    claim(r, [1, 2])
+    answer(r, 0.5)
+    sleep(r, 10.0)
+    exit_(r, 2, 10.125)
+    answer(r, 10.25, job2="unchanged")
+    sleep(r, 20.0)
+    answer(r, 20.25)
+    exit_(r, 1, 21.0)
+
+
+def cancel_notice_answers(r: Recorder) -> None:
+    """What a cancel notice answers (``requested``): yes for a job of a registered batch,
+    whatever its state (its handler exited, job 2; its row reclaimed, job 3), and the
+    batch is then due at once; no for a job never claimed (99) or of a batch refused at
+    registration (job 7) (docs/protocol.rst §5, "Cancellation")."""
+    claim(r, [1, 2, 3])
+    answer(r, 0.5)
+    exit_(r, 2, 1.0)
+    feed(r, {"kind": "cancel_notice", "at": 2.0, "job_id": 2})
+    answer(r, 2.25, job3="reclaimed")
+    feed(r, {"kind": "cancel_notice", "at": 3.0, "job_id": 3})
+    answer(r, 3.25)
+    feed(r, {"kind": "cancel_notice", "at": 4.0, "job_id": 99})
+    claim(r, [7], at=5.0, sent=0.0, lease_until=r.wall_offset + 4.0)
+    feed(r, {"kind": "cancel_notice", "at": 6.0, "job_id": 7})
+    exit_(r, 3, 6.5)
+    exit_(r, 1, 7.0)
+
+
+def refused_at_the_fence(r: Recorder) -> None:
+    """A batch is refused when its fence at registration is at or before now: a row leased
+    until exactly the registration's wall time is refused (I7), one leased 1/8 s longer is
+    taken (docs/protocol.rst §4, "A batch that arrives expired")."""
+    claim(r, [1], at=5.0, sent=0.0, lease_until=r.wall_offset + 5.0)
+    claim(r, [2], at=5.0, sent=0.0, lease_until=r.wall_offset + 5.125)
+    fail(r, 5.125)
+    exit_(r, 2, 5.25)
+
+
+def duration_during_in_flight_wait(r: Recorder) -> None:
+    """The lease deadline (30 s) passes while a renewal carrying the batch is in flight, so
+    the fence waits for its give-up time (30.12 s); max_job_duration (30.0625 s) passes
+    during that wait and fires the scope first. When the renewal then fails, at 30.09 s,
+    the lease is lost, but the stop stays the first deadline of the scope to pass: the
+    duration, a retried failure, not an unavailable attempt (docs/protocol.rst §10,
+    refinements 3 and 16)."""
+    claim(r, [1])
+    answer(r, 0.5)
+    _fail_until_last_chance(r, 30.0)
+    fail(r, 30.09375)
+    exit_(r, 1, 30.5)
+
+
+def progress_while_unwinding(r: Recorder) -> None:
+    """Progress belongs to the running handler: job 2's row is reclaimed, but its handler
+    still runs, and the values it reports are kept (they ride on no renewal, as the job is
+    renewed no more) (docs/protocol.rst §5, "Progress")."""
+    claim(r, [1, 2])
+    answer(r, 0.5)
+    feed(r, {"kind": "progress", "at": 1.0, "job_id": 2, "value": 0.25})
+    sleep(r, 10.0)
+    answer(r, 10.25, job2="reclaimed")
+    feed(r, {"kind": "progress", "at": 11.0, "job_id": 2, "value": 0.75})
+    sleep(r, 20.0)
+    answer(r, 20.25)
+    exit_(r, 2, 21.0)
+    exit_(r, 1, 21.0)
+
+
 D15 = Timing(visibility_timeout=30.0, heartbeat_interval=10.0, max_job_duration=15.0)
 #: A D whose message needs %g: six significant digits make it "2s" (refinement 15).
+#: A D that passes while the fence waits for a renewal in flight (30 s to 30.12 s).
+D30_0625 = Timing(visibility_timeout=30.0, heartbeat_interval=10.0, max_job_duration=30.0625)
 D2_0000002 = Timing(visibility_timeout=30.0, heartbeat_interval=10.0, max_job_duration=2.0000002)
 
 #: name → (timing, script). The description of each trace is its function's docstring.
@@ -554,6 +689,15 @@ SCENARIOS: dict[str, tuple[Timing, Callable[[Recorder], None]]] = {
     "abandoned-past-fence": (V30_H10, abandoned_past_fence),
     "cancel-then-reclaimed": (V30_H10, cancel_then_reclaimed),
     "batch-of-one-stopped": (D15, batch_of_one_stopped),
+    "gone-reset-by-another-verdict": (V30_H10, gone_reset_by_another_verdict),
+    "gone-across-a-failure": (V30_H10, gone_across_a_failure),
+    "shutdown-twice": (V30_H10, shutdown_twice),
+    "fence-never-moves-back": (V30_H10, fence_never_moves_back),
+    "verdicts-of-exited-jobs": (V30_H10, verdicts_of_exited_jobs),
+    "cancel-notice-answers": (V30_H10, cancel_notice_answers),
+    "refused-at-the-fence": (V30_H10, refused_at_the_fence),
+    "duration-during-in-flight-wait": (D30_0625, duration_during_in_flight_wait),
+    "progress-while-unwinding": (V30_H10, progress_while_unwinding),
 }
 
 
