@@ -14,12 +14,15 @@ produce next is tried on a clone, in the order the runtime makes its calls:
 - a driver call comes back: an answer (every job renewed, as an honest database says it,
   or one job ``cancel_requested``, ``reclaimed``, ``gone`` or left out, or nothing at all),
   an error, or its timeout at give-up; then the guard is poked;
-- a batch registers (its first renewal is due at once); a handler exits (``job_done``,
-  after ``batch_stop`` when its scope had fired, as ``batch.py`` decides the outcome): at
-  any time, so a stopped handler may unwind for long; its batch leaves the guard with its
-  last job. In a scope with ``writes``, the exit (``work_ended``, the outcome decided) and
-  the outcome's write landing (``job_done``) are two events, so a batch whose jobs have all
-  ended may have its first beat waived while their writes are out (docs/protocol.rst §10);
+- a batch registers (its first renewal is due at once), its claim's rows leased for V or, in
+  some scopes, for less (a claim that waited); its claim hooks run in its scope for a while
+  the scope chooses (none, or some grid steps), then its handlers start, unless the scope
+  fired first; a handler exits (``job_done``, after ``batch_stop`` when its scope had fired,
+  as ``batch.py`` decides the outcome): at any time, so a stopped handler may unwind for
+  long; its batch leaves the guard with its last job. In a scope with ``writes``, the exit
+  (``work_ended``, the outcome decided) and the outcome's write landing (``job_done``) are
+  two events, so a batch whose jobs have all ended may have its first beat waived while
+  their writes are out (docs/protocol.rst §10);
 - a cancel notice (``request_renewal``), the pool's shutdown (``begin_shutdown``), a lone
   beat going (``begin_beat``) and coming back (``end_beat``);
 - time passes.
@@ -27,16 +30,17 @@ produce next is tried on a clone, in the order the runtime makes its calls:
 Time is discrete, and honestly so. The core never reads a clock: every decision it makes is
 a comparison of the ``now`` it is given against instants it holds (a batch's fence, lease,
 duration deadline, next due time, scope deadline; a renewal's give-up and abandon times; the
-shutdown deadline; ``next_wake()``). Between two consecutive such instants every one of those
-comparisons comes out the same. So time advances only to the next instant, or, while a
-driver call is out, to one point strictly between now and it (the midpoint, rounded down to
-a 1/16 s grid), once per interval: an answer can then come back *at* each deadline and
-strictly *between* any two, that is early or late relative to each one. New instants appear
-only with events (a renewal sent, an answer, a registration), and the in-between points lie
-on the grid, so time does not fragment without end. Values the core derives from ``now``
-(a retry pause, the next beat) are taken at these representative points only: the
-arithmetic over all real values is the z3 proofs' part (``timing.py``). Every time is a
-dyadic fraction, so float arithmetic is exact and the key below needs no rounding.
+shutdown deadline; ``next_wake``; when claim hooks return). Between two consecutive such
+instants every one of those comparisons comes out the same. So time advances only to the
+next instant, or, while a driver call is out, to one point strictly between now and it (the
+midpoint, rounded down to a 1/16 s grid), once per interval: an answer can then come back
+*at* each deadline and strictly *between* any two, that is early or late relative to each
+one. New instants appear only with events (a renewal sent, an answer, a registration), and
+the in-between points lie on the grid, so time does not fragment without end. Values the
+core derives from ``now`` (a retry pause, the next beat) are taken at these representative
+points only: the arithmetic over all real values is the z3 proofs' part (``timing.py``).
+Every time is a dyadic fraction, so float arithmetic is exact and the key below needs no
+rounding.
 
 Bounds of the scope beyond its budgets (each keeps the search to seconds): a handler exits
 and a batch registers at the instants only (a handler's exit derives no time from ``now``,
@@ -54,7 +58,7 @@ what can no longer matter left out (the times of a lost batch, the duration dead
 batch whose stop is frozen, how long ago a call's give-up time passed). The search is
 breadth first, so the first violation found has a shortest trace.
 
-What is checked (docs/protocol.rst §4, §6, §9):
+What is checked (docs/protocol.rst §2 to §4, §6, §9):
 
 - **I5** in every state: ``connections_held() <= 2``, and the driver calls really still
   running (renewals not yet returned, plus a lone beat) are at most two and are the ones the
@@ -69,12 +73,31 @@ What is checked (docs/protocol.rst §4, §6, §9):
   running on its row is carried by the current renewal or stays scheduled (a live heap
   entry, due within ``H``, no later than the guard's wake); when the guard sends, every due
   batch rides along; and an answer's verdicts count for a stopped batch too.
-- **I2** in every state: the fence is no later than what the modelled database granted
-  (from the claim, or ``sent_at + V`` of an answer the core accepted), plus ``GRACE`` while
-  a renewal carrying the batch is in flight.
+- **I2** in every state, claim hooks running or handlers: the fence is no later than what
+  the modelled database granted (from the claim, or ``sent_at + V`` of an answer the core
+  accepted), plus ``GRACE`` while a renewal carrying the batch is in flight.
+- **I4** in every state: while a batch's claim hooks or handlers may run and its scope has
+  not fired, its scope deadline is no later than its registration + D, so no hook or
+  handler runs past it (time never steps past a scope deadline).
+- **§3, a renewal in flight**, on every answer the core accepts: sent before the fence, the
+  renewal holds the fence until its give-up time; an answer in [lease deadline, give-up
+  time) that renews every job extends the fence, one at or after it finds the batch lost.
+- **§2, the retry pace**, whenever a renewal fails, is abandoned or leaves a job unrenewed
+  (left out, ``unchanged``, a first ``gone``): the batch is next due no earlier than
+  ``now + 0.25 s`` and no later than ``now + H`` (at once when a cancel notice waits);
+  after a first ``gone``, within 0.25 s.
+- **§2, gone seen twice**, on every answer: ``gone`` is believed on the second consecutive
+  answer that says it, never on the first (the model counts the sightings itself).
+- **§2, a lost row**, on every answer: ``reclaimed``, or a believed ``gone``, ends the
+  job's attempt as that stop, over a cancel that came first (nothing may be written).
+
+``next_wake`` is asked as the runtime asks it (after each pass of the guard task); checks
+ask a copy, as its ``next_wake(now)`` form judges leases as it answers.
 
 Each check has a negative twin: the same search over a core with one rule broken, which must
-find a counterexample (``TWINS``).
+find a counterexample (``TWINS``). The twins' scope lets claim hooks take time and claims
+arrive with a short lease, so that a core counting D from the handler's start, or judging
+expiry after clearing the slot, meets the case that tells it apart.
 """
 
 from __future__ import annotations
@@ -454,7 +477,9 @@ def check_still_renewed(world: World) -> None:
         what = f"batch {b} (stop {batch.stop}) with a handler running"
         require((batch.next_due, b) in core._due, "§4", f"{what} is not scheduled")
         require(batch.next_due <= now + h, "§4", f"{what} is due only at {batch.next_due}")
-        if current is None:
+        # Due at or after its fence, it would be lost by then: no wake is owed for it, though
+        # it may still ride along before (docs/protocol.rst §10, the guard's next wake).
+        if current is None and batch.next_due < batch.lease_deadline:
             wake = next_wake(core, now)
             require(wake <= batch.next_due, "§4", f"the guard sleeps past {what}")
 
