@@ -83,9 +83,10 @@ What is checked (docs/protocol.rst §2 to §4, §6, §9):
   renewal holds the fence until its give-up time; an answer in [lease deadline, give-up
   time) that renews every job extends the fence, one at or after it finds the batch lost.
 - **§2, the retry pace**, whenever a renewal fails, is abandoned or leaves a job unrenewed
-  (left out, ``unchanged``, a first ``gone``): the batch is next due no earlier than
-  ``now + 0.25 s`` and no later than ``now + H`` (at once when a cancel notice waits);
-  after a first ``gone``, within 0.25 s.
+  (left out, ``unchanged``, a first ``gone``): the batch is next due exactly
+  ``min(H, max(0.25 s, remaining / 2))`` later, so no earlier than ``now + 0.25 s`` and no
+  later than ``now + H``; after a first ``gone``, 0.25 s later; at once when a cancel
+  notice waits (§10, refinement 6).
 - **§2, gone seen twice**, on every answer: ``gone`` is believed on the second consecutive
   answer that says it, never on the first (the model counts the sightings itself).
 - **§2, a lost row**, on every answer: ``reclaimed``, or a believed ``gone``, ends the
@@ -524,17 +525,26 @@ def check_duration(world: World) -> None:
         require(deadline <= limit, "I4", what)
 
 
-def check_retry_pace(core: GuardCore, batch_ids: Iterable[int], now: float) -> None:
+def check_retry_pace(
+    core: GuardCore, batch_ids: Iterable[int], now: float, confirming: Iterable[int] = ()
+) -> None:
     """§2: a batch whose renewal failed, was abandoned or did not renew every job is tried
-    again after ``min(H, max(0.25 s, remaining / 2))``: at least 0.25 s on, and within ``H``.
-    A cancel notice waiting for it makes it due at once instead (§10, refinement 6)."""
+    again after ``min(H, max(0.25 s, remaining / 2))`` (so at least 0.25 s on, and within
+    ``H``), ``remaining`` the time left on its lease; one ``confirming`` a first ``gone``
+    after 0.25 s; one a cancel notice waits for at once (§10, refinement 6)."""
     h = core.timing.heartbeat_interval
     for b in batch_ids:
         batch = core._batches.get(b)
-        if batch is None or batch.lost or batch.wanted:
+        if batch is None or batch.lost:
             continue
+        if batch.wanted:
+            pause = 0.0
+        elif b in confirming:
+            pause = MIN_RETRY
+        else:
+            pause = min(h, max(MIN_RETRY, (batch.lease_deadline - now) / 2))
         due = batch.next_due - now
-        require(MIN_RETRY <= due <= h, RETRY, f"batch {b} retried {due} s after {now}")
+        require(due == pause, RETRY, f"batch {b} retried {due} s after {now}, not {pause} s")
 
 
 def check_answer(
@@ -548,7 +558,7 @@ def check_answer(
     pace of a batch it did not renew (§2), ``gone`` believed on its second consecutive
     sighting only, and a row lost to ``reclaimed`` or ``gone`` whatever stopped its job."""
     now = world.now
-    retried = []
+    retried, confirming = [], []
     gone_once = set(world.gone_once)
     for b, old in before.items():
         if old.lost:
@@ -567,12 +577,13 @@ def check_answer(
                 retried.append(b)
             if verdict is Verdict.GONE and j not in gone_once:
                 gone_once.add(j)
+                confirming.append(b)
                 confirm = batch.next_due - now
                 due = f"job {j}: the renewal to confirm its first gone is due {confirm} s later"
                 require(batch.wanted or confirm <= MIN_RETRY, GONE_TWICE, due)
             else:
                 gone_once.discard(j)
-    check_retry_pace(core, retried, now)
+    check_retry_pace(core, retried, now, confirming)
     world.gone_once = frozenset(gone_once)
 
 
@@ -1214,6 +1225,14 @@ class RetriesWithoutFloor(GuardCore):
         self._set_due(batch, now + min(self.timing.heartbeat_interval, remaining / 2))
 
 
+class RetriesAtTheBeat(GuardCore):
+    """Retries a failed renewal at the pool's next beat, not sooner as the lease runs down:
+    §2's retry pace must fail."""
+
+    def _schedule_retry(self, batch: BatchLease, now: float) -> None:
+        self._set_due(batch, self._next_beat(now))
+
+
 class BelievesGoneAtOnce(GuardCore):
     """Believes ``gone`` on its first sighting, which may be the worker's own ack racing the
     renewal: §2's two sightings must fail."""
@@ -1277,6 +1296,32 @@ class MaxDurationLate(GuardCore):
         return accepted
 
 
+class IgnoresRowLeases(GuardCore):
+    """Counts a claimed batch's fence from the claim alone, ignoring the lease its rows
+    have left (docs/protocol.rst §3, "At registration"): I2 must fail once a claim arrives
+    with less than V."""
+
+    def register(
+        self,
+        batch_id: int,
+        jobs: Sequence[tuple[int, int]],
+        *,
+        claim_sent: float,
+        now: float,
+        wall_now: float,
+        row_deadlines: Iterable[float],
+    ) -> bool:
+        unbounded = [math.inf] * len(jobs)
+        return super().register(
+            batch_id,
+            jobs,
+            claim_sent=claim_sent,
+            now=now,
+            wall_now=wall_now,
+            row_deadlines=unbounded,
+        )
+
+
 class ExpiryAfterSlotCleared(GuardCore):
     """Judges expiry after clearing the renewal slot, so the fence no longer waits for the
     renewal's give-up time: an answer in time, after the old lease but before the give-up
@@ -1314,9 +1359,11 @@ TWINS: list[tuple[type[GuardCore], str]] = [
     (LeaseFromAnswer, "I2"),
     (WaivesRunningWork, "§4"),
     (RetriesWithoutFloor, RETRY),
+    (RetriesAtTheBeat, RETRY),
     (BelievesGoneAtOnce, GONE_TWICE),
     (DurationFromHandlerStart, "I4"),
     (MaxDurationLate, "I4"),
+    (IgnoresRowLeases, "I2"),
     (ExpiryAfterSlotCleared, RESCUE),
     (ReclaimedKeepsCancel, ROW_LOST),
 ]
