@@ -128,6 +128,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
             Tests(_GUARD, ("I4_scope_deadline_is_min_of_fence_duration_and_shutdown",), _MACHINE),
             Tests(_PROPS),
         ),
+        model_check=True,
     ),
     Guarantee(
         "I5",
@@ -325,12 +326,22 @@ RULES: tuple[Rule, ...] = (
             Tests(_GUARD, (), _MACHINE),
             Tests("postgres/test_postgres_renewal_writes.py"),
         ),
+        checks=(
+            "model_check.RetriesWithoutFloor",
+            "model_check.RetriesAtTheBeat",
+            "model_check.BelievesGoneAtOnce",
+        ),
     ),
     Rule(
         "§3",
         "the lease fence, at registration, after a renewal, in flight",
         ("lease-lost-fence", "in-flight-rescue", "failure-past-fence", "fence-never-moves-back"),
         (Tests(_UNITS, ("test_I2_*", "test_initial_deadline_*", "test_advanced_deadline_*")),),
+        checks=(
+            "model_check.LeaseFromAnswer",
+            "model_check.IgnoresRowLeases",
+            "model_check.ExpiryAfterSlotCleared",
+        ),
     ),
     Rule(
         "§4",
@@ -348,6 +359,11 @@ RULES: tuple[Rule, ...] = (
             Tests(_UNITS, ("test_I4_*", "test_I8_*", "test_decide_*")),
             Tests("unit/test_pool_unwinding.py"),
             Tests("unit/test_infrastructure_errors.py"),
+        ),
+        checks=(
+            "model_check.DurationFromHandlerStart",
+            "model_check.MaxDurationLate",
+            "model_check.StopsStoppedBatches",
         ),
     ),
     Rule(
@@ -382,6 +398,7 @@ RULES: tuple[Rule, ...] = (
             Tests(_UNITS, ("test_I5_*", "test_I6_*")),
             Tests("postgres/test_postgres_wedge.py"),
         ),
+        checks=("model_check.AbandonsWithoutSlot", "model_check.AcceptsStaleTokens"),
     ),
     Rule(
         "§7",
@@ -489,11 +506,13 @@ RULES: tuple[Rule, ...] = (
             Tests(_UNITS, ("test_stopped_batch_*",)),
             Tests("unit/test_pool_unwinding.py"),
         ),
+        checks=("model_check.DropsStoppedBatches", "model_check.IgnoresStoppedVerdicts"),
     ),
     Rule(
         "§10.12",
         "a first beat is owed to running work only",
         tests=(Tests(_UNITS, ("test_I10_first_beat_*", "test_I10_a_waived_first_beat_*")),),
+        checks=("model_check.WaivesRunningWork",),
     ),
     Rule(
         "§10.13",
@@ -541,6 +560,7 @@ RULES: tuple[Rule, ...] = (
                 ),
             ),
         ),
+        checks=("model_check.ExpiryAfterSlotCleared",),
     ),
     Rule(
         "§10.18",
@@ -561,6 +581,7 @@ RULES: tuple[Rule, ...] = (
         "reclaimed or gone overrides an earlier cancel",
         ("cancel-then-reclaimed",),
         (Tests(_UNITS, ("test_I12_cancelled_job_later_reclaimed_is_stopped_once",)),),
+        checks=("model_check.ReclaimedKeepsCancel",),
     ),
     Rule(
         "§10.20",
@@ -579,6 +600,7 @@ RULES: tuple[Rule, ...] = (
         "an abandoned renewal counts as a failed one",
         ("abandoned-past-fence", "wedged-renewal-abandoned"),
         (Tests(_UNITS, ("test_I5_abandon_after_give_up_plus_grace",)),),
+        checks=("model_check.AbandonsWithoutSlot",),
     ),
     Rule(
         "§13",

@@ -14,12 +14,15 @@ produce next is tried on a clone, in the order the runtime makes its calls:
 - a driver call comes back: an answer (every job renewed, as an honest database says it,
   or one job ``cancel_requested``, ``reclaimed``, ``gone`` or left out, or nothing at all),
   an error, or its timeout at give-up; then the guard is poked;
-- a batch registers (its first renewal is due at once); a handler exits (``job_done``,
-  after ``batch_stop`` when its scope had fired, as ``batch.py`` decides the outcome): at
-  any time, so a stopped handler may unwind for long; its batch leaves the guard with its
-  last job. In a scope with ``writes``, the exit (``work_ended``, the outcome decided) and
-  the outcome's write landing (``job_done``) are two events, so a batch whose jobs have all
-  ended may have its first beat waived while their writes are out (docs/protocol.rst §10);
+- a batch registers (its first renewal is due at once), its claim's rows leased for V or, in
+  some scopes, for less (a claim that waited); its claim hooks run in its scope for a while
+  the scope chooses (none, or some grid steps), then its handlers start, unless the scope
+  fired first; a handler exits (``job_done``, after ``batch_stop`` when its scope had fired,
+  as ``batch.py`` decides the outcome): at any time, so a stopped handler may unwind for
+  long; its batch leaves the guard with its last job. In a scope with ``writes``, the exit
+  (``work_ended``, the outcome decided) and the outcome's write landing (``job_done``) are
+  two events, so a batch whose jobs have all ended may have its first beat waived while
+  their writes are out (docs/protocol.rst §10);
 - a cancel notice (``request_renewal``), the pool's shutdown (``begin_shutdown``), a lone
   beat going (``begin_beat``) and coming back (``end_beat``);
 - time passes.
@@ -27,16 +30,17 @@ produce next is tried on a clone, in the order the runtime makes its calls:
 Time is discrete, and honestly so. The core never reads a clock: every decision it makes is
 a comparison of the ``now`` it is given against instants it holds (a batch's fence, lease,
 duration deadline, next due time, scope deadline; a renewal's give-up and abandon times; the
-shutdown deadline; ``next_wake()``). Between two consecutive such instants every one of those
-comparisons comes out the same. So time advances only to the next instant, or, while a
-driver call is out, to one point strictly between now and it (the midpoint, rounded down to
-a 1/16 s grid), once per interval: an answer can then come back *at* each deadline and
-strictly *between* any two, that is early or late relative to each one. New instants appear
-only with events (a renewal sent, an answer, a registration), and the in-between points lie
-on the grid, so time does not fragment without end. Values the core derives from ``now``
-(a retry pause, the next beat) are taken at these representative points only: the
-arithmetic over all real values is the z3 proofs' part (``timing.py``). Every time is a
-dyadic fraction, so float arithmetic is exact and the key below needs no rounding.
+shutdown deadline; ``next_wake``; when claim hooks return). Between two consecutive such
+instants every one of those comparisons comes out the same. So time advances only to the
+next instant, or, while a driver call is out, to one point strictly between now and it (the
+midpoint, rounded down to a 1/16 s grid), once per interval: an answer can then come back
+*at* each deadline and strictly *between* any two, that is early or late relative to each
+one. New instants appear only with events (a renewal sent, an answer, a registration), and
+the in-between points lie on the grid, so time does not fragment without end. Values the
+core derives from ``now`` (a retry pause, the next beat) are taken at these representative
+points only: the arithmetic over all real values is the z3 proofs' part (``timing.py``).
+Every time is a dyadic fraction, so float arithmetic is exact and the key below needs no
+rounding.
 
 Bounds of the scope beyond its budgets (each keeps the search to seconds): a handler exits
 and a batch registers at the instants only (a handler's exit derives no time from ``now``,
@@ -54,7 +58,7 @@ what can no longer matter left out (the times of a lost batch, the duration dead
 batch whose stop is frozen, how long ago a call's give-up time passed). The search is
 breadth first, so the first violation found has a shortest trace.
 
-What is checked (docs/protocol.rst §4, §6, §9):
+What is checked (docs/protocol.rst §2 to §4, §6, §9):
 
 - **I5** in every state: ``connections_held() <= 2``, and the driver calls really still
   running (renewals not yet returned, plus a lone beat) are at most two and are the ones the
@@ -69,28 +73,60 @@ What is checked (docs/protocol.rst §4, §6, §9):
   running on its row is carried by the current renewal or stays scheduled (a live heap
   entry, due within ``H``, no later than the guard's wake); when the guard sends, every due
   batch rides along; and an answer's verdicts count for a stopped batch too.
-- **I2** in every state: the fence is no later than what the modelled database granted
-  (from the claim, or ``sent_at + V`` of an answer the core accepted), plus ``GRACE`` while
-  a renewal carrying the batch is in flight.
+- **I2** in every state, claim hooks running or handlers: the fence is no later than what
+  the modelled database granted (from the claim, or ``sent_at + V`` of an answer the core
+  accepted), plus ``GRACE`` while a renewal carrying the batch is in flight.
+- **I4** in every state: while a batch's claim hooks or handlers may run and its scope has
+  not fired, its scope deadline is no later than its registration + D, so no hook or
+  handler runs past it (time never steps past a scope deadline).
+- **§3, a renewal in flight**, on every answer the core accepts: sent before the fence, the
+  renewal holds the fence until its give-up time; an answer in [lease deadline, give-up
+  time) that renews every job extends the fence, one at or after it finds the batch lost.
+- **§2, the retry pace**, whenever a renewal fails, is abandoned or leaves a job unrenewed
+  (left out, ``unchanged``, a first ``gone``): the batch is next due exactly
+  ``min(H, max(0.25 s, remaining / 2))`` later, so no earlier than ``now + 0.25 s`` and no
+  later than ``now + H``; after a first ``gone``, 0.25 s later; at once when a cancel
+  notice waits (§10, refinement 6).
+- **§2, gone seen twice**, on every answer: ``gone`` is believed on the second consecutive
+  answer that says it, never on the first (the model counts the sightings itself).
+- **§2, a lost row**, on every answer: ``reclaimed``, or a believed ``gone``, ends the
+  job's attempt as that stop, over a cancel that came first (nothing may be written).
+
+``next_wake`` is asked as the runtime asks it (after each pass of the guard task); checks
+ask a copy, as its ``next_wake(now)`` form judges leases as it answers.
 
 Each check has a negative twin: the same search over a core with one rule broken, which must
-find a counterexample (``TWINS``).
+find a counterexample (``TWINS``). The twins' scope lets claim hooks take time and claims
+arrive with a short lease, so that a core counting D from the handler's start, or judging
+expiry after clearing the slot, meets the case that tells it apart.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import enum
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
-from trioqueue._core.guard_rules import BatchLease, Effects, GuardCore, JobLease, Renewal
+from trioqueue._core.guard_rules import (
+    BatchLease,
+    Effects,
+    GuardCore,
+    JobLease,
+    OneJob,
+    Renewal,
+)
 from trioqueue._core.rules import StopReason
-from trioqueue._core.timing import GRACE, Timing
+from trioqueue._core.timing import GRACE, MIN_RETRY, Timing
 from trioqueue._core.wire import Verdict
+
+_T = TypeVar("_T")
 
 LOSES_ROW = (StopReason.RECLAIMED, StopReason.GONE)
 RENEWING = (Verdict.EXTENDED, Verdict.CANCEL_REQUESTED)
@@ -101,6 +137,13 @@ DEVIATIONS: tuple[Verdict | None, ...] = (
     Verdict.GONE,
     None,
 )
+
+
+#: Names of the checks that have no invariant number (docs/protocol.rst §2 and §3).
+RETRY = "§2 retry pace"
+GONE_TWICE = "§2 gone twice"
+ROW_LOST = "§2 row lost"
+RESCUE = "§3 in flight"
 
 
 class Violation(Exception):
@@ -137,6 +180,15 @@ class Scope:
     #: A handler's work ends (``work_ended``: its outcome decided) before its outcome is
     #: written (``job_done``), as in ``batch.py``; else the two are one event.
     writes: bool = False
+    #: How long a batch's claim hooks may run after it registers before its handler starts,
+    #: each tried: they run in the batch's scope, so D and the fence count for them too
+    #: (docs/protocol.rst §4). On the grid, so they start no new fragments of time.
+    hooks: tuple[float, ...] = (0.0,)
+    #: Leases shorter than V that a claim's rows may have left when its batch registers,
+    #: each tried besides V: a claim that waited, or a slow answer (docs/protocol.rst §3, "At
+    #: registration"). Under 0.25 s, the first renewal gives up after the fence, so its
+    #: answer may come in between (§3, "A renewal in flight").
+    short_leases: tuple[float, ...] = ()
 
 
 @dataclass
@@ -168,6 +220,10 @@ class World:
     cancel_flag: frozenset[int] = frozenset()  # rows whose cancel flag is set
     stopped: dict[int, int] = field(default_factory=dict)  # appearances in Effects.stops
     cancelled: dict[int, int] = field(default_factory=dict)  # appearances in Effects.cancels
+    registered_at: dict[int, float] = field(default_factory=dict)  # by batch: D counts from it
+    handler_at: dict[int, float] = field(default_factory=dict)  # by batch, while hooks run
+    # Jobs the last answer the core accepted for them said ``gone`` of (one sighting).
+    gone_once: frozenset[int] = frozenset()
 
 
 # -- cloning and the canonical key ----------------------------------------------------------
@@ -175,43 +231,81 @@ class World:
 
 _BATCH_FIELDS = [f.name for f in dataclasses.fields(BatchLease) if f.name != "jobs"]
 _JOB_FIELDS = [f.name for f in dataclasses.fields(JobLease)]
+#: Types whose values are never changed in place: shared by a copy, not copied.
+_SHARED = {int, float, bool, str, type(None), tuple, frozenset, Renewal, Timing, StopReason}
 
 
-def _copy_job(job: JobLease) -> JobLease:
+def _copied(value: object) -> object:
+    """A copy of a field's value that shares nothing mutable with the original, whatever
+    fields the core's classes gain: the model must never let one world change another."""
+    kind = type(value)
+    if kind in _SHARED or isinstance(value, enum.Enum):
+        return value
+    copier = _COPIERS.get(kind)
+    return copy.deepcopy(value) if copier is None else copier(value)
+
+
+def _copy_fields(obj: _T, names: list[str]) -> _T:
     # Field by field: ``dataclasses.replace`` re-runs ``__init__`` and costs twice as much.
-    new = object.__new__(JobLease)
-    for name in _JOB_FIELDS:
-        setattr(new, name, getattr(job, name))
+    new = object.__new__(type(obj))
+    for name in names:
+        value = getattr(obj, name)
+        setattr(new, name, value if type(value) in _SHARED else _copied(value))
     return new
 
 
+def _copy_job(job: JobLease) -> JobLease:
+    return _copy_fields(job, _JOB_FIELDS)
+
+
 def _copy_batch(batch: BatchLease) -> BatchLease:
-    new = object.__new__(BatchLease)
-    for name in _BATCH_FIELDS:
-        setattr(new, name, getattr(batch, name))
+    new = _copy_fields(batch, _BATCH_FIELDS)
     new.jobs = {j: _copy_job(job) for j, job in batch.jobs.items()}
     return new
 
 
+_COPIERS: dict[type, Callable[[Any], object]] = {
+    BatchLease: _copy_batch,
+    JobLease: _copy_job,
+    OneJob: lambda jobs: {j: _copy_job(job) for j, job in jobs.items()},
+    # The type test inline: most values are numbers or tuples, and a call each costs.
+    dict: lambda mapping: {k: v if type(v) in _SHARED else _copied(v) for k, v in mapping.items()},
+    list: lambda items: [v if type(v) in _SHARED else _copied(v) for v in items],
+    set: set,
+}
+
+
 def clone_core(core: GuardCore) -> GuardCore:
-    """A copy of the core that shares only immutable parts (renewals, timing)."""
+    """A copy of the core that shares only immutable parts (renewals, timing): every field
+    is copied by what it holds, not by its name, so a field the core gains is copied too."""
     new = object.__new__(type(core))
-    new.__dict__.update(vars(core))
-    new._batches = {b: _copy_batch(batch) for b, batch in core._batches.items()}
-    new._job_batch = dict(core._job_batch)
-    new._due = list(core._due)
+    fields = vars(new)
+    fields.update(vars(core))
+    for name, value in fields.items():
+        if type(value) not in _SHARED:
+            fields[name] = _copied(value)
     return new
 
 
+def next_wake(core: GuardCore, now: float, *, judge: bool = False) -> float:
+    """The core's ``next_wake(now)`` (as ``guard.py`` asks it after each pass). It judges
+    the leases it looks at as it answers (docs/protocol.rst §10, refinement 16), and a check
+    must not change the world it checks, so it is asked of a copy unless ``judge`` says the
+    runtime asks (the guard task, after each pass)."""
+    return (core if judge else clone_core(core)).next_wake(now)
+
+
 def clone(world: World) -> World:
-    return replace(
-        world,
-        core=clone_core(world.core),
-        calls=dict(world.calls),
-        granted=dict(world.granted),
-        stopped=dict(world.stopped),
-        cancelled=dict(world.cancelled),
-    )
+    """A copy of the world: its core cloned, each of its dicts copied (their values are
+    never changed in place), the rest shared (immutable)."""
+    new = object.__new__(World)  # not ``replace``: that re-runs ``__init__``, at twice the cost
+    fields = vars(new)
+    fields.update(vars(world))
+    for name, value in fields.items():
+        if type(value) is dict:
+            fields[name] = dict(value)
+    new.core = clone_core(world.core)
+    return new
 
 
 def _renewal_key(renewal: Renewal | None, now: float) -> object:
@@ -260,6 +354,9 @@ def key(world: World) -> object:
     )
     running = {j for b in core._batches.values() if not b.lost for j in b.jobs}
     renewed = {j for b in core._batches.values() for j, job in b.jobs.items() if job.renewed}
+    # Only a batch whose scope has not fired is judged against its registration + D (I4).
+    registered = world.registered_at
+    live = tuple((b, registered[b] - now) for b, x in core._batches.items() if x.stop is None)
     return (
         _renewal_key(core.current, now),
         core.abandoned is not None,  # only its token is read again
@@ -277,6 +374,9 @@ def key(world: World) -> object:
         world.cancel_flag & renewed,
         tuple(sorted(world.stopped.items())),
         tuple(sorted(world.cancelled.items())),
+        live,  # in registration order, as the batches are
+        tuple((b, t - now) for b, t in world.handler_at.items()) if world.handler_at else (),
+        world.gone_once & renewed & running,  # the verdicts of a lost batch count no more
     )
 
 
@@ -321,6 +421,7 @@ def check_state(world: World) -> None:
     check_stale_answers(world)
     check_still_renewed(world)
     check_fence_granted(world)
+    check_duration(world)
 
 
 def check_connections(world: World) -> None:
@@ -365,9 +466,10 @@ def check_still_renewed(world: World) -> None:
         what = f"batch {b} (stop {batch.stop}) with a handler running"
         require((batch.next_due, b) in core._due, "§4", f"{what} is not scheduled")
         require(batch.next_due <= now + h, "§4", f"{what} is due only at {batch.next_due}")
+        # Due at or after its fence, it would be lost by then: no wake is owed for it, though
+        # it may still ride along before (docs/protocol.rst §10, the guard's next wake).
         if current is None and batch.next_due < batch.lease_deadline:
-            # Not for a batch due at or after its fence: lost by then (§10, refinement 16).
-            wake = core.next_wake(now)
+            wake = next_wake(core, now)
             require(wake <= batch.next_due, "§4", f"the guard sleeps past {what}")
 
 
@@ -386,6 +488,133 @@ def check_fence_granted(world: World) -> None:
             "I2",
             f"batch {b}: fence {fence} past the granted {granted}",
         )
+
+
+def check_duration(world: World) -> None:
+    """I4: no claim hook or handler runs past its batch's registration + D. While any of
+    them may still run and the scope has not fired, its deadline is no later than that, so
+    it fires by then (time never steps past a scope deadline)."""
+    core = world.core
+    d = core.timing.max_job_duration
+    if d is None:
+        return
+    for b, batch in core._batches.items():
+        if batch.stop is not None or not any(job.pending for job in batch.jobs.values()):
+            continue  # its scope fired (for good), or nothing of it runs any more
+        limit = world.registered_at[b] + d
+        deadline = core.scope_deadline(b)
+        hooks = " (its claim hooks still running)" if b in world.handler_at else ""
+        what = f"batch {b}{hooks}: scope deadline {deadline} past registration + D = {limit}"
+        require(deadline <= limit, "I4", what)
+
+
+def check_retry_pace(
+    core: GuardCore, batch_ids: Iterable[int], now: float, confirming: Iterable[int] = ()
+) -> None:
+    """§2: a batch whose renewal failed, was abandoned or did not renew every job is tried
+    again after ``min(H, max(0.25 s, remaining / 2))`` (so at least 0.25 s on, and within
+    ``H``), ``remaining`` the time left on its lease; one ``confirming`` a first ``gone``
+    after 0.25 s; one a cancel notice waits for at once (§10, refinement 6)."""
+    h = core.timing.heartbeat_interval
+    for b in batch_ids:
+        batch = core._batches.get(b)
+        if batch is None or batch.lost:
+            continue
+        if batch.wanted:
+            pause = 0.0
+        elif b in confirming:
+            pause = MIN_RETRY
+        else:
+            pause = min(h, max(MIN_RETRY, (batch.lease_deadline - now) / 2))
+        due = batch.next_due - now
+        require(due == pause, RETRY, f"batch {b} retried {due} s after {now}, not {pause} s")
+
+
+def check_answer(
+    core: GuardCore,
+    renewal: Renewal,
+    before: dict[int, BatchLease],
+    verdicts: dict[int, Verdict],
+    world: World,
+) -> None:
+    """What an answer the core accepted must have done: the in-flight rescue (§3), the retry
+    pace of a batch it did not renew (§2), ``gone`` believed on its second consecutive
+    sighting only, and a row lost to ``reclaimed`` or ``gone`` whatever stopped its job."""
+    now = world.now
+    retried, confirming = [], []
+    gone_once = set(world.gone_once)
+    for b, old in before.items():
+        if old.lost:
+            continue  # its answer changes nothing (frozen: ``check_frozen``)
+        batch = core._batches[b]
+        carried = [j for j, job in old.jobs.items() if job.renewed]
+        renewed_all = all(verdicts.get(j) in RENEWING for j in carried)
+        check_rescue(core, renewal, old, batch, now, renewed_all=bool(carried) and renewed_all)
+        if batch.lost:
+            gone_once -= set(carried)  # a lost batch's verdicts do not count
+            continue
+        for j in carried:
+            verdict = verdicts.get(j)
+            check_row_lost(j, verdict, batch.jobs[j], j in gone_once)
+            if counts_as_failed(verdict, j in gone_once):
+                retried.append(b)
+            if verdict is Verdict.GONE and j not in gone_once:
+                gone_once.add(j)
+                confirming.append(b)
+                confirm = batch.next_due - now
+                due = f"job {j}: the renewal to confirm its first gone is due {confirm} s later"
+                require(batch.wanted or confirm <= MIN_RETRY, GONE_TWICE, due)
+            else:
+                gone_once.discard(j)
+    check_retry_pace(core, retried, now, confirming)
+    world.gone_once = frozenset(gone_once)
+
+
+def counts_as_failed(verdict: Verdict | None, seen_gone: bool) -> bool:
+    """Neither renewed nor lost: left out, ``unchanged``, or a first ``gone`` (§2)."""
+    lost = verdict is Verdict.RECLAIMED or (verdict is Verdict.GONE and seen_gone)
+    return verdict not in RENEWING and not lost
+
+
+def check_rescue(
+    core: GuardCore,
+    renewal: Renewal,
+    old: BatchLease,
+    batch: BatchLease,
+    now: float,
+    *,
+    renewed_all: bool,
+) -> None:
+    """§3, "A renewal in flight": sent before the fence, a renewal holds the fence until
+    its give-up time. An answer before then that renews every job extends the fence, even
+    after the old lease ran out; one at or after it finds the fence fired, for good."""
+    lease = old.lease_deadline
+    fence = max(lease, renewal.give_up_at) if renewal.sent_at < lease else lease
+    v = core.timing.visibility_timeout
+    b = old.batch_id
+    if now >= fence:
+        kept = not batch.lost or batch.lease_deadline != lease
+        require(not kept, RESCUE, f"batch {b} answered at {now}, its fence {fence}, kept its lease")
+    elif now >= lease and renewed_all:
+        rescued = not batch.lost and batch.lease_deadline >= renewal.sent_at + v
+        what = f"batch {b} renewed at {now} in flight past its lease {lease}, before {fence}"
+        require(rescued, RESCUE, f"{what}: not extended")
+
+
+def check_row_lost(job_id: int, verdict: Verdict | None, job: JobLease, seen_gone: bool) -> None:
+    """``gone`` is believed on its second consecutive sighting only (§2, "Why gone needs two
+    sightings"); ``reclaimed`` and a believed ``gone`` end the job's attempt as that stop,
+    over a cancel that came first: the row is not ours, so nothing may be written (§4,
+    "Outcomes by reason")."""
+    if verdict is Verdict.GONE:
+        believed = not job.renewed or job.stop is StopReason.GONE
+        when = "second" if seen_gone else "first"
+        require(
+            believed == seen_gone, GONE_TWICE, f"job {job_id}: {when} gone, believed {believed}"
+        )
+    if verdict is Verdict.RECLAIMED or (verdict is Verdict.GONE and seen_gone):
+        reason = StopReason.RECLAIMED if verdict is Verdict.RECLAIMED else StopReason.GONE
+        require(job.stop is reason, ROW_LOST, f"job {job_id}: {verdict.value}, its stop {job.stop}")
 
 
 def stops_of(core: GuardCore) -> dict[int, tuple[StopReason | None, bool, dict[int, object]]]:
@@ -425,6 +654,7 @@ def absorb(world: World, effects: Effects) -> None:
         require(call is not None, "I5", "abandoned a call that is not running")
         assert call is not None
         require(world.now >= call.renewal.abandon_at, "I5", "abandoned before give-up + grace")
+        check_retry_pace(core, call.renewal.batch_ids, world.now)  # abandoned counts as failed
 
 
 # -- the events ----------------------------------------------------------------------------
@@ -452,6 +682,7 @@ def guard_runs(world: World, scope: Scope) -> Iterator[Step]:
         next_due = core.batch(b).next_due
         h = core.timing.heartbeat_interval
         require(now < next_due <= now + h, "§4", f"batch {b}'s first beat waived, due {next_due}")
+    next_wake(core, now, judge=True)  # guard.py asks it after each pass, to sleep until then
     if renewal is None:
         yield "guard runs", w
         return
@@ -541,6 +772,7 @@ def answer(world: World, token: int, name: str, verdicts: dict[int, Verdict]) ->
     with labelled(label):
         absorb(w, effects)
         check_verdicts_count(core, renewal, before, old_jobs, verdicts)
+        check_answer(core, renewal, before, verdicts, w)
     yield label, w
 
 
@@ -548,7 +780,7 @@ def check_verdicts_count(
     core: GuardCore,
     renewal: Renewal,
     before: dict[int, BatchLease],
-    old_jobs: dict[int, dict[int, JobLease]],
+    old_jobs: dict[int, Mapping[int, JobLease]],
     verdicts: dict[int, Verdict],
 ) -> None:
     """§4: an answer in time counts for every batch it carried, stopped or not."""
@@ -584,6 +816,8 @@ def fail(world: World, token: int) -> Iterator[Step]:
         if expected is not None:
             late = f"the late failure of {token} changed the core"
             require(snapshot(w.core) == expected, "I6", late)
+        else:
+            check_retry_pace(w.core, call.renewal.batch_ids, w.now)
     yield label, w
 
 
@@ -615,25 +849,60 @@ def late_exit(world: World, token: int) -> Iterator[Step]:
 
 
 def register(world: World, scope: Scope) -> Iterator[Step]:
+    """A batch registers, with each lease its claim may have left and each time its claim
+    hooks may take before its handler starts."""
     core = world.core
     if world.registered >= len(scope.jobs_per_batch) or core.shutdown_at != math.inf:
         return
     if world.between is not None and world.now < world.between:
         return  # batches register at the instants only
+    v = scope.timing.visibility_timeout
+    for lease in (v, *scope.short_leases):
+        for hooks in scope.hooks:
+            yield registered(world, scope, lease, hooks)
+
+
+def registered(world: World, scope: Scope, lease: float, hooks: float) -> Step:
     w = clone(world)
-    core, now, v = w.core, w.now, scope.timing.visibility_timeout
+    core, now = w.core, w.now
     b = w.registered + 1
     jobs = [(10 * b + i, 1) for i in range(scope.jobs_per_batch[b - 1])]
-    # The claim's own lease: its rows locked at once, leased for V from then.
+    # The claim's own lease: its rows locked at once, leased until ``now + lease``.
     accepted = core.register(
-        b, jobs, claim_sent=now, now=now, wall_now=now, row_deadlines=[now + v] * len(jobs)
+        b, jobs, claim_sent=now, now=now, wall_now=now, row_deadlines=[now + lease] * len(jobs)
     )
     require(accepted, "I7", f"batch {b} refused with a live lease")
     w.registered = b
+    w.registered_at[b] = now
+    if hooks:
+        w.handler_at[b] = now + hooks
     w.poked = True
     for j, _ in jobs:
-        w.granted[j] = now + v
-    yield f"batch {b} registers at {now}", w
+        w.granted[j] = now + lease
+    how = [f"{lease} s of lease"] if lease != scope.timing.visibility_timeout else []
+    how += [f"claim hooks for {hooks} s"] if hooks else []
+    return f"batch {b} registers at {now}{''.join(f', {h}' for h in how)}", w
+
+
+def handler_starts(world: World) -> Iterator[Step]:
+    """A batch's claim hooks return and its handlers start, unless its scope fired first
+    (then the hooks were cancelled, and no handler runs)."""
+    for b, at in world.handler_at.items():
+        if world.now < at:
+            continue
+        w = clone(world)
+        del w.handler_at[b]
+        core, now = w.core, w.now
+        if core.scope_deadline(b) <= now:
+            yield f"batch {b}'s claim hooks are cancelled at {now}", w
+            continue
+        # The real core is told nothing: D counts from registration (docs/protocol.rst §4).
+        # A core that counted it from here would need to hear of it, as a runtime written
+        # for it would tell it: the model does, if the core listens (a twin does).
+        listener = getattr(core, "handler_started", None)
+        if listener is not None:
+            listener(b, now)
+        yield f"batch {b}'s claim hooks return at {now}, its handlers start", w
 
 
 def work_ends(world: World, scope: Scope) -> Iterator[Step]:
@@ -669,6 +938,8 @@ def job_done(world: World, scope: Scope) -> Iterator[Step]:
             del w.granted[j]
             if not any(job.pending for job in core._batches[b].jobs.values()):
                 core.unregister(b)
+                w.handler_at.pop(b, None)
+                del w.registered_at[b]
             yield f"job {j} {'outcome written' if scope.writes else 'handler exits'} at {now}", w
 
 
@@ -712,7 +983,7 @@ def beats(world: World, scope: Scope) -> Iterator[Step]:
 def instants(world: World) -> list[float]:
     """Every instant after now at which a comparison the core makes can change."""
     core, now = world.core, world.now
-    times = [core.next_wake(now), core.shutdown_at]
+    times = [next_wake(core, now), core.shutdown_at, *world.handler_at.values()]
     for renewal in (core.current, core.abandoned):
         if renewal is not None:
             times += [renewal.give_up_at, renewal.abandon_at]
@@ -734,6 +1005,8 @@ def advance(world: World) -> Iterator[Step]:
     for call in world.calls.values():
         if not call.wedged and world.now >= call.renewal.give_up_at:
             return  # the interruptible call returns at its give-up time first
+    if any(at <= world.now for at in world.handler_at.values()):
+        return  # the hooks that end now return first
     future = instants(world)
     if not future:
         return
@@ -747,7 +1020,7 @@ def advance(world: World) -> Iterator[Step]:
         w = clone(world)
         w.now = when
         w.between = target
-        w.poked = when >= w.core.next_wake(when)
+        w.poked = when >= next_wake(w.core, when)
         yield name, w
 
 
@@ -757,6 +1030,7 @@ def successors(world: World, scope: Scope) -> Iterator[Step]:
     events: list[tuple[str, Iterator[Step]]] = [
         ("a call returns", call_returns(world, scope)),
         ("a batch registers", register(world, scope)),
+        ("a handler starts", handler_starts(world)),
         ("a handler exits", work_ends(world, scope)),
         ("an outcome is written", job_done(world, scope)),
         ("a cancel notice", notice(world, scope)),
@@ -925,6 +1199,139 @@ class WaivesRunningWork(GuardCore):
         return False
 
 
+class RetriesWithoutFloor(GuardCore):
+    """Retries a failed renewal after ``min(H, remaining / 2)``, without the 0.25 s floor, so
+    a lease about to run out is retried in a busy loop: §2's retry pace must fail."""
+
+    def _schedule_retry(self, batch: BatchLease, now: float) -> None:
+        remaining = batch.lease_deadline - now
+        self._set_due(batch, now + min(self.timing.heartbeat_interval, remaining / 2))
+
+
+class RetriesAtTheBeat(GuardCore):
+    """Retries a failed renewal at the pool's next beat, not sooner as the lease runs down:
+    §2's retry pace must fail."""
+
+    def _schedule_retry(self, batch: BatchLease, now: float) -> None:
+        self._set_due(batch, self._next_beat(now))
+
+
+class BelievesGoneAtOnce(GuardCore):
+    """Believes ``gone`` on its first sighting, which may be the worker's own ack racing the
+    renewal: §2's two sightings must fail."""
+
+    def _apply_verdicts(
+        self,
+        batch: BatchLease,
+        renewal: Renewal,
+        now: float,
+        verdicts: Mapping[int, Verdict],
+        effects: Effects,
+    ) -> None:
+        for job in batch.jobs.values():
+            if verdicts.get(job.job_id) is Verdict.GONE:
+                job.gone_seen = True  # as if an earlier answer had said it already
+        super()._apply_verdicts(batch, renewal, now, verdicts, effects)
+
+
+class DurationFromHandlerStart(GuardCore):
+    """Counts ``max_job_duration`` from the handler's start, not the batch's registration,
+    so the time its claim hooks take is not counted: I4 must fail.
+
+    The real core has no hook for a handler's start: D counts from registration, and
+    nothing the runtime says later moves it. A core that counted D from the handler's
+    start must be told when that is, so this twin has that hook, which the model calls
+    when the claim hooks return (as a runtime written for it would). Its duration deadline
+    becomes registration + D + the hooks' time: what every harness that starts handlers
+    at registration could not tell apart from the rule.
+    """
+
+    def handler_started(self, batch_id: int, now: float) -> None:
+        d = self.timing.max_job_duration
+        batch = self._batches.get(batch_id)
+        if batch is not None and d is not None:
+            batch.duration_deadline = now + d
+
+
+class MaxDurationLate(GuardCore):
+    """Stops a batch for ``max_job_duration`` one second late: I4 must fail."""
+
+    def register(
+        self,
+        batch_id: int,
+        jobs: Sequence[tuple[int, int]],
+        *,
+        claim_sent: float,
+        now: float,
+        wall_now: float,
+        row_deadlines: Iterable[float],
+    ) -> bool:
+        accepted = super().register(
+            batch_id,
+            jobs,
+            claim_sent=claim_sent,
+            now=now,
+            wall_now=wall_now,
+            row_deadlines=row_deadlines,
+        )
+        if accepted:
+            self._batches[batch_id].duration_deadline += 1.0
+        return accepted
+
+
+class IgnoresRowLeases(GuardCore):
+    """Counts a claimed batch's fence from the claim alone, ignoring the lease its rows
+    have left (docs/protocol.rst §3, "At registration"): I2 must fail once a claim arrives
+    with less than V."""
+
+    def register(
+        self,
+        batch_id: int,
+        jobs: Sequence[tuple[int, int]],
+        *,
+        claim_sent: float,
+        now: float,
+        wall_now: float,
+        row_deadlines: Iterable[float],
+    ) -> bool:
+        unbounded = [math.inf] * len(jobs)
+        return super().register(
+            batch_id,
+            jobs,
+            claim_sent=claim_sent,
+            now=now,
+            wall_now=wall_now,
+            row_deadlines=unbounded,
+        )
+
+
+class ExpiryAfterSlotCleared(GuardCore):
+    """Judges expiry after clearing the renewal slot, so the fence no longer waits for the
+    renewal's give-up time: an answer in time, after the old lease but before the give-up
+    time, finds the batch lost. §3's in-flight rescue must fail."""
+
+    def _settle(self, token: int, now: float) -> Renewal | None:
+        current = self.current
+        if current is not None and current.token == token:
+            self.current = None  # the slot cleared first, then expiry judged
+            for batch in self._carried(current):
+                self._expire_if_due(batch, now)
+            self.current = current
+        return super()._settle(token, now)
+
+
+class ReclaimedKeepsCancel(GuardCore):
+    """Keeps a job's earlier ``cancelled`` stop when its row is reclaimed or found gone, so
+    its attempt would write a failure to a row no longer its own: §2's lost row must fail."""
+
+    @staticmethod
+    def _stop_job(batch: BatchLease, job: JobLease, reason: StopReason, effects: Effects) -> None:
+        was = job.stop
+        GuardCore._stop_job(batch, job, reason, effects)
+        if was is StopReason.CANCELLED:
+            job.stop = was
+
+
 #: (broken core, the invariant its counterexample must name).
 TWINS: list[tuple[type[GuardCore], str]] = [
     (AbandonsWithoutSlot, "I5"),
@@ -934,6 +1341,14 @@ TWINS: list[tuple[type[GuardCore], str]] = [
     (IgnoresStoppedVerdicts, "§4"),
     (LeaseFromAnswer, "I2"),
     (WaivesRunningWork, "§4"),
+    (RetriesWithoutFloor, RETRY),
+    (RetriesAtTheBeat, RETRY),
+    (BelievesGoneAtOnce, GONE_TWICE),
+    (DurationFromHandlerStart, "I4"),
+    (MaxDurationLate, "I4"),
+    (IgnoresRowLeases, "I2"),
+    (ExpiryAfterSlotCleared, RESCUE),
+    (ReclaimedKeepsCancel, ROW_LOST),
 ]
 
 #: The scopes ``proofs/run.py`` explores, each exhaustively (see proofs/README.md).
@@ -958,11 +1373,13 @@ SCOPES: list[Scope] = [
         deviations=(None,),
     ),
     Scope(
-        "1 batch x 1 job, 3 renewals, every verdict, shutdown",
+        "1 batch x 1 job, 3 renewals, every verdict, shutdown, claim hooks, short claim leases",
         jobs_per_batch=(1,),
         renewals=3,
         notices=0,
         beats=0,
+        hooks=(0.0, 0.5),
+        short_leases=(0.125,),
     ),
     Scope(
         "1 batch x 2 jobs, 2 renewals, every verdict, a cancel notice",
@@ -970,6 +1387,15 @@ SCOPES: list[Scope] = [
         renewals=2,
         shutdowns=0,
         beats=0,
+    ),
+    Scope(
+        "2 batches x 1 job, 2 renewals, every verdict, short claim leases",
+        jobs_per_batch=(1, 1),
+        renewals=2,
+        notices=0,
+        shutdowns=0,
+        beats=0,
+        short_leases=(0.125,),
     ),
     Scope(
         "2 batches x 1 job, 2 renewals, every verdict, outcomes written later",
@@ -991,12 +1417,14 @@ SCOPES: list[Scope] = [
 
 #: Where the negative twins are searched: each must come back with a counterexample.
 TWIN_SCOPE = Scope(
-    "2 batches x 1 job, 3 renewals, every verdict",
+    "2 batches x 1 job, 3 renewals, every verdict, claim hooks, short claim leases",
     jobs_per_batch=(1, 1),
     renewals=3,
     notices=0,
     shutdowns=0,
     beats=0,
+    hooks=(0.5,),
+    short_leases=(0.125,),
 )
 
 

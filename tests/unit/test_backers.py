@@ -87,7 +87,7 @@ def test_model_check_and_traces_count_only_once_they_exist(tmp_path: Path) -> No
     (tmp_path / "proofs" / "model_check.py").write_text("", encoding="utf-8")
     (tmp_path / "proofs" / "traces" / "t.txt").write_text("invariants: I1 I5 I12\n")
     rows = {row.guarantee.id: row for row in backers.rows(tmp_path)}
-    assert {i for i, row in rows.items() if row.model_check} == {"I2", "I5", "I6", "I8", "§4"}
+    assert {i for i, row in rows.items() if row.model_check} == {"I2", "I4", "I5", "I6", "I8", "§4"}
     assert {i for i, row in rows.items() if row.traces} == {"I5", "I12"}
     assert "the model check (`proofs/model_check.py`)" in backers.render_markdown(tmp_path)
     assert "the conformance traces (``proofs/traces/``)" in backers.render_rst(tmp_path)
