@@ -45,6 +45,17 @@ T = TypeVar("T")
 #: should have to follow (a loop over a symbolic bound, say).
 MAX_PATHS = 2000
 
+#: How long z3 may think about one question. Its nonlinear arithmetic (``floor(x / H) * H``,
+#: the pool's beat) can get stuck on a query it usually answers at once: past this the
+#: answer is ``unknown``, a branch is explored (sound), and a claim is not proved.
+TIMEOUT_MS = 5000
+
+
+def solver() -> z3.Solver:
+    made = z3.Solver()
+    made.set("timeout", TIMEOUT_MS)
+    return made
+
 
 class NotGeneric(TypeError):
     """The code under exploration read a symbolic value as a plain number."""
@@ -328,15 +339,15 @@ def explore(
 ) -> list[Path[T]]:
     """Every feasible path of ``run()`` under ``assumptions``. ``run`` must build its state
     afresh each time (it is called once per path) and decide only on its symbols."""
-    solver = z3.Solver()
-    solver.add(*(term(a) for a in assumptions))
+    paths_solver = solver()
+    paths_solver.add(*(term(a) for a in assumptions))
     pending: list[tuple[bool, ...]] = [()]
     paths: list[Path[T]] = []
     while pending:
         if len(paths) >= max_paths:
             raise RuntimeError(f"more than {max_paths} paths")
-        oracle = _Oracle(solver, pending.pop())
-        solver.push()
+        oracle = _Oracle(paths_solver, pending.pop())
+        paths_solver.push()
         try:
             with _deciding(oracle):
                 result, error = run(), None
@@ -345,7 +356,7 @@ def explore(
         except Exception as exc:  # a path that raises is a result: the claim fails on it
             result, error = None, exc
         finally:
-            solver.pop()
+            paths_solver.pop()
         paths.append(Path(z3.And(*oracle.taken), result, error))
         pending.extend(oracle.untaken)
     return paths
@@ -366,9 +377,11 @@ class Verdict:
     model: dict[str, str] = field(default_factory=dict)
 
 
-def _model_of(solver: z3.Solver) -> dict[str, str]:
-    model = solver.model()
-    return {str(d): str(model[d]) for d in sorted(model.decls(), key=str)}
+def _model_of(asked: z3.Solver) -> dict[str, str]:
+    model = asked.model()
+    # Constants only: a function such as z3's own ``/0`` (division by zero) says nothing.
+    constants = [d for d in model.decls() if d.arity() == 0]
+    return {str(d): str(model[d]) for d in sorted(constants, key=str)}
 
 
 def prove(
@@ -382,17 +395,17 @@ def prove(
     paths = explore(run, assumptions)
     unknown = ""
     for path in paths:
-        solver = z3.Solver()
-        solver.add(*(term(a) for a in assumptions), path.condition)
+        asked = solver()
+        asked.add(*(term(a) for a in assumptions), path.condition)
         if path.error is None:
-            solver.add(z3.Not(term(claim(path.result))))  # type: ignore[arg-type]
-        outcome = solver.check()
+            asked.add(z3.Not(term(claim(path.result))))  # type: ignore[arg-type]
+        outcome = asked.check()
         if outcome == z3.sat:
             what = "raised " + repr(path.error) if path.error is not None else "claim fails"
-            model = _model_of(solver)
+            model = _model_of(asked)
             detail = f"{what}: " + " ".join(f"{k}={v}" for k, v in model.items())
             return Verdict("counterexample", len(paths), time.perf_counter() - began, detail, model)
         if outcome == z3.unknown:
-            unknown = str(solver.reason_unknown())
+            unknown = str(asked.reason_unknown())
     took = time.perf_counter() - began
     return Verdict("unknown" if unknown else "proved", len(paths), took, unknown)

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import z3
 from symbolic import (
     Num,
     Verdict,
@@ -54,6 +55,7 @@ T0, SENT, ARRIVE, U = reals("registered renewal_sent answer_arrives db_ran_renew
 LOSS, D_OUT, D_BACK = reals("database_lost d_out d_back")
 SENT2, LATER, LATER2 = reals("second_sent later even_later")
 ROW1, ROW2 = reals("row_lease_1 row_lease_2")
+T1 = reals("second_registered")[0]
 
 TIMING_ASSUMPTIONS = [H > 0, V > H]
 ALL_EXTENDED = {10: RowVerdict.EXTENDED, 11: RowVerdict.EXTENDED}
@@ -150,13 +152,13 @@ def leased_at_claim(core: GuardCore, variant: Variant) -> bool:
 
 
 def two_leases(core: GuardCore) -> bool:
-    """Register at ``T0`` batch 1, one of whose rows came with a lease of any length
-    (``row_lease_1``, local), and batch 2, leased at the claim (fence ``T0 + V``). A renewal
-    times out by the earliest lease it carries, so a renewal abandoned or failed past batch
-    1's fence may still find batch 2 alive."""
-    first = register_two(core, sent=T0, now=T0, rows=[ROW1 + K, T0 + K + V])
-    row = T0 + K + V
-    return first and register_two(core, sent=T0, now=T0, rows=[row, row], batch_id=2)
+    """Register batch 1 at ``T0`` and batch 2 at ``T1`` (``second_registered``, no earlier),
+    each leased at its claim (fences ``T0 + V`` and ``T1 + V``). A renewal times out by the
+    earliest lease it carries, so one abandoned, or failed, past batch 1's fence may still
+    find batch 2 alive."""
+    row1, row2 = T0 + K + V, T1 + K + V
+    first = register_two(core, sent=T0, now=T0, rows=[row1, row1])
+    return first and register_two(core, sent=T1, now=T1, rows=[row2, row2], batch_id=2)
 
 
 def fence_of(core: GuardCore, batch_id: int = 1) -> Num:
@@ -293,7 +295,7 @@ def retry_pace(variant: Variant, *, abandoned: bool = False) -> Question:
         in_time = [implies(fence - LATER > 2 * MIN_RETRY, wake < fence) for fence in fences]
         return all_of(paced, *in_time)
 
-    return Question(run, claim, [*TIMING_ASSUMPTIONS, T0 <= SENT, SENT <= LATER])
+    return Question(run, claim, [*TIMING_ASSUMPTIONS, T0 <= T1, T1 <= SENT, SENT <= LATER])
 
 
 def without_the_floor(heartbeat_interval: float, remaining: float) -> float:
@@ -314,7 +316,7 @@ def in_flight_wait(variant: Variant) -> Question:
 
     def run() -> tuple[Num, Renewal, object, object] | None:
         core = fresh(variant)
-        if not register_two(core, sent=T0, now=T0, rows=[ROW1 + K, T0 + K + V]):
+        if not leased_at_claim(core, variant):
             return None
         renewal = core.next_renewal(SENT)
         if renewal is None:
@@ -361,8 +363,6 @@ def abandonment_time(variant: Variant) -> Question:
 
 
 def z3_not(value: object) -> object:
-    import z3
-
     return z3.Not(term(value))
 
 
@@ -406,7 +406,7 @@ def one_abandoned_at_a_time(variant: Variant) -> Question:
     def claim(kept: bool | None) -> object:
         return kept is not False
 
-    order = [T0 <= SENT, SENT <= LATER, LATER <= SENT2, SENT2 <= LATER2]
+    order = [T0 <= T1, T1 <= SENT, SENT <= LATER, LATER <= SENT2, SENT2 <= LATER2]
     return Question(run, claim, [*TIMING_ASSUMPTIONS, *order])
 
 
@@ -447,7 +447,7 @@ def late_answer(variant: Variant) -> Question:
             return quiet and all_of(second.abandon_at <= LATER2, same)
         return quiet and same
 
-    order = [T0 <= SENT, SENT <= LATER, LATER <= SENT2, SENT2 <= LATER2]
+    order = [T0 <= T1, T1 <= SENT, SENT <= LATER, LATER <= SENT2, SENT2 <= LATER2]
     return Question(run, claim, [*TIMING_ASSUMPTIONS, *order])
 
 
@@ -469,7 +469,7 @@ def in_flight_rescue(variant: Variant) -> Question:
 
     def run() -> tuple[Renewal, Num, object] | None:
         core = fresh(variant)
-        if not register_two(core, sent=T0, now=T0, rows=[ROW1 + K, T0 + K + V]):
+        if not leased_at_claim(core, variant):
             return None
         renewal = core.next_renewal(SENT)
         if renewal is None:
