@@ -157,6 +157,8 @@ class Result:
     mutation: Mutation
     failed_parts: list[str]
     seconds: float
+    #: What ``run.py`` said failed (its ``FAIL`` lines), to see why a mutation was caught.
+    failures: list[str]
 
     @property
     def caught(self) -> bool:
@@ -188,7 +190,9 @@ def run_one(mutation: Mutation, parts: str) -> Result:
             text=True,
             check=False,
         )
-    return Result(mutation, failed_parts(done.stdout, done.returncode), time.perf_counter() - began)
+    failures = [line.strip() for line in done.stdout.splitlines() if line.startswith("FAIL")]
+    parts = failed_parts(done.stdout, done.returncode)
+    return Result(mutation, parts, time.perf_counter() - began, failures)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", help="run only this mutation (repeatable)")
     parser.add_argument("--parts", default="z3,traces,model", help="parts of run.py to run")
     parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    parser.add_argument("--why", action="store_true", help="show what failed for each")
     args = parser.parse_args(argv)
     chosen = [m for m in MUTATIONS if not args.only or m.name in args.only]
     if args.only and len(chosen) != len(set(args.only)):
@@ -215,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         status = "caught" if result.caught else "MISSED"
         by = ",".join(result.failed_parts) or "-"
         print(f"{mutation.name:<28} {status:<7} {by:<20} {result.seconds:6.1f}s", flush=True)
+        for line in result.failures if args.why else ():
+            print(f"    {line}")
     caught = len(chosen) - missed
     took = time.perf_counter() - began
     print(f"{caught} of {len(chosen)} mutations caught ({took:.0f} s)")
