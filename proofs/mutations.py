@@ -27,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: What a copy needs: the package and the proofs (the tests and docs are not run).
 COPIED = ("trioqueue", "proofs")
+#: ``--why`` shows this many of a mutant's failures.
+SHOWN = 4
 
 
 @dataclass(frozen=True)
@@ -220,8 +222,11 @@ def main(argv: list[str] | None = None) -> int:
         status = "caught" if result.caught else "MISSED"
         by = ",".join(result.failed_parts) or "-"
         print(f"{mutation.name:<28} {status:<7} {by:<20} {result.seconds:6.1f}s", flush=True)
-        for line in result.failures if args.why else ():
-            print(f"    {line}")
+        shown = result.failures[:SHOWN] if args.why else []
+        for line in shown:
+            print(f"    {line[:160]}")
+        if len(result.failures) > len(shown) > 0:
+            print(f"    ... and {len(result.failures) - len(shown)} more")
     caught = len(chosen) - missed
     took = time.perf_counter() - began
     print(f"{caught} of {len(chosen)} mutations caught ({took:.0f} s)")

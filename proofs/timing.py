@@ -52,7 +52,7 @@ from trioqueue._core.wire import Verdict as RowVerdict
 V, H, D = reals("V H D")
 K = reals("k")[0]  # wall = local + k
 T0, SENT, ARRIVE, U = reals("registered renewal_sent answer_arrives db_ran_renewal")
-LOSS, D_OUT, D_BACK = reals("database_lost d_out d_back")
+LOSS, D_OUT, D_BACK, D_OUT2 = reals("database_lost d_out d_back d_out_next")
 SENT2, LATER, LATER2 = reals("second_sent later even_later")
 ROW1, ROW2 = reals("row_lease_1 row_lease_2")
 T1 = reals("second_registered")[0]
@@ -144,7 +144,7 @@ def fresh(variant: Variant, *, max_job_duration: Num | None = None) -> GuardCore
     return variant.core(Timing(V, H, max_job_duration))
 
 
-def leased_at_claim(core: GuardCore, variant: Variant) -> bool:
+def leased_at_claim(core: GuardCore) -> bool:
     """Register at ``T0`` a claim sent at ``T0`` whose rows the database leased at ``T0``
     (wall ``T0 + k + V``): the fence is ``T0 + V``."""
     row = T0 + K + V
@@ -229,7 +229,7 @@ def renewal_fence(variant: Variant) -> Question:
 
     def run() -> Num | None:
         core = fresh(variant)
-        if not leased_at_claim(core, variant):
+        if not leased_at_claim(core):
             return None
         renewal = core.next_renewal(SENT)
         if renewal is None:
@@ -316,7 +316,7 @@ def in_flight_wait(variant: Variant) -> Question:
 
     def run() -> tuple[Num, Renewal, object, object] | None:
         core = fresh(variant)
-        if not leased_at_claim(core, variant):
+        if not leased_at_claim(core):
             return None
         renewal = core.next_renewal(SENT)
         if renewal is None:
@@ -345,7 +345,7 @@ def abandonment_time(variant: Variant) -> Question:
 
     def run() -> tuple[Renewal, bool] | None:
         core = fresh(variant)
-        if not leased_at_claim(core, variant):
+        if not leased_at_claim(core):
             return None
         renewal = core.next_renewal(SENT)
         if renewal is None:
@@ -469,7 +469,7 @@ def in_flight_rescue(variant: Variant) -> Question:
 
     def run() -> tuple[Renewal, Num, object] | None:
         core = fresh(variant)
-        if not leased_at_claim(core, variant):
+        if not leased_at_claim(core):
             return None
         renewal = core.next_renewal(SENT)
         if renewal is None:
@@ -511,7 +511,7 @@ def gone_twice(variant: Variant) -> Question:
 
     def run() -> tuple[Effects, object, Effects | None] | None:
         core = fresh(variant)
-        if not leased_at_claim(core, variant):
+        if not leased_at_claim(core):
             return None
         first = core.next_renewal(SENT)
         if first is None:
@@ -559,7 +559,7 @@ def reclaimed_over_cancel(variant: Variant) -> Question:
 
     def run() -> tuple[object, Effects, object] | None:
         core = fresh(variant)
-        if not leased_at_claim(core, variant):
+        if not leased_at_claim(core):
             return None
         first = core.next_renewal(SENT)
         if first is None:
@@ -611,7 +611,7 @@ def duration_deadline(variant: Variant) -> Question:
 
     def run() -> tuple[object, ...] | None:
         core = fresh(variant, max_job_duration=D)
-        if not leased_at_claim(core, variant):
+        if not leased_at_claim(core):
             return None
         deadlines = [core.scope_deadline(1)]
         renewal = core.next_renewal(SENT)
@@ -648,7 +648,7 @@ def duration_outcome(variant: Variant) -> Question:
 
     def run() -> tuple[object, object, object] | None:
         core = fresh(variant, max_job_duration=D)
-        if not leased_at_claim(core, variant):
+        if not leased_at_claim(core):
             return None
         stop = core.batch_stop(1, LATER)
         if stop is not StopReason.DURATION:
@@ -704,11 +704,11 @@ def database_loss(variant: Variant) -> Question:
     the loss, and was answered within a beat); the next one, sent when the guard says it is
     due, reached the database after the loss and failed. With a renewal in flight or after
     its failure, the batch's scope stops within ``[L + V - H - d_out2, L + V + 0.25]``."""
-    d_out2 = LATER2
+    d_out2 = D_OUT2  # the next renewal's trip to the database
 
     def run() -> tuple[Num, list[object]] | None:
         core = fresh(variant)
-        if not leased_at_claim(core, variant):
+        if not leased_at_claim(core):
             return None
         last = core.next_renewal(SENT)
         if last is None:
