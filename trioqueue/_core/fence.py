@@ -5,6 +5,9 @@ fence lives in the worker's monotonic time. We only ever derive the fence from i
 are *earlier* than the database's own: the local time read before the claim or renewal was
 sent. Network or database delay can therefore shorten the local lease, never make it outlive
 the row's (given synchronised clocks, see the docs).
+
+Only arithmetic, ``min`` and ``max`` touch a time here: the z3 proofs (proofs/timing.py)
+call these very functions, through the guard core, with symbolic times.
 """
 
 from __future__ import annotations

@@ -2,11 +2,14 @@
 
 All durations are seconds. ``V`` is the visibility timeout (the lease length), ``H`` the
 heartbeat interval, ``D`` the optional maximum job duration.
+
+These functions, like the fence's, use only arithmetic, ``min``, ``max`` and comparisons
+on their times, never ``math.isnan`` or ``float()``: the z3 proofs (proofs/timing.py) call
+these very functions with symbolic times, so what they prove is this code.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 #: Shortest pause between two renewal attempts, and the shortest renewal timeout: a lease
@@ -47,7 +50,8 @@ def renewal_timeout(visibility_timeout: float, earliest_remaining: float) -> flo
     A renewal that answers after the earliest lease it carries has expired is of no use to
     that batch, so waiting longer only delays the retry.
     """
-    if math.isnan(earliest_remaining):
+    # NaN is the one value unequal to itself (``math.isnan`` would need a float).
+    if earliest_remaining != earliest_remaining:
         earliest_remaining = visibility_timeout
     return max(MIN_RETRY, min(visibility_timeout, earliest_remaining))
 
