@@ -289,7 +289,9 @@ def retry_pace(variant: Variant, *, abandoned: bool = False) -> Question:
             return True
         fences, wake = result
         if wake == math.inf:
-            return all_of(*(fence <= LATER for fence in fences))  # every lease is lost
+            # No wake: every lease is lost, or would be by its retry, which comes at least
+            # as late as the fence only with at most 0.25 s of lease left (§10, refinement 16).
+            return all_of(*(fence <= LATER + MIN_RETRY for fence in fences))
         delay = value_of(wake) - value_of(LATER)
         paced = all_of(delay >= value_of(smallest(H, MIN_RETRY)), delay <= value_of(H))
         in_time = [implies(fence - LATER > 2 * MIN_RETRY, wake < fence) for fence in fences]
@@ -532,7 +534,9 @@ def gone_twice(variant: Variant) -> Question:
         if seen.stops:
             return False  # the first sighting stopped a job
         if wake == math.inf:
-            return term(ARRIVE >= T0 + V)  # only a lost lease ends the renewals
+            # Only a lost lease ends the renewals: lost by now, or by the confirming
+            # renewal's due time, 0.25 s on (§10, refinement 16).
+            return term(ARRIVE + MIN_RETRY >= T0 + V)
         soon = term(wake <= ARRIVE + MIN_RETRY)
         if confirmed is None:
             return soon
