@@ -74,9 +74,11 @@ _MACHINE = "state machine, after every step"
 _SUITE = "the conformance suite: stale writes, a reclaimed attempt fenced out"
 _CRASHES = "the conformance suite: attempts without an outcome, quarantine, parking"
 
-_CLAIM = Proof("(a) claim", "claim_fence_within_the_lease")
-_RENEWAL = Proof("(a) renewal", "renewal_fence_within_the_lease")
-_LOCK = Proof("(e)", "delayed_claim_delivers_a_live_lease")
+_CLAIM = Proof("(a) registration", "registration_fence")
+_RENEWAL = Proof("(a) renewal", "renewal_fence")
+_LOCK = Proof("(e)", "delayed_claim")
+_IN_FLIGHT = Proof("(f) in flight", "in_flight_wait")
+_RESCUE = Proof("S1", "in_flight_rescue")
 
 GUARANTEES: tuple[Guarantee, ...] = (
     Guarantee(
@@ -94,7 +96,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
         "slack, and at most 0.25 s for a renewal in flight), and the fence never outlives "
         "the lease stored in the row: while your handler runs, no other worker can claim "
         "its job (with synchronised clocks).",
-        proofs=(_CLAIM, _RENEWAL),
+        proofs=(_CLAIM, _RENEWAL, _IN_FLIGHT, _RESCUE),
         model_check=True,
         tests=(
             Tests(_UNITS, ("test_I2_*",)),
@@ -108,7 +110,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
         "When the database goes away, a handler is stopped between ``V - H`` and ``V`` "
         "after it went away (at most ``V`` after the last successful renewal was sent, "
         "plus 0.25 s for one in flight), without any answer from the database.",
-        proofs=(Proof("(b)", "handler_stops_after_database_loss"),),
+        proofs=(Proof("(b)", "database_loss"),),
         tests=(
             Tests(_POOL, ("test_I3_*",)),
             Tests(_PROPS, ("test_I3_*",)),
@@ -121,7 +123,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
         "With ``max_job_duration`` set to ``D``, a job's claim hooks and handler together "
         "are stopped ``D`` after its batch registered; running past it is a retryable "
         "failure.",
-        proofs=(Proof("(d)", "duration_stops_hooks_and_handler"),),
+        proofs=(Proof("(d) scope", "duration_deadline"), Proof("(d) outcome", "duration_outcome")),
         tests=(
             Tests(_UNITS, ("test_I4_*",)),
             Tests(_POOL, ("test_I4_*",)),
@@ -135,6 +137,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
         "two-connection ceiling",
         "A wedged database holds at most two of a pool's connections for its renewals: one "
         "abandoned call and the current one. The fences keep stopping handlers meanwhile.",
+        proofs=(Proof("I5", "one_abandoned_at_a_time"), Proof("(f) abandon", "abandonment_time")),
         tests=(
             Tests(_UNITS, ("test_I5_*",)),
             Tests(_POOL, ("test_I5_*",)),
@@ -148,6 +151,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
         "late answers change nothing",
         "The answer of an abandoned or superseded renewal, whenever it arrives, changes no "
         "lease, deadline, verdict or renewal slot.",
+        proofs=(Proof("I6", "late_answer"),),
         tests=(Tests(_UNITS, ("test_I6_*",)), Tests(_POOL, ("test_I6_*",)), Tests(_GUARD)),
         model_check=True,
     ),
@@ -156,7 +160,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
         "expired at registration: no handler",
         "A batch whose lease had already run out when it registered never runs a handler; "
         "each of its jobs fires ``on_job_claimed`` then ``on_job_unavailable``.",
-        proofs=(Proof("(e)", "delayed_claim_delivers_a_live_lease", "when it cannot happen"),),
+        proofs=(Proof("(e)", "delayed_claim", "when it cannot happen"),),
         tests=(Tests(_UNITS, ("test_I7_*",)), Tests(_POOL, ("test_I7_*",)), Tests(_GUARD)),
     ),
     Guarantee(
@@ -192,7 +196,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
         "A batch's first renewal goes out as soon as it registers (unless every job of it "
         "has already finished, docs/protocol.rst §10, refinement 12); after that a pool "
         "sends one renewal statement per beat, however many jobs it holds.",
-        proofs=(Proof("(c)", "failed_renewals_are_finitely_many", "finitely many on failure"),),
+        proofs=(Proof("(c)", "retry_pace", "finitely many on failure"),),
         tests=(Tests(_UNITS, ("test_I10_*",)), Tests(_POOL, ("test_I10_*",)), Tests(_GUARD)),
     ),
     Guarantee(
@@ -305,6 +309,7 @@ RULES: tuple[Rule, ...] = (
             Tests("postgres/test_postgres_claims.py"),
             Tests("postgres/test_postgres_backend.py", (), _SUITE),
         ),
+        checks=("timing.delayed_claim",),
     ),
     Rule(
         "§2",
@@ -327,6 +332,8 @@ RULES: tuple[Rule, ...] = (
             Tests("postgres/test_postgres_renewal_writes.py"),
         ),
         checks=(
+            "timing.retry_pace",
+            "timing.gone_twice",
             "model_check.RetriesWithoutFloor",
             "model_check.RetriesAtTheBeat",
             "model_check.BelievesGoneAtOnce",
@@ -338,6 +345,9 @@ RULES: tuple[Rule, ...] = (
         ("lease-lost-fence", "in-flight-rescue", "failure-past-fence", "fence-never-moves-back"),
         (Tests(_UNITS, ("test_I2_*", "test_initial_deadline_*", "test_advanced_deadline_*")),),
         checks=(
+            "timing.registration_fence",
+            "timing.renewal_fence",
+            "timing.in_flight_wait",
             "model_check.LeaseFromAnswer",
             "model_check.IgnoresRowLeases",
             "model_check.ExpiryAfterSlotCleared",
@@ -361,6 +371,8 @@ RULES: tuple[Rule, ...] = (
             Tests("unit/test_infrastructure_errors.py"),
         ),
         checks=(
+            "timing.duration_deadline",
+            "timing.duration_outcome",
             "model_check.DurationFromHandlerStart",
             "model_check.MaxDurationLate",
             "model_check.StopsStoppedBatches",
@@ -398,13 +410,20 @@ RULES: tuple[Rule, ...] = (
             Tests(_UNITS, ("test_I5_*", "test_I6_*")),
             Tests("postgres/test_postgres_wedge.py"),
         ),
-        checks=("model_check.AbandonsWithoutSlot", "model_check.AcceptsStaleTokens"),
+        checks=(
+            "timing.abandonment_time",
+            "timing.one_abandoned_at_a_time",
+            "timing.late_answer",
+            "model_check.AbandonsWithoutSlot",
+            "model_check.AcceptsStaleTokens",
+        ),
     ),
     Rule(
         "§7",
         "timing rules and the database-loss window",
         ("lease-lost-fence",),
         (Tests(_UNITS, ("test_I1_*", "test_I3_*")), Tests(_PROPS, ("test_I3_*",))),
+        checks=("timing.database_loss",),
     ),
     Rule(
         "§8",
@@ -560,7 +579,10 @@ RULES: tuple[Rule, ...] = (
                 ),
             ),
         ),
-        checks=("model_check.ExpiryAfterSlotCleared",),
+        checks=(
+            "timing.in_flight_rescue",
+            "model_check.ExpiryAfterSlotCleared",
+        ),
     ),
     Rule(
         "§10.18",
@@ -581,7 +603,10 @@ RULES: tuple[Rule, ...] = (
         "reclaimed or gone overrides an earlier cancel",
         ("cancel-then-reclaimed",),
         (Tests(_UNITS, ("test_I12_cancelled_job_later_reclaimed_is_stopped_once",)),),
-        checks=("model_check.ReclaimedKeepsCancel",),
+        checks=(
+            "timing.reclaimed_over_cancel",
+            "model_check.ReclaimedKeepsCancel",
+        ),
     ),
     Rule(
         "§10.20",
@@ -600,7 +625,10 @@ RULES: tuple[Rule, ...] = (
         "an abandoned renewal counts as a failed one",
         ("abandoned-past-fence", "wedged-renewal-abandoned"),
         (Tests(_UNITS, ("test_I5_abandon_after_give_up_plus_grace",)),),
-        checks=("model_check.AbandonsWithoutSlot",),
+        checks=(
+            "timing.retry_pace",
+            "model_check.AbandonsWithoutSlot",
+        ),
     ),
     Rule(
         "§13",
