@@ -7,7 +7,9 @@ instant, to the second, as a UTC datetime like every other tick.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -24,6 +26,7 @@ from trioqueue._core.schedule import (
 )
 
 BERLIN = ZoneInfo("Europe/Berlin")
+KOLKATA_TIME = timezone(timedelta(hours=5, minutes=30))
 #: Europe/Berlin skips 02:00 to 03:00 local on 2026-03-29: the clocks jump at 01:00 UTC.
 SPRING_FORWARD = datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
 
@@ -101,3 +104,24 @@ def test_no_tick_before_the_end_of_the_calendar_is_a_value_error() -> None:
     advances, problems = plan_advances([Due("leap", "0 0 29 2 *", "UTC", after)], after)
     assert advances == []
     assert problems[0].startswith("schedule 'leap' skipped: ValueError(")
+
+
+@pytest.fixture
+def host_in_kolkata(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's local zone set to Asia/Kolkata (+05:30), then put back."""
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.usefixtures("host_in_kolkata")
+def test_ticks_and_messages_are_in_utc_whatever_the_hosts_zone() -> None:
+    assert datetime(2026, 1, 1, tzinfo=UTC).astimezone().utcoffset() == timedelta(hours=5.5)
+    after = datetime(2026, 3, 29, 1, 30, tzinfo=KOLKATA_TIME)
+    tick = next_tick("30 2 * * *", "Europe/Berlin", after)
+    assert tick == SPRING_FORWARD and tick.tzinfo is UTC
+    late = datetime(9999, 3, 1, 5, 30, tzinfo=KOLKATA_TIME)
+    with pytest.raises(ValueError, match=r"after 9999-03-01T00:00:00\+00:00$"):
+        next_tick("0 0 29 2 *", "UTC", late)
