@@ -86,6 +86,9 @@ def main(argv: list[str]) -> int:
                 return code
         record(judged_now(), time.monotonic() - began, fresh=not args.survivors)
     judged = judged_now()
+    if not judged.mutants:
+        print("no results in mutants/: run without --report first", file=sys.stderr)
+        return 2
     print(report.render(judged), end="")
     return 1 if judged.unexplained else 0
 

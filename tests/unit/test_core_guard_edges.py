@@ -4,7 +4,9 @@ The runtime reports a handler's exit (``work_ended``, ``job_done``) by batch and
 and may do so after the batch is gone (unregistered once its scope ended) or for a job the
 batch does not hold: the core ignores such a report rather than fail the runtime's task.
 A job looked up by the wrong id is a KeyError naming that id, in a batch of one as in a
-larger one. Only GuardCore's public methods are used here.
+larger one. And the pool's beat is anchored where the guard's first batch registered, at
+whatever time that was (docs/protocol.rst §10, refinement 5). Only GuardCore's public
+methods are used here.
 """
 
 from __future__ import annotations
@@ -13,22 +15,34 @@ import pytest
 
 from trioqueue._core.guard_rules import GuardCore
 from trioqueue._core.timing import Timing
+from trioqueue._core.wire import Verdict
 
 V, H = 30.0, 10.0
 
 
-def _core_with(batch_id: int, job_ids: list[int]) -> GuardCore:
-    core = GuardCore(Timing(visibility_timeout=V, heartbeat_interval=H))
+def _register(core: GuardCore, batch_id: int, job_ids: list[int], now: float) -> None:
     accepted = core.register(
         batch_id,
         [(job_id, 1) for job_id in job_ids],
-        claim_sent=0.0,
-        now=0.0,
-        wall_now=0.0,
-        row_deadlines=[V] * len(job_ids),
+        claim_sent=now,
+        now=now,
+        wall_now=now,
+        row_deadlines=[now + V] * len(job_ids),
     )
     assert accepted
+
+
+def _core_with(batch_id: int, job_ids: list[int], now: float = 0.0) -> GuardCore:
+    core = GuardCore(Timing(visibility_timeout=V, heartbeat_interval=H))
+    _register(core, batch_id, job_ids, now)
     return core
+
+
+def _renew_and_extend(core: GuardCore, now: float) -> frozenset[int]:
+    renewal = core.next_renewal(now)
+    assert renewal is not None
+    core.answered(renewal.token, now, {item.job_id: Verdict.EXTENDED for item in renewal.items})
+    return renewal.batch_ids
 
 
 @pytest.mark.parametrize("job_ids", [[7], [7, 8]], ids=["batch of one", "batch of two"])
@@ -53,3 +67,15 @@ def test_a_job_looked_up_by_another_id_is_a_key_error_naming_it(job_ids: list[in
     with pytest.raises(KeyError) as raised:
         core.job(1, 99)
     assert raised.value.args == (99,)
+
+
+def test_a_batch_claimed_between_beats_joins_the_beat_anchored_at_the_first_claim() -> None:
+    # The first batch registers at 100 s: the pool beats at 110, 120, ... A batch claimed at
+    # 105 has its first beat at once, then rides on the pool's beat at 110 (the earlier of
+    # 110 and 105 + H), in one statement with the first batch.
+    core = _core_with(1, [1], now=100.0)
+    assert _renew_and_extend(core, 100.0) == {1}
+    _register(core, 2, [2], 105.0)
+    assert _renew_and_extend(core, 105.0) == {2}
+    assert core.next_renewal(109.9) is None
+    assert _renew_and_extend(core, 110.0) == {1, 2}
