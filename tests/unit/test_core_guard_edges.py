@@ -5,8 +5,10 @@ and may do so after the batch is gone (unregistered once its scope ended) or for
 batch does not hold: the core ignores such a report rather than fail the runtime's task.
 A job looked up by the wrong id is a KeyError naming that id, in a batch of one as in a
 larger one. And the pool's beat is anchored where the guard's first batch registered, at
-whatever time that was (docs/protocol.rst §10, refinement 5). Only GuardCore's public
-methods are used here.
+whatever time that was (docs/protocol.rst §10, refinement 5); a batch due within half a beat
+rides along with a statement that will likely take that long anyway; and a first beat
+that finished work would waive is sent at once when the claim left no time to wait. Only
+GuardCore's public methods are used here.
 """
 
 from __future__ import annotations
@@ -38,10 +40,11 @@ def _core_with(batch_id: int, job_ids: list[int], now: float = 0.0) -> GuardCore
     return core
 
 
-def _renew_and_extend(core: GuardCore, now: float) -> frozenset[int]:
+def _renew_and_extend(core: GuardCore, now: float, answered: float | None = None) -> frozenset[int]:
     renewal = core.next_renewal(now)
     assert renewal is not None
-    core.answered(renewal.token, now, {item.job_id: Verdict.EXTENDED for item in renewal.items})
+    extended = {item.job_id: Verdict.EXTENDED for item in renewal.items}
+    core.answered(renewal.token, now if answered is None else answered, extended)
     return renewal.batch_ids
 
 
@@ -79,3 +82,38 @@ def test_a_batch_claimed_between_beats_joins_the_beat_anchored_at_the_first_clai
     assert _renew_and_extend(core, 105.0) == {2}
     assert core.next_renewal(109.9) is None
     assert _renew_and_extend(core, 110.0) == {1, 2}
+
+
+def test_a_batch_due_within_half_a_beat_rides_along_when_statements_are_slow() -> None:
+    # The last renewal took 5 s (H / 2), so a statement sent at 6 s is likely back at 11 s:
+    # the first batch, due at 10 s (4 s later, more than H / 3), goes along rather than
+    # waiting for the slot and then going alone.
+    core = _core_with(1, [1], now=0.0)
+    assert _renew_and_extend(core, 0.0, answered=5.0) == {1}
+    _register(core, 2, [2], 6.0)
+    assert _renew_and_extend(core, 6.0) == {1, 2}
+
+
+def test_a_claim_with_no_time_to_wait_beats_at_once_though_its_work_has_ended() -> None:
+    # The row's lease runs out at 20 s = V - H after the claim: waiving the first beat
+    # would leave no beat before the lease is down to V - H, so the beat goes out now.
+    core = GuardCore(Timing(visibility_timeout=V, heartbeat_interval=H))
+    accepted = core.register(
+        1, [(1, 1)], claim_sent=0.0, now=0.0, wall_now=0.0, row_deadlines=[V - H]
+    )
+    assert accepted
+    core.work_ended(1, 1)
+    renewal = core.next_renewal(0.0)
+    assert renewal is not None and renewal.batch_ids == {1}
+
+
+def test_a_waived_first_beat_goes_out_on_the_pools_next_beat() -> None:
+    # A batch claimed at 5 s whose work has already ended owes no first beat (refinement
+    # 12): it is due on the pool's beat at 10 s instead, and then it is renewed, though it
+    # could wait until 15 s (V - H before its lease ends).
+    core = _core_with(1, [1], now=0.0)
+    assert _renew_and_extend(core, 0.0) == {1}
+    _register(core, 2, [2], 5.0)
+    core.work_ended(2, 2)
+    assert core.next_renewal(5.0) is None
+    assert _renew_and_extend(core, 10.0) == {1, 2}
