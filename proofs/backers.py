@@ -415,13 +415,20 @@ def _cell(text: str) -> str:
 
 def _last_run_text(run: dict[str, object]) -> str:
     minutes = round(float(str(run["seconds"])) / 60)
+    retest = run.get("retest_seconds")
+    again = (
+        f", then its survivors re-tested with the tests as they are now ({round(float(str(retest)) / 60)} minutes)"
+        if retest is not None
+        else ""
+    )
     return (
-        f"Last full run ({run['date']}, {run['tool']}, two test processes on a 2-core machine: "
-        f"about {minutes} minutes): {run['total']} mutants of `{run['mutated']}`, "
-        f"{run['killed']} killed, {run['timeout']} timed out, {run['survived']} survived, "
-        f"of which {run['equivalent']} are listed below as equivalent and "
-        f"{run['unexplained']} are unexplained; score {float(str(run['score'])):.1%} "
-        "(mutants caught by a test or a proof, over all mutants but the equivalent ones)."
+        f"Last run ({run['date']}, {run['tool']}, two test processes on a shared 2-core "
+        f"machine: a full run in about {minutes} minutes{again}): {run['total']} mutants of "
+        f"`{run['mutated']}`, {run['killed']} killed, {run['timeout']} timed out, "
+        f"{run['survived']} survived, of which {run['equivalent']} are listed below as "
+        f"equivalent and {run['unexplained']} are unexplained; score "
+        f"{float(str(run['score'])):.1%} (mutants caught by a test or a proof, over all "
+        "mutants but the equivalent ones)."
     )
 
 

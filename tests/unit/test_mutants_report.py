@@ -111,6 +111,8 @@ def _functions(path: Path) -> dict[str, str]:
         for item in scope:
             if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
                 body = lines[item.lineno - 1 : item.end_lineno]
+                # The report names a function's signature line ``def f(...)``, whatever its name.
+                body[0] = body[0].replace(item.name, "f", 1)
                 found[prefix + item.name] = "\n".join(line.strip() for line in body)
     return found
 
