@@ -1,4 +1,5 @@
-"""Developer and CI sessions: ``nox -s tests lint typecheck docs proofs`` (and ``fast``).
+"""Developer and CI sessions: ``nox -s tests lint typecheck docs proofs`` (and ``fast``,
+``mutants``).
 
 Every session builds a fresh virtualenv from the project's own metadata, so a
 green run means the project installs and passes from scratch.
@@ -101,3 +102,14 @@ def proofs(session: nox.Session) -> None:
     #23's one-line mutations of the core fails it (about 15 minutes; not a session)."""
     session.install(".[proofs]")
     session.run("python", "proofs/run.py")
+
+
+@nox.session
+def mutants(session: nox.Session) -> None:
+    """Mutation testing of trioqueue/_core/ with mutmut: the unit tests and proofs/run.py's
+    pieces against every mutant; prints the score and the survivors, fails on a survivor
+    neither killed nor listed in proofs/mutants/equivalent.toml (docs/testing.rst). Not a
+    default session: a full run takes most of an hour on two cores. Arguments go to
+    ``proofs/mutants/run.py`` (``--survivors``, ``--report``)."""
+    session.install(".[dev,proofs,mutants]")
+    session.run("python", "proofs/mutants/run.py", *session.posargs)

@@ -14,13 +14,19 @@ after they land, with nothing to edit here:
 - the conformance traces, ``proofs/traces/``: a row I2 to I13 cites them when a file in that
   folder names the row's id as a word (``I5``, say in a header line ``invariants: I5 I6``).
 
+The README's last section, on mutation testing, is written from proofs/mutants/ (the last
+run's numbers and the survivors listed as equivalent); tests/unit/test_mutants_report.py
+checks that it is current.
+
 Plain data and string functions only: no import beyond the standard library.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sys
+import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -783,13 +789,110 @@ def with_table(text: str, table: str, section: str = README_SECTION) -> str:
     return "\n".join([*lines[:start], *table.splitlines(), *lines[end:]]) + "\n"
 
 
+# -- the mutants session's section (nox -s mutants, docs/testing.rst) ----------------------
+
+#: The README's section on mutation testing: written whole from the two files of
+#: proofs/mutants/ (the last run's numbers, and the survivors listed as equivalent).
+MUTANTS_SECTION = "## Mutation testing, `nox -s mutants`"
+MUTANTS = "proofs/mutants"
+
+
+def _cell(text: str) -> str:
+    return "`" + text.replace("|", "\\|") + "`" if text else "(nothing)"
+
+
+def _last_run_text(run: dict[str, object]) -> str:
+    minutes = round(float(str(run["seconds"])) / 60)
+    retest = run.get("retest_seconds")
+    again = (
+        f", then its survivors re-tested with the tests as they are now ({round(float(str(retest)) / 60)} minutes)"
+        if retest is not None
+        else ""
+    )
+    return (
+        f"Last run ({run['date']}, {run['tool']}, two test processes on a shared 2-core "
+        f"machine: a full run in about {minutes} minutes{again}): {run['total']} mutants of "
+        f"`{run['mutated']}`, {run['killed']} killed, {run['timeout']} timed out, "
+        f"{run['survived']} survived, of which {run['equivalent']} are listed below as "
+        f"equivalent and {run['unexplained']} are unexplained; score "
+        f"{float(str(run['score'])):.1%} (mutants caught by a test or a proof, over all "
+        "mutants but the equivalent ones)."
+    )
+
+
+def render_mutants(root: Path = ROOT) -> str:
+    """The README's mutation-testing section (GitHub Markdown), heading included."""
+    last = root / MUTANTS / "last-run.json"
+    run = json.loads(last.read_text("utf-8")) if last.exists() else None
+    listed = root / MUTANTS / "equivalent.toml"
+    entries = (
+        tomllib.loads(listed.read_text("utf-8")).get("equivalent", []) if listed.exists() else []
+    )
+    lines = [
+        MUTANTS_SECTION,
+        "",
+        "`nox -s mutants` (or `python proofs/mutants/run.py` in the dev environment) runs mutmut",
+        "over `trioqueue/_core/`, with the database-free unit tests and the pieces of `run.py`",
+        "(`test_proofs.py`) as the test command, and fails on a survivor that is neither killed",
+        "nor listed as equivalent in `mutants/equivalent.toml`; docs/testing.rst says how to",
+        "read its report. `python proofs/backers.py --write` writes this section from",
+        "`mutants/last-run.json` and `mutants/equivalent.toml`.",
+        "",
+        _last_run_text(run) if run else "No run recorded yet.",
+        "",
+        "Equivalent survivors: no test can tell them from the code, for the reason given.",
+        "",
+        "| file | function | line | mutated to | why no test can kill it |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for e in entries:
+        file = str(e["file"]).removeprefix("trioqueue/")
+        cells = [_cell(file), _cell(e["function"]), _cell(e["was"]), _cell(e["now"]), e["reason"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    if not entries:
+        lines.append("| — | — | — | — | none listed |")
+    return "\n".join(lines) + "\n"
+
+
+def mutants_span(lines: Sequence[str]) -> tuple[int, int]:
+    """Where the README's mutation-testing section is, heading to the next heading (or the
+    end); ``(len, len)`` when it has none yet, so that writing it appends it."""
+    if MUTANTS_SECTION not in lines:
+        return len(lines), len(lines)
+    start = list(lines).index(MUTANTS_SECTION)
+    end = start + 1
+    while end < len(lines) and not lines[end].startswith("## "):
+        end += 1
+    return start, end
+
+
+def readme_mutants(text: str) -> str:
+    """The mutation-testing section now in the README's text (empty when it has none)."""
+    lines = text.splitlines()
+    start, end = mutants_span(lines)
+    kept = "\n".join(lines[start:end]).rstrip("\n")
+    return kept + "\n" if kept else ""
+
+
+def with_mutants(text: str, section: str) -> str:
+    """The README's text with its mutation-testing section replaced by ``section``."""
+    lines = text.splitlines()
+    start, end = mutants_span(lines)
+    before, after = lines[:start], lines[end:]
+    gap = [""] if before and before[-1] else []
+    body = [*before, *gap, *section.splitlines(), *([""] if after else []), *after]
+    return "\n".join(body).rstrip("\n") + "\n"
+
+
 def main(argv: Iterable[str]) -> int:
-    """Print the Markdown tables; with ``--write``, put them into proofs/README.md."""
+    """Print the Markdown tables; with ``--write``, put them and the mutation-testing
+    section into proofs/README.md."""
     if "--write" in list(argv):
         readme = ROOT / "proofs" / "README.md"
         text = readme.read_text(encoding="utf-8")
         text = with_table(text, render_markdown())
         text = with_table(text, render_rules_markdown(), RULES_SECTION)
+        text = with_mutants(text, render_mutants())
         readme.write_text(text, encoding="utf-8")
     else:
         print(render_markdown(), end="")

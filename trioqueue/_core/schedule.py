@@ -139,8 +139,9 @@ def next_tick(cron: str, timezone: str, after: datetime) -> datetime:
             instant = to_instant(match, tz)
             if instant > after:
                 return instant
-    except StopIteration:  # cronsim ends its search past a limit of years
+    except OverflowError:  # the next match would lie past the year 9999
         pass
+    # Also reached when cronsim ends its search (it looks 50 years ahead): the loop ends.
     raise ValueError(f"cron {cron!r} matches no date after {after.isoformat()}")
 
 
