@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from tests._modules import load_file
@@ -161,3 +163,30 @@ def test_writing_the_section_keeps_the_rest_of_the_readme() -> None:
     )
     assert backers.with_mutants("# t\n\nbody\n", "## M\n") == "# t\n\nbody\n\n## M\n"
     assert backers.readme_mutants("# t\n") == ""
+
+
+def test_the_sessions_proof_items_are_collected() -> None:
+    """The mutants session runs proofs/test_proofs.py beside the unit tests; the normal
+    suite does not collect it, so this keeps it from breaking unnoticed when the proofs
+    change: every z3 proof and every one-batch scope is an item."""
+    root = Path(__file__).resolve().parents[2]
+    listed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "proofs/test_proofs.py",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    items = [line for line in listed.stdout.splitlines() if "::" in line]
+    assert sum("test_timing_proof_holds_of_the_code" in i for i in items) >= 15
+    assert any("test_model_check_scope_has_no_violation" in i for i in items)
