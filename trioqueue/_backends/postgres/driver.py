@@ -62,6 +62,7 @@ import trio_asyncio
 from trioqueue._backends.postgres.connections import ConnectionPool, PooledConnection
 from trioqueue._backends.postgres.loop_passes import run_ready_callbacks_together
 from trioqueue._backends.postgres.sqlstate import backend_error
+from trioqueue._backends.postgres.stray_errors import log_stray_errors
 from trioqueue._backends.validation import MAX_SECONDS
 from trioqueue._errors import BackendError, leaves
 
@@ -135,6 +136,7 @@ async def open_driver(
     try:
         async with trio_asyncio.open_loop() as loop:
             run_ready_callbacks_together(loop)
+            log_stray_errors(loop)
             driver = Driver(loop, target, max_connections, settings, pooling, listen_target)
             await driver._open()
             try:
