@@ -4,7 +4,8 @@ Why: trio-asyncio's default exception handler raises whatever asyncio's
 ``call_exception_handler`` reports into the loop's nursery, which ends the whole driver,
 and with it the worker pool. asyncpg reports such errors when a connection dies under a
 statement nobody awaits any more: a connection terminated on a silent path (the server
-gone without a word, docs/postgres.rst) leaves a protocol future that fails with
+gone without a word, so the statement's cancel is never acknowledged and the connection is
+terminated, docs/postgres.rst) leaves a protocol future that fails with
 ``ConnectionError('unexpected connection_lost() call')`` and is never retrieved. Every
 statement the driver sends is awaited, and its own failure reaches its caller as a
 ``BackendError``; a stray report says nothing that caller has not already been told. So
