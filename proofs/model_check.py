@@ -1256,24 +1256,8 @@ class DurationFromHandlerStart(GuardCore):
 class MaxDurationLate(GuardCore):
     """Stops a batch for ``max_job_duration`` one second late: I4 must fail."""
 
-    def register(
-        self,
-        batch_id: int,
-        jobs: Sequence[tuple[int, int]],
-        *,
-        claim_sent: float,
-        now: float,
-        wall_now: float,
-        row_deadlines: Iterable[float],
-    ) -> bool:
-        accepted = super().register(
-            batch_id,
-            jobs,
-            claim_sent=claim_sent,
-            now=now,
-            wall_now=wall_now,
-            row_deadlines=row_deadlines,
-        )
+    def register(self, batch_id: int, jobs: Sequence[tuple[int, int]], **given: Any) -> bool:
+        accepted = super().register(batch_id, jobs, **given)
         if accepted:
             self._batches[batch_id].duration_deadline += 1.0
         return accepted
@@ -1284,25 +1268,9 @@ class IgnoresRowLeases(GuardCore):
     have left (docs/protocol.rst §3, "At registration"): I2 must fail once a claim arrives
     with less than V."""
 
-    def register(
-        self,
-        batch_id: int,
-        jobs: Sequence[tuple[int, int]],
-        *,
-        claim_sent: float,
-        now: float,
-        wall_now: float,
-        row_deadlines: Iterable[float],
-    ) -> bool:
-        unbounded = [math.inf] * len(jobs)
-        return super().register(
-            batch_id,
-            jobs,
-            claim_sent=claim_sent,
-            now=now,
-            wall_now=wall_now,
-            row_deadlines=unbounded,
-        )
+    def register(self, batch_id: int, jobs: Sequence[tuple[int, int]], **given: Any) -> bool:
+        given["row_deadlines"] = [math.inf] * len(jobs)  # no row's own lease counts
+        return super().register(batch_id, jobs, **given)
 
 
 class ExpiryAfterSlotCleared(GuardCore):
