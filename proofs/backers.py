@@ -645,6 +645,11 @@ RULES: tuple[Rule, ...] = (
             Tests("postgres/test_worker_crash.py"),
         ),
     ),
+    Rule(
+        "§14",
+        "attempt history: one fenced row per attempt, cancellations told apart",
+        tests=(Tests("unit/test_api.py", ("test_jobinfo_has_the_documented_fields",)),),
+    ),
 )
 
 

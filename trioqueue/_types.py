@@ -12,6 +12,7 @@ from trioqueue._core.wire import Verdict
 
 __all__ = [
     "Ack",
+    "AttemptTiming",
     "BackendStatistics",
     "Claimed",
     "Claims",
@@ -60,6 +61,13 @@ class Job:
     attempt: int  # 1 for the first attempt
     max_attempts: int
     claim_seq: int  # the fencing counter of this attempt
+    #: Seconds from the job becoming visible (enqueued, its delay over, put back) to this
+    #: claim, by the database clock; None where the backend does not know.
+    waited: float | None = None
+    #: The trace context active when the job was enqueued (W3C ``traceparent`` and
+    #: ``tracestate`` keys), stored with the row; None without OpenTelemetry
+    #: (docs/telemetry.rst).
+    trace_context: Mapping[str, str] | None = None
 
 
 @final
@@ -93,6 +101,15 @@ class JobInfo:
     result: Any = None
     #: The job's group (``enqueue(..., group=)``): jobs of one group run one at a time.
     group: str | None = None
+    #: True for a ``failed`` job whose last attempt ended because a cancel was asked: a
+    #: cancelled job's status stays ``failed`` (docs/guarantees.rst), this tells them apart.
+    cancelled: bool = False
+    #: For a ``scheduled`` job (a delay, or a retry waiting out its backoff): when it
+    #: becomes ready to run. None otherwise.
+    next_attempt_at: datetime | None = None
+    #: For a finished job: the worker pool that ran its last attempt
+    #: (``WorkerInfo.worker_id``); None when no pool did (cancelled before it ran).
+    finished_by: str | None = None
 
 
 @final
@@ -196,6 +213,16 @@ class Claims(list[Claimed]):
 
 @final
 @dataclass(frozen=True, slots=True)
+class AttemptTiming:
+    """When an attempt's handler ran, by the worker's monotonic clock, measured from the
+    claim's answer: the attempts table's ``started_at`` is ``claimed_at + started_after``."""
+
+    started_after: float  # seconds from the claim's answer to the handler's start
+    run_seconds: float  # the handler's run time
+
+
+@final
+@dataclass(frozen=True, slots=True)
 class Ack:
     """Mark an attempt succeeded; a no-op unless ``claim_seq`` is still the row's.
 
@@ -208,6 +235,7 @@ class Ack:
     claim_seq: int
     progress: float | None = None
     result: str | None = None
+    timing: AttemptTiming | None = None
 
 
 @final
@@ -217,9 +245,17 @@ class Failure:
 
     job_id: int
     claim_seq: int
-    error: str
+    error: str  # "Type: message", stored as last_error
     retry_delay: float | None
     progress: float | None = None
+    timing: AttemptTiming | None = None
+    #: The exception's qualified class name (None for a failure no exception raised,
+    #: such as a timeout or an undecodable payload).
+    error_type: str | None = None
+    #: The formatted traceback, bounded by ``bound_traceback`` (MAX_TRACEBACK_CHARS).
+    #: Whether the failure is a cancellation is the backend's to say (a cancel asked
+    #: before the write: docs/protocol.rst §14), not the worker's.
+    traceback: str | None = None
 
 
 class Recorded(enum.Enum):
@@ -242,6 +278,7 @@ class Release:
     job_id: int
     claim_seq: int
     progress: float | None = None
+    timing: AttemptTiming | None = None
 
 
 class NoticeKind(enum.Enum):
@@ -367,6 +404,7 @@ class ScheduleInfo:
     max_attempts: int
     next_run_at: datetime  # the next tick (aware, UTC)
     last_run_at: datetime | None  # when a job was last enqueued for it; None: never
+    enabled: bool = True  # a disabled schedule enqueues nothing (set_schedule_enabled)
 
 
 @final

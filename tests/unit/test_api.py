@@ -85,6 +85,8 @@ def test_jobinfo_has_the_documented_fields() -> None:
         "worker_id",
         "result",  # what the handler returned (docs/usage.rst, "Results")
         "group",  # enqueue(..., group=): one job of the group at a time (docs/flow.rst)
+        # attempt history (docs/protocol.rst §14): cancellations, the next run, who ran it
+        "cancelled", "next_attempt_at", "finished_by",
     }  # fmt: skip
 
 
@@ -93,4 +95,5 @@ def test_scheduleinfo_has_the_documented_fields() -> None:
     assert fields == {
         "name", "queue", "cron", "timezone", "next_run_at", "last_run_at",  # docs/api.rst
         "payload", "priority", "max_attempts",  # what each tick's job gets
+        "enabled",  # set_schedule_enabled (docs/scheduling.rst)
     }  # fmt: skip

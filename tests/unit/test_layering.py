@@ -42,7 +42,16 @@ class Component:
 
 
 CORE = Component("core", packages=("trioqueue._core",))
-SHARED = Component("shared types and errors", modules=("trioqueue._types", "trioqueue._errors"))
+SHARED = Component(
+    "shared types and errors",
+    modules=(
+        "trioqueue._types",
+        "trioqueue._operator_types",
+        "trioqueue._errors",
+        # the seam to OpenTelemetry (docs/telemetry.rst): backends call it at enqueue
+        "trioqueue._telemetry",
+    ),
+)
 PROTOCOL = Component(
     "backend protocol",
     modules=(

@@ -21,6 +21,13 @@ import trio
 
 from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import BackendError
+from trioqueue._operator_types import (
+    AttemptBucket,
+    AttemptInfo,
+    AuditEntry,
+    QueueTimings,
+    TableHealth,
+)
 from trioqueue._types import (
     Ack,
     BackendStatistics,
@@ -190,10 +197,13 @@ class Backend(Protocol):
         search: str | None = None,
         sort: JobSort = "id",
         preview: int | None = None,
+        cancelled: bool | None = None,
     ) -> list[JobInfo]:
         """Snapshots of jobs, by id unless ``sort`` says otherwise, optionally of one
         queue and state, and whose payload's JSON text or ``last_error`` contains ``search``
-        (case-insensitive).
+        (case-insensitive). ``cancelled=False`` leaves out cancellations (failed jobs
+        whose ``JobInfo.cancelled`` is True), ``cancelled=True`` keeps only them; None
+        (the default) filters on neither.
 
         With ``preview=n``, each payload, result and ``last_error`` longer than ``n``
         characters (of its stored text: JSON for a payload or a result) is cut to its
@@ -214,8 +224,102 @@ class Backend(Protocol):
         status: JobStatus | None = None,
         *,
         search: str | None = None,
+        cancelled: bool | None = None,
     ) -> int:
         """How many jobs :meth:`list_jobs` would list with these filters and no paging."""
+        ...
+
+    async def retry_matching(
+        self,
+        queue: str | None = None,
+        status: JobStatus | None = "failed",
+        *,
+        search: str | None = None,
+        cancelled: bool | None = None,
+        batch_size: int = 500,
+    ) -> int:
+        """Put every failed job that matches these filters (as :meth:`list_jobs` reads
+        them) back on its queue, as :meth:`retry` does one; returns how many.
+
+        Done in statements of at most ``batch_size`` jobs each, so no statement holds many
+        row locks; a job that fails again meanwhile is not retried twice by one call.
+
+        Raises:
+            ValueError: a bad filter, a status other than ``"failed"`` or None, or
+                ``batch_size`` outside 1..10000.
+        """
+        ...
+
+    async def delete_matching(
+        self,
+        queue: str | None = None,
+        status: JobStatus | None = None,
+        *,
+        search: str | None = None,
+        cancelled: bool | None = None,
+        batch_size: int = 500,
+    ) -> int:
+        """Delete every job that matches these filters, as :meth:`delete_job` deletes one
+        (never one running under a live lease); returns how many. In statements of at
+        most ``batch_size`` jobs each.
+
+        Raises:
+            ValueError: a bad filter, or ``batch_size`` outside 1..10000.
+        """
+        ...
+
+    # -- attempt history (docs/dashboard.rst, "Attempts") -------------------------------
+
+    async def list_attempts(self, job_id: int) -> list[AttemptInfo]:
+        """Every recorded attempt of one job, oldest first.
+
+        Raises ``UnknownJobError`` for an unknown job (attempts go with their job).
+        """
+        ...
+
+    async def queue_timings(
+        self, *, window: float = 3600.0, queue: str | None = None
+    ) -> dict[str, QueueTimings]:
+        """Per queue (or only ``queue``): run time and wait percentiles of the attempts
+        finished in the last ``window`` seconds; queues with none are left out.
+
+        Raises:
+            ValueError: ``window`` not > 0.
+        """
+        ...
+
+    async def attempt_history(
+        self, *, window: float = 3600.0, buckets: int = 60, queue: str | None = None
+    ) -> list[AttemptBucket]:
+        """Attempts finished per equal time bucket over the last ``window`` seconds, with
+        their run time and wait percentiles: exactly ``buckets`` entries, oldest first.
+
+        Raises:
+            ValueError: ``window`` not > 0, ``buckets`` outside 1..1000.
+        """
+        ...
+
+    # -- the operator's record (docs/dashboard.rst, "Audit log", "Table health") ---------
+
+    async def record_audit(
+        self, action: str, target: str, session: str, detail: Mapping[str, Any]
+    ) -> int:
+        """Append one entry to the audit log; returns its id."""
+        ...
+
+    async def list_audit(
+        self, limit: int = 100, offset: int = 0, *, action: str | None = None
+    ) -> list[AuditEntry]:
+        """Audit entries, newest first, optionally of one action.
+
+        Raises:
+            ValueError: ``limit`` outside 1..10000, ``offset`` < 0.
+        """
+        ...
+
+    async def table_health(self) -> TableHealth:
+        """The store's tables and indexes (size, live and dead rows, last autovacuum) and
+        its oldest running and ready jobs."""
         ...
 
     async def delete_job(self, job_id: int) -> bool:
@@ -272,6 +376,17 @@ class Backend(Protocol):
 
     async def list_schedules(self) -> list[ScheduleInfo]:
         """Every schedule, by name."""
+        ...
+
+    async def set_schedule_enabled(self, name: str, enabled: bool) -> bool:
+        """Enable or disable the schedule ``name``; False when there is none. A disabled
+        schedule enqueues nothing; enabled again, its next run is the first tick after
+        now (ticks missed meanwhile are dropped)."""
+        ...
+
+    async def run_schedule_now(self, name: str) -> int | None:
+        """Enqueue one job of the schedule ``name`` now, as a tick would, without moving
+        its next run; the new job's id, or None when there is no such schedule."""
         ...
 
     async def enqueue_due(self) -> list[int]:

@@ -60,6 +60,13 @@ from trioqueue._backends.waiting import wait_finished
 from trioqueue._core.schedule import plan_advances
 from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import BackendError, UnknownJobError
+from trioqueue._operator_types import (
+    AttemptBucket,
+    AttemptInfo,
+    AuditEntry,
+    QueueTimings,
+    TableHealth,
+)
 from trioqueue._types import (
     Ack,
     BackendStatistics,
@@ -491,6 +498,7 @@ class MemoryBackend:
         search: str | None = None,
         sort: JobSort = "id",
         preview: int | None = None,
+        cancelled: bool | None = None,
     ) -> list[JobInfo]:
         """Snapshots of jobs, by id unless ``sort`` says otherwise, optionally of one
         queue and one status, and whose payload's JSON text or ``last_error`` contains
@@ -503,6 +511,8 @@ class MemoryBackend:
                 ``offset`` < 0, a negative ``preview``, or a ``search`` longer than 1000
                 characters or holding NUL.
         """
+        if cancelled is not None:
+            raise NotImplementedError  # attempts issue: the cancelled filter
         queue, status, limit, offset = check_list_jobs(queue, status, limit, offset)
         search = check_filters(queue, status, search)[2]
         sort = check_sort(sort)
@@ -521,8 +531,11 @@ class MemoryBackend:
         status: JobStatus | None = None,
         *,
         search: str | None = None,
+        cancelled: bool | None = None,
     ) -> int:
         """How many jobs :meth:`list_jobs` would list with these filters and no paging."""
+        if cancelled is not None:
+            raise NotImplementedError  # attempts issue: the cancelled filter
         queue, status, search = check_filters(queue, status, search)
         return await self._execute(
             "count_jobs", lambda now, _: self._model.count_jobs(now, queue, status, search)
@@ -898,6 +911,64 @@ class MemoryBackend:
             self._dropped_notices += 1  # the listener fell behind; polling covers it
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the listener is leaving
+
+    # -- operator controls, audit log, table health (stubs until implemented) -------
+
+    async def retry_matching(
+        self,
+        queue: str | None = None,
+        status: JobStatus | None = "failed",
+        *,
+        search: str | None = None,
+        cancelled: bool | None = None,
+        batch_size: int = 500,
+    ) -> int:
+        raise NotImplementedError
+
+    async def delete_matching(
+        self,
+        queue: str | None = None,
+        status: JobStatus | None = None,
+        *,
+        search: str | None = None,
+        cancelled: bool | None = None,
+        batch_size: int = 500,
+    ) -> int:
+        raise NotImplementedError
+
+    async def record_audit(
+        self, action: str, target: str, session: str, detail: Mapping[str, Any]
+    ) -> int:
+        raise NotImplementedError
+
+    async def list_audit(
+        self, limit: int = 100, offset: int = 0, *, action: str | None = None
+    ) -> list[AuditEntry]:
+        raise NotImplementedError
+
+    async def table_health(self) -> TableHealth:
+        raise NotImplementedError
+
+    async def set_schedule_enabled(self, name: str, enabled: bool) -> bool:
+        raise NotImplementedError
+
+    async def run_schedule_now(self, name: str) -> int | None:
+        raise NotImplementedError
+
+    # -- attempt history (stubs until implemented) -------------------------------
+
+    async def list_attempts(self, job_id: int) -> list[AttemptInfo]:
+        raise NotImplementedError
+
+    async def queue_timings(
+        self, *, window: float = 3600.0, queue: str | None = None
+    ) -> dict[str, QueueTimings]:
+        raise NotImplementedError
+
+    async def attempt_history(
+        self, *, window: float = 3600.0, buckets: int = 60, queue: str | None = None
+    ) -> list[AttemptBucket]:
+        raise NotImplementedError
 
 
 if TYPE_CHECKING:

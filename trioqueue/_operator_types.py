@@ -1,0 +1,134 @@
+"""Plain data of what operators read about past attempts and the store: attempt history,
+timings, the audit log and table health (docs/dashboard.rst, docs/api.rst)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, final
+
+__all__ = [
+    "ATTEMPT_OUTCOMES",
+    "AttemptBucket",
+    "AttemptInfo",
+    "AttemptOutcome",
+    "AuditEntry",
+    "QueueTimings",
+    "TableHealth",
+    "TableSize",
+]
+
+#: How one attempt ended, as its row in the attempts table says:
+#:
+#: - ``succeeded``: acknowledged; ``retry``: failed, back in the queue for another attempt;
+#: - ``failed``: failed for good; ``cancelled``: failed for good because a cancel was asked
+#:   (the job's status is ``failed``, and ``JobInfo.cancelled`` is True);
+#: - ``released``: given back without charging the attempt (shutdown, no connection);
+#: - ``lost``: its lease lapsed and another claim took the job over (written by that claim:
+#:   the attempt that lost its lease writes nothing, docs/protocol.rst §14).
+AttemptOutcome = Literal["succeeded", "retry", "failed", "cancelled", "released", "lost"]
+ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = (
+    "succeeded", "retry", "failed", "cancelled", "released", "lost"
+)  # fmt: skip
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class AttemptInfo:
+    """One attempt of a job, from the attempts table (``Backend.list_attempts``).
+
+    Times are the database's (aware, UTC). ``started_at`` and ``run_seconds`` come from the
+    worker's monotonic clock, offset from ``claimed_at``; None where the handler never
+    started (a claim hook failed, the lease was lost first) or the attempt was ``lost``.
+    """
+
+    job_id: int
+    attempt: int  # 1 for the first attempt (Job.attempt)
+    claim_seq: int
+    outcome: AttemptOutcome
+    worker_id: str | None  # the pool that held the lease
+    host: str | None  # that pool's host, as it registered
+    claimed_at: datetime
+    started_at: datetime | None  # the handler's start
+    finished_at: datetime  # when the outcome was written (for ``lost``: the takeover)
+    run_seconds: float | None  # the handler's run time
+    wait_seconds: float | None  # from visible (enqueued, delay over, put back) to claimed
+    error_type: str | None  # the exception's qualified class name, for a failure
+    error: str | None  # "Type: message", as ``JobInfo.last_error`` had it
+    traceback: str | None  # bounded (trioqueue.MAX_TRACEBACK_CHARS), cut with a marker
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class QueueTimings:
+    """Run time and wait percentiles of one queue's attempts over a recent window
+    (``Backend.queue_timings``), from the attempts table's finished attempts.
+
+    Percentiles are continuous (linear interpolation, PostgreSQL's ``percentile_cont``);
+    None where no attempt of the window had the value.
+    """
+
+    queue: str
+    attempts: int  # attempts finished in the window (every outcome but ``lost``)
+    run_p50: float | None
+    run_p95: float | None
+    run_p99: float | None
+    wait_p50: float | None
+    wait_p95: float | None
+    wait_p99: float | None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class AttemptBucket:
+    """Attempts that finished in one time bucket of ``Backend.attempt_history``: the charts
+    of throughput, failures, run time and wait."""
+
+    start: datetime
+    succeeded: int
+    failed: int  # outcome failed or retry
+    cancelled: int
+    run_p50: float | None
+    run_p95: float | None
+    wait_p50: float | None
+    wait_p95: float | None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One action taken through the dashboard or its JSON API (``Backend.list_audit``)."""
+
+    id: int
+    at: datetime
+    action: str  # e.g. "job.cancel", "jobs.retry_matching", "queue.pause", "schedule.run_now"
+    target: str  # what it acted on: a job id, a queue, a schedule, or a filter's text
+    session: str  # who: the session's short id ("token" or "open" where there is none)
+    detail: dict[str, Any]  # the action's arguments and result (counts, ids)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class TableSize:
+    """One table or index of the store (``TableHealth``)."""
+
+    name: str
+    total_bytes: int
+    live_rows: int | None  # None for an index
+    dead_rows: int | None
+    last_autovacuum: datetime | None
+    last_autoanalyze: datetime | None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class TableHealth:
+    """The store's tables and indexes, and its oldest unfinished work
+    (``Backend.table_health``): what an operator watches for bloat."""
+
+    tables: tuple[TableSize, ...]
+    indexes: tuple[TableSize, ...]
+    oldest_running_since: datetime | None  # the longest-running job's claim
+    oldest_running_id: int | None
+    oldest_ready_since: datetime | None  # the job ready the longest: when it became visible
+    oldest_ready_id: int | None
