@@ -17,6 +17,8 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
 - ``notices.py``: notices and statement statistics;
 - ``crashes.py``: attempts that end without an outcome (a worker that died): the claim's
   record of them, quarantine (a job run alone) and parking;
+- ``controls.py``: the operator's controls: bulk retry and delete in batches, schedules
+  enabled, disabled and run now, the audit log, table health;
 - ``dashboard.py``: searching, sorting, counting and deleting jobs, a job's lease details,
   worker pools and their beats, finished-job history;
 - ``_base.py``: what they share (the clock fixture, the timings, helpers, bad inputs).
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 from trioqueue.testing._conformance.cancel import CancelConformance
 from trioqueue.testing._conformance.claim import ClaimConformance
+from trioqueue.testing._conformance.controls import ControlsConformance
 from trioqueue.testing._conformance.crashes import CrashConformance
 from trioqueue.testing._conformance.dashboard import DashboardConformance
 from trioqueue.testing._conformance.enqueue import EnqueueConformance
@@ -53,6 +56,7 @@ class BackendConformance(
     NoticeConformance,
     DashboardConformance,
     CrashConformance,
+    ControlsConformance,
 ):
     """What every backend must do, as tests. Subclass it in a test module::
 
