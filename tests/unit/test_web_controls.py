@@ -390,3 +390,28 @@ async def test_the_table_health_page_and_api(backend: trioqueue.MemoryBackend) -
     assert body["oldest_running"] == {"id": None, "since": None}
     jobs = next(t for t in body["tables"] if t["name"] == "jobs")
     assert (jobs["live_rows"], jobs["total_bytes"]) == (1, 0)
+
+
+async def test_the_new_pages_have_no_inline_script_or_style(
+    backend: trioqueue.MemoryBackend,
+) -> None:
+    """What the Content-Security-Policy refuses is not on these pages either."""
+    await backend.record_audit("job.cancel", "1", "open", {})
+    await backend.set_schedule("nightly", "reports", "0 3 * * *")
+    await failed(backend, "mail", 1)
+    async with client(create_app(backend)) as c:
+        texts = [(await c.get(path)).text for path in ("/audit", "/tables", "/schedules")]
+        texts.append((await c.get("/jobs?status=failed")).text)
+        texts.append(
+            (
+                await c.post(
+                    "/jobs/matching",
+                    data={"action": "retry", "status": "failed"},
+                    headers=SAME_SITE,
+                )
+            ).text
+        )
+    for text in texts:
+        assert " style=" not in text and "<style" not in text
+        assert re.findall(r"<script(?![^>]* src=)", text) == []
+        assert re.findall(r" on[a-z]+=", text) == []
