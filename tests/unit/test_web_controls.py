@@ -415,3 +415,30 @@ async def test_the_new_pages_have_no_inline_script_or_style(
         assert " style=" not in text and "<style" not in text
         assert re.findall(r"<script(?![^>]* src=)", text) == []
         assert re.findall(r" on[a-z]+=", text) == []
+
+
+async def test_a_hostile_search_reads_back_exactly_through_the_confirmation(
+    backend: trioqueue.MemoryBackend,
+) -> None:
+    """The confirmation shows the filter with its hidden characters as escapes, and posts
+    it back exactly as typed: else the confirmed post would search for other text."""
+    search = "a\tb\u202e"
+    hit, miss = await backend.enqueue_many("mail", [1, 2], max_attempts=1)
+    claimed = await backend.claim("mail", limit=2, worker_id="w", visibility_timeout=60)
+    errors = {hit: f"Error: {search}", miss: "Error: a\\tb\\u202e"}  # the escapes, typed
+    await backend.fail(
+        [Failure(c.job.id, c.job.claim_seq, errors[c.job.id], None) for c in claimed]
+    )
+    async with client(create_app(backend)) as c:
+        asked = await c.post(
+            "/jobs/matching", data={"action": "delete", "q": search}, headers=SAME_SITE
+        )
+        fields = dict(HIDDEN.findall(asked.text))
+        done = await c.post("/jobs/matching", data=fields, headers=SAME_SITE)
+    assert "Delete all 1 job matching q=a\\tb\\u202e?" in asked.text
+    assert fields["q"] == search
+    assert done.status_code == 303
+    assert await statuses(backend, [hit, miss]) == ["deleted", "failed"]
+    [entry] = await backend.list_audit()
+    assert entry.target == f"q={search}"
+    assert entry.detail["filters"] == {"q": search}
