@@ -50,6 +50,7 @@ async def run_matching(
             matching.status,
             pattern,
             matching.batch_size,
+            matching.cancelled,
         )
         done += int(row["done"])
         if row["picked"] < matching.batch_size:

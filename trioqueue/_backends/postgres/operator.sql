@@ -9,7 +9,7 @@
 -- fails again meanwhile is behind the cursor, not retried twice.
 --
 -- Their filters are those of count_jobs (queue $2, state $3, search pattern $4 escaped as
--- there). TODO(merge attempts): add the cancelled filter, as count_jobs has it.
+-- there, cancellations $6: docs/protocol.rst §14).
 
 -- name: retry_matching
 -- Put the picked failed jobs back, as `retry` does one: attempts and last_error stay,
@@ -26,6 +26,7 @@ WITH picked AS (
       AND ($4::text IS NULL
            OR j.payload::text ILIKE $4::text ESCAPE '\'
            OR j.last_error ILIKE $4::text ESCAPE '\')
+      AND ($6::boolean IS NULL OR j.cancelled = $6::boolean)
     ORDER BY j.id
     LIMIT $5::bigint
     FOR UPDATE OF j SKIP LOCKED
@@ -43,7 +44,7 @@ eligible AS (
 retried AS (
     UPDATE {schema}.jobs AS j
     SET status = 'queued', finished_at = NULL, cancel_requested_at = NULL,
-        cancel_acknowledged_at = NULL, worker_id = NULL, awaited = false,
+        cancel_acknowledged_at = NULL, worker_id = NULL, awaited = false, cancelled = false,
         not_visible_until = now(), max_attempts = greatest(j.max_attempts, j.attempts + 1)
     FROM eligible AS e
     WHERE j.id = e.id
@@ -69,6 +70,7 @@ WITH picked AS (
       AND ($4::text IS NULL
            OR j.payload::text ILIKE $4::text ESCAPE '\'
            OR j.last_error ILIKE $4::text ESCAPE '\')
+      AND ($6::boolean IS NULL OR j.cancelled = $6::boolean)
     ORDER BY j.id
     LIMIT $5::bigint
     FOR UPDATE OF j SKIP LOCKED
@@ -159,14 +161,14 @@ ORDER BY c.relkind = 'i', c.relname;
 -- name: oldest_work
 -- The job running longest under a live lease, and the job ready longest (since it became
 -- visible: not_visible_until), each by the claim path's indexes on their states' rows.
--- TODO(merge attempts): order running jobs by their claim (claimed_at), not created_at.
-SELECT r.id AS running_id, r.created_at AS running_since,
+-- Running rows are few (those in flight), so sorting them by claimed_at needs no index.
+SELECT r.id AS running_id, r.claimed_at AS running_since,
        q.id AS ready_id, q.not_visible_until AS ready_since
 FROM (SELECT 1) AS one
 LEFT JOIN LATERAL (
-    SELECT j.id, j.created_at FROM {schema}.jobs AS j
+    SELECT j.id, j.claimed_at FROM {schema}.jobs AS j
     WHERE j.status = 'running' AND j.not_visible_until > now()
-    ORDER BY j.created_at, j.id LIMIT 1
+    ORDER BY j.claimed_at, j.id LIMIT 1
 ) AS r ON true
 LEFT JOIN LATERAL (
     SELECT j.id, j.not_visible_until FROM {schema}.jobs AS j

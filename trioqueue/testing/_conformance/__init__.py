@@ -17,6 +17,8 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
 - ``notices.py``: notices and statement statistics;
 - ``crashes.py``: attempts that end without an outcome (a worker that died): the claim's
   record of them, quarantine (a job run alone) and parking;
+- ``attempts.py``: the attempts table (one fenced row per attempt, lost attempts, timings)
+  and cancellations told apart from failures (docs/protocol.rst §14, I15);
 - ``controls.py``: the operator's controls: bulk retry and delete in batches, schedules
   enabled, disabled and run now, the audit log, table health;
 - ``dashboard.py``: searching, sorting, counting and deleting jobs, a job's lease details,
@@ -26,6 +28,7 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
 
 from __future__ import annotations
 
+from trioqueue.testing._conformance.attempts import AttemptConformance
 from trioqueue.testing._conformance.cancel import CancelConformance
 from trioqueue.testing._conformance.claim import ClaimConformance
 from trioqueue.testing._conformance.controls import ControlsConformance
@@ -56,6 +59,7 @@ class BackendConformance(
     NoticeConformance,
     DashboardConformance,
     CrashConformance,
+    AttemptConformance,
     ControlsConformance,
 ):
     """What every backend must do, as tests. Subclass it in a test module::
