@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from trioqueue.web.charts import (
     HEIGHT,
     LEFT,
+    MIN_TOP,
     PLOT_HEIGHT,
     TOP,
     Series,
@@ -122,10 +123,14 @@ def test_the_axis_top_is_round(peak: float, top: float) -> None:
     assert nice_top(peak) == pytest.approx(top)
 
 
-@given(st.floats(min_value=1e-6, max_value=1e12))
+@given(st.floats(min_value=1e-9, max_value=1e12))
 def test_the_axis_top_holds_the_peak_within_a_factor_of_five(peak: float) -> None:
     top = nice_top(peak)
     assert peak <= top * (1 + 1e-9) and top < peak * 5 * (1 + 1e-9)
+
+
+def test_a_tiny_peak_gets_the_lowest_top() -> None:
+    assert nice_top(5e-324) == MIN_TOP
 
 
 @pytest.mark.parametrize(

@@ -60,11 +60,16 @@ def seconds_text(value: float) -> str:
     )
 
 
+#: The lowest top an axis gets: a nanosecond (below it, powers of ten underflow to 0).
+MIN_TOP = 1e-9
+
+
 def nice_top(peak: float) -> float:
     """The y axis's top: the least of 1, 2 or 5 times a power of ten at or above ``peak``
-    (1 for an empty chart), so its label reads round."""
+    (1 for an empty chart, :data:`MIN_TOP` at least), so its label reads round."""
     if peak <= 0 or not math.isfinite(peak):
         return 1.0
+    peak = max(peak, MIN_TOP)
     power = 10 ** math.floor(math.log10(peak))
     for step in (1, 2, 5, 10):
         if peak <= step * power * (1 + 1e-9):
@@ -220,7 +225,7 @@ def _axes(times: Sequence[datetime], top: float, fmt: Format) -> str:
         f'<line class="grid" x1="{LEFT}" y1="{TOP}" x2="{WIDTH}" y2="{TOP}"/>',
         f'<text class="tick" data-testid="chart-y-top" x="{LEFT - 4}" y="{TOP + 4}" '
         f'text-anchor="end">{_text(fmt(top))}</text>',
-        f'<text class="tick" x="{LEFT - 4}" y="{bottom}" text-anchor="end">{_text(fmt(0))}</text>',
+        f'<text class="tick" x="{LEFT - 4}" y="{bottom}" text-anchor="end">0</text>',
     ]
     if times:
         step = PLOT_WIDTH / len(times)
