@@ -62,7 +62,7 @@ def test_a_bar_chart_stacks_each_bucket_and_says_what_it_shows() -> None:
         TOP + PLOT_HEIGHT
     )
     ticks = [t.text for t in root.iter(f"{SVG}text") if t.get("class") == "tick"]
-    assert ticks == ["5", "0", "22:00", "22:01", "22:02"]
+    assert ticks == ["5", "0", "22:00", "22:01", "now"]
 
 
 def test_a_line_chart_breaks_at_buckets_without_a_value() -> None:

@@ -4,8 +4,9 @@ A chart is a function of a list of time buckets: no script draws it, so it works
 dashboard's Content-Security-Policy (no inline styles or scripts: the colours are classes of
 ``dashboard.css``), shows with JavaScript off, and a test reads it as text. Each chart is
 an ``<svg role="img">`` whose ``<title>`` sums it up for a screen reader, with its y axis
-(zero and a round top), three time labels on its x axis, and a ``<title>`` per bucket that
-a pointer shows on hover.
+(zero and a round top), three labels on its x axis (the first bucket's start, the middle
+one's, and ``now``: the buckets end at the read), and a ``<title>`` per bucket that a
+pointer shows on hover.
 
 Every text a chart writes goes through :func:`~trioqueue.web.visible.visible` and is
 HTML-escaped: a series label or a title may quote a queue name.
@@ -169,7 +170,7 @@ def _line(css: str, points: Sequence[tuple[float, float] | None]) -> str:
         "M" + " L".join(f"{_n(x)},{_n(y)}" for x, y in run) for run in runs if len(run) > 1
     )
     dots = "".join(
-        f'<circle class="{css}" cx="{_n(run[0][0])}" cy="{_n(run[0][1])}" r="2"/>'
+        f'<circle class="{css}" cx="{_n(run[0][0])}" cy="{_n(run[0][1])}" r="3"/>'
         for run in runs
         if len(run) == 1
     )
@@ -220,21 +221,34 @@ def _svg(
 
 def _axes(times: Sequence[datetime], top: float, fmt: Format) -> str:
     bottom = TOP + PLOT_HEIGHT
-    out = [
-        f'<line class="axis" x1="{LEFT}" y1="{bottom}" x2="{WIDTH}" y2="{bottom}"/>',
-        f'<line class="grid" x1="{LEFT}" y1="{TOP}" x2="{WIDTH}" y2="{TOP}"/>',
-        f'<text class="tick" data-testid="chart-y-top" x="{LEFT - 4}" y="{TOP + 4}" '
-        f'text-anchor="end">{_text(fmt(top))}</text>',
-        f'<text class="tick" x="{LEFT - 4}" y="{bottom}" text-anchor="end">0</text>',
-    ]
-    if times:
-        step = PLOT_WIDTH / len(times)
-        picks = sorted({0, len(times) // 2, len(times) - 1})
-        anchors = {0: "start", len(times) - 1: "end"}
-        for i in picks:
-            x = LEFT if i == 0 else WIDTH if i == len(times) - 1 else LEFT + (i + 0.5) * step
-            out.append(
-                f'<text class="tick" data-testid="chart-x-label" x="{_n(x)}" y="{HEIGHT - 4}" '
-                f'text-anchor="{anchors.get(i, "middle")}">{_clock(times[i])}</text>'
-            )
-    return "".join(out)
+    return "".join(
+        [
+            f'<line class="axis" x1="{LEFT}" y1="{bottom}" x2="{WIDTH}" y2="{bottom}"/>',
+            f'<line class="grid" x1="{LEFT}" y1="{TOP}" x2="{WIDTH}" y2="{TOP}"/>',
+            f'<text class="tick" data-testid="chart-y-top" x="{LEFT - 4}" y="{TOP + 4}" '
+            f'text-anchor="end">{_text(fmt(top))}</text>',
+            f'<text class="tick" x="{LEFT - 4}" y="{bottom}" text-anchor="end">0</text>',
+            *_x_labels(times),
+        ]
+    )
+
+
+def _x_labels(times: Sequence[datetime]) -> list[str]:
+    """The first bucket's start at the left edge, the middle bucket's under it, and
+    ``now`` at the right edge: the last bucket ends at the read."""
+    if not times:
+        return []
+    last = len(times) - 1
+    step = PLOT_WIDTH / len(times)
+    out = []
+    for i in sorted({0, len(times) // 2, last}):
+        x, anchor, text = LEFT + (i + 0.5) * step, "middle", _clock(times[i])
+        if i == 0:
+            x, anchor = LEFT, "start"
+        elif i == last:
+            x, anchor, text = WIDTH, "end", "now"
+        out.append(
+            f'<text class="tick" data-testid="chart-x-label" x="{_n(x)}" y="{HEIGHT - 4}" '
+            f'text-anchor="{anchor}">{text}</text>'
+        )
+    return out
