@@ -150,3 +150,41 @@ def test_the_job_list_filters_cancellations(
     expect(rows).to_have_count(1)
     expect(rows.first).to_have_attribute("data-job-id", str(failed))
     expect(rows.first.get_by_test_id("job-took")).not_to_have_text("–")
+
+
+@pytest.mark.parametrize("width", [1280, 1024])
+def test_the_new_pages_fit_the_window(
+    serve_dashboard: Serve, page: Page, screenshot: Shot, width: int
+) -> None:
+    """A long queue name, a long error and a traceback with long lines: neither the
+    queue page nor the job's timeline is wider than the window (their long lines wrap,
+    or scroll inside their own box)."""
+    server = serve_dashboard()
+    long_queue = "q-" + "x" * 126
+    job_id = server.enqueue(long_queue, {"n": 1}, max_attempts=1)
+    [claimed] = server.call(
+        server.backend.claim, long_queue, limit=1, worker_id="w-" + "y" * 200, visibility_timeout=60
+    )
+    failure = Failure(
+        job_id,
+        claimed.job.claim_seq,
+        "RuntimeError: " + "z" * 600,
+        None,
+        error_type="RuntimeError",
+        traceback="Traceback (most recent call last):\n  " + "frame " * 300 + "\nRuntimeError",
+    )
+    server.call(server.backend.fail, [failure])
+    page.set_viewport_size({"width": width, "height": 800})
+    for path, name in ((f"/jobs/{job_id}", "job"), (f"/queues/{long_queue}", "queue")):
+        page.goto(server.url + path)
+        expect(page.get_by_role("heading", level=1)).to_be_visible()
+        if name == "job":
+            page.locator("details.traceback summary").click()  # unfolded, it must fit too
+            # The card would scroll rather than widen the page: its heading must wrap.
+            head = page.evaluate(
+                "(e => [e.scrollWidth, e.clientWidth])(document.querySelector('.attempt-head'))"
+            )
+            assert head[0] <= head[1], f"the attempt's heading at {width} px: {head}"
+        widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        screenshot(f"width-{width}-timeline-{name}")
+        assert widths[0] <= widths[1], f"{path} at {width} px: {widths[0]} px wide"
