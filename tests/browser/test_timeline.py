@@ -188,3 +188,24 @@ def test_the_new_pages_fit_the_window(
         widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
         screenshot(f"width-{width}-timeline-{name}")
         assert widths[0] <= widths[1], f"{path} at {width} px: {widths[0]} px wide"
+
+
+def test_an_open_job_page_shows_the_attempt_its_pool_ran(
+    serve_dashboard: Serve, page: Page, screenshot: Shot
+) -> None:
+    """A pool runs the job while its page is open: the page reloads itself when the job
+    finishes, and the timeline has the attempt, run by that pool on its host."""
+    server = serve_dashboard(pool=True, events_interval=0.25)
+    job_id = server.start_job(steps=1)
+    [pool] = server.wait_workers(lambda pools: len(pools) == 1)
+    page.goto(f"{server.url}/jobs/{job_id}")
+    expect(page.get_by_test_id("attempt")).to_have_attribute("data-outcome", "running")
+    server.release(job_id)
+    server.wait_finished(job_id)
+    attempt = page.get_by_test_id("attempt")
+    expect(attempt).to_have_attribute("data-outcome", "succeeded")
+    expect(attempt.get_by_test_id("attempt-worker")).to_have_text(
+        f"on {pool.worker_id} ({pool.host})"
+    )
+    expect(page.get_by_test_id("job-finished-by")).to_have_text(pool.worker_id)
+    screenshot("job-timeline-pool")
