@@ -21,6 +21,11 @@ shell: the connection model, injected faults, and delivering notices. The model 
 the notices a statement would send (``pg_notify``); :meth:`MemoryModel.take_notices`
 hands them over.
 
+The attempts table (docs/protocol.rst §14) is a list of
+:class:`~trioqueue._backends.memory.attempts.AttemptRow` per job, written by
+``_record_attempt`` from the same method that records the outcome, as the SQL writes it
+from the same statement, and deleted with the job.
+
 A job is a :class:`Row` with the columns the PostgreSQL table has. A row is *claimable* when
 it is not finished and its ``not_visible_until`` has passed; there is no other "running"
 bookkeeping, exactly as in the protocol (an expired lease makes a row claimable by itself).
@@ -667,6 +672,10 @@ class MemoryModel:
         Quarantine (docs/protocol.rst §13): with ``quarantine_after``, a row whose last
         that many attempts lapsed is taken only by a claim made ``alone``, and then alone;
         any other claim leaves it and answers ``Claims.alone_waiting``.
+
+        Attempt history (docs/protocol.rst §14): each row taken records when its lease
+        began and how long it had been claimable (``Job.waited``), and each lapsed attempt
+        taken over or dead-lettered gets its ``lost`` attempt row.
         """
         settings = self._settings.get(queue)
         index = self._queues.get(queue)
@@ -748,21 +757,25 @@ class MemoryModel:
         return {item.job_id: self._renew_one(item, lease_until, now) for item in items}
 
     def ack(self, now: float, items: Sequence[Ack]) -> list[bool]:
-        """Mark attempts succeeded, fenced by ``claim_seq`` (I9); mirrors ``ack``."""
+        """Mark attempts succeeded, fenced by ``claim_seq`` (I9); mirrors ``ack``. Each
+        applied item writes its ``succeeded`` attempt row (§14)."""
         return [self._ack_one(item, now) for item in items]
 
     def fail(self, now: float, items: Sequence[Failure]) -> list[Recorded | None]:
         """Record failed attempts, fenced (I9); mirrors ``-- name: fail``.
 
         Per item, what the job became (None: not applied). A retry is final when the
-        attempt was the last one allowed or the job was asked to cancel.
+        attempt was the last one allowed or the job was asked to cancel (then a
+        cancellation). Each applied item writes its attempt row: ``retry``, ``failed`` or
+        ``cancelled`` (§14).
         """
         return [self._fail_one(item, now) for item in items]
 
     def release(self, now: float, items: Sequence[Release]) -> list[bool]:
         """Give attempts back uncharged, fenced (I9); mirrors ``-- name: release``.
 
-        A job asked to cancel is failed instead.
+        A job asked to cancel is failed instead, a cancellation. Each applied item writes
+        its attempt row: ``released``, or ``cancelled`` (§14).
         """
         return [self._release_one(item, now) for item in items]
 
