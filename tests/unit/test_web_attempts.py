@@ -5,6 +5,7 @@ their JSON, over the memory backend (trio's MockClock stands for the database's 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -12,9 +13,11 @@ import trio
 
 import trioqueue
 from tests._web_harness import client
+from trioqueue._operator_types import AttemptInfo
 from trioqueue._types import Ack, AttemptTiming, Failure, PoolRegistration
 from trioqueue.web import create_app
 from trioqueue.web.charts import seconds_text
+from trioqueue.web.timeline import Step, error_attempt, steps
 
 TRACEBACK = (
     "Traceback (most recent call last):\n"
@@ -368,3 +371,46 @@ async def test_queue_page_of_a_name_with_markup_and_slashes(
     assert 'href="/queues/a/%3Cb%3E%26"' in overview.text
     assert empty.status_code == 200 and "0 attempts finished" in empty.text
     assert bad.status_code == 400
+
+
+# -- the timeline's moments (trioqueue/web/timeline.py) ---------------------------------------
+
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def attempt(**fields: Any) -> AttemptInfo:
+    row: dict[str, Any] = {
+        "job_id": 1, "attempt": 1, "claim_seq": 1, "outcome": "succeeded", "worker_id": "w",
+        "host": "h", "claimed_at": T0, "started_at": T0 + timedelta(seconds=0.25),
+        "finished_at": T0 + timedelta(seconds=2.25), "run_seconds": 2.0, "wait_seconds": 4.0,
+        "error_type": None, "error": None, "traceback": None,
+    }  # fmt: skip
+    return AttemptInfo(**(row | fields))
+
+
+def test_an_attempts_moments_each_say_the_time_since_the_one_before() -> None:
+    assert steps(attempt()) == [
+        Step("visible", T0 - timedelta(seconds=4)),
+        Step("claimed", T0, 4.0),
+        Step("started", T0 + timedelta(seconds=0.25), 0.25),
+        Step("finished", T0 + timedelta(seconds=2.25), 2.0),
+    ]
+
+
+def test_a_lost_attempt_has_no_start_and_ends_lost() -> None:
+    lost = attempt(
+        outcome="lost", started_at=None, run_seconds=None, wait_seconds=None,
+        finished_at=T0 + timedelta(seconds=60),
+    )  # fmt: skip
+    assert steps(lost) == [Step("claimed", T0), Step("lost", T0 + timedelta(seconds=60), 60.0)]
+
+
+def test_the_last_error_belongs_to_the_latest_attempt_with_one() -> None:
+    rows = [
+        attempt(attempt=1, outcome="retry", error="E: 1"),
+        attempt(attempt=2, outcome="retry", error="E: 2"),
+        attempt(attempt=3),
+    ]
+    assert error_attempt("E: 2", rows) == 2
+    assert error_attempt(None, rows) is None
+    assert error_attempt("E: old", [attempt()]) is None  # written before attempts were kept
