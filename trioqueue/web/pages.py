@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import zoneinfo
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import Any
@@ -30,7 +29,6 @@ from trioqueue.web.api import (
     MAX_BULK,
     QUEUE_ACTIONS,
     STATUSES,
-    Bucket,
     JobQuery,
     apply_action,
     apply_queue_action,
@@ -42,9 +40,10 @@ from trioqueue.web.api import (
     timings_json,
 )
 from trioqueue.web.auth import Guard, Handler, safe_next
-from trioqueue.web.charts import Series, bar_chart, line_chart, seconds_text
+from trioqueue.web.charts import seconds_text
+from trioqueue.web.queue_charts import queue_charts
 from trioqueue.web.timeline import OUTCOME_LABELS, error_attempt, steps
-from trioqueue.web.visible import Html, finalize, verbatim, visible_lines
+from trioqueue.web.visible import finalize, verbatim, visible_lines
 
 __all__ = ["routes"]
 
@@ -210,66 +209,6 @@ def chart(history: list[trioqueue.FinishedBucket]) -> dict[str, Any]:
         "first_label": bars[0].label if bars else "",
         "last_label": "now",
     }
-
-
-def queue_charts(name: str, history: Sequence[Bucket]) -> list[tuple[str, Html]]:
-    """The queue page's four charts of the last hour, one bucket a minute: attempts that
-    succeeded, those that failed or were cancelled, and the run time and wait medians and
-    95th percentiles."""
-    times = [b.start for b in history]
-    hour = "per minute over the last hour, newest on the right"
-    ok = sum(b.succeeded for b in history)
-    bad = sum(b.failed for b in history)
-    cancelled = sum(b.cancelled for b in history)
-    return [
-        (
-            "Succeeded",
-            bar_chart(
-                chart_id="throughput-chart",
-                title=f"Attempts of {name} that succeeded {hour}: {ok} in all",
-                times=times,
-                series=[Series("succeeded", "succeeded", [b.succeeded for b in history])],
-            ),
-        ),
-        (
-            "Failed and cancelled",
-            bar_chart(
-                chart_id="failures-chart",
-                title=f"Attempts of {name} that failed or were cancelled {hour}: "
-                f"{bad} failed, {cancelled} cancelled",
-                times=times,
-                series=[
-                    Series("failed", "failed", [b.failed for b in history]),
-                    Series("cancelled", "cancelled", [b.cancelled for b in history]),
-                ],
-            ),
-        ),
-        (
-            "Run time",
-            line_chart(
-                chart_id="run-time-chart",
-                title=f"Run time of the attempts of {name}, median and 95th percentile, {hour}",
-                times=times,
-                series=[
-                    Series("p50", "p50", [b.run_p50 for b in history]),
-                    Series("p95", "p95", [b.run_p95 for b in history]),
-                ],
-            ),
-        ),
-        (
-            "Wait",
-            line_chart(
-                chart_id="wait-chart",
-                title=f"Wait of the attempts of {name} from visible to claimed, median and "
-                f"95th percentile, {hour}",
-                times=times,
-                series=[
-                    Series("p50", "p50", [b.wait_p50 for b in history]),
-                    Series("p95", "p95", [b.wait_p95 for b in history]),
-                ],
-            ),
-        ),
-    ]
 
 
 def _page_url(query: JobQuery, offset: int) -> str:
