@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from starlette.datastructures import QueryParams
 from starlette.requests import Request
@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 import trioqueue
+from trioqueue.web.attempts import attempt_json, bucket_json, timings_json
 from trioqueue.web.auth import Guard, error
 
 __all__ = [
@@ -27,12 +28,9 @@ __all__ = [
     "JobQuery",
     "apply_action",
     "apply_queue_action",
-    "attempt_json",
-    "bucket_json",
     "job_detail_json",
     "job_json",
     "routes",
-    "timings_json",
     "worker_json",
 ]
 
@@ -125,120 +123,6 @@ def job_detail_json(info: trioqueue.JobInfo) -> dict[str, Any]:
         "cancel_requested_at": iso(info.cancel_requested_at),
         "cancel_acknowledged_at": iso(info.cancel_acknowledged_at),
         "worker": info.worker_id,
-    }
-
-
-class Attempt(Protocol):
-    """What the API reads of an attempt (the backends' ``AttemptInfo``)."""
-
-    @property
-    def attempt(self) -> int: ...
-    @property
-    def claim_seq(self) -> int: ...
-    @property
-    def outcome(self) -> str: ...
-    @property
-    def worker_id(self) -> str | None: ...
-    @property
-    def host(self) -> str | None: ...
-    @property
-    def claimed_at(self) -> datetime: ...
-    @property
-    def started_at(self) -> datetime | None: ...
-    @property
-    def finished_at(self) -> datetime: ...
-    @property
-    def run_seconds(self) -> float | None: ...
-    @property
-    def wait_seconds(self) -> float | None: ...
-    @property
-    def error_type(self) -> str | None: ...
-    @property
-    def error(self) -> str | None: ...
-    @property
-    def traceback(self) -> str | None: ...
-
-
-def attempt_json(info: Attempt) -> dict[str, Any]:
-    """One attempt of a job (``GET /api/jobs/{id}/attempts``), its fields as recorded."""
-    return {
-        "attempt": info.attempt,
-        "claim_seq": info.claim_seq,
-        "outcome": info.outcome,
-        "worker_id": info.worker_id,
-        "host": info.host,
-        "claimed_at": iso(info.claimed_at),
-        "started_at": iso(info.started_at),
-        "finished_at": iso(info.finished_at),
-        "run_seconds": info.run_seconds,
-        "wait_seconds": info.wait_seconds,
-        "error_type": info.error_type,
-        "error": info.error,
-        "traceback": info.traceback,
-    }
-
-
-class Timings(Protocol):
-    """What the API reads of a queue's timings (the backends' ``QueueTimings``)."""
-
-    @property
-    def attempts(self) -> int: ...
-    @property
-    def run_p50(self) -> float | None: ...
-    @property
-    def run_p95(self) -> float | None: ...
-    @property
-    def run_p99(self) -> float | None: ...
-    @property
-    def wait_p50(self) -> float | None: ...
-    @property
-    def wait_p95(self) -> float | None: ...
-    @property
-    def wait_p99(self) -> float | None: ...
-
-
-def timings_json(queue: str, window: int, info: Timings | None) -> dict[str, Any]:
-    """A queue's run time and wait percentiles over ``window`` seconds (None: no attempt
-    finished in it, so every percentile is null)."""
-    names = ("run_p50", "run_p95", "run_p99", "wait_p50", "wait_p95", "wait_p99")
-    return {
-        "queue": queue,
-        "window": window,
-        "attempts": 0 if info is None else info.attempts,
-    } | {name: None if info is None else getattr(info, name) for name in names}
-
-
-class Bucket(Protocol):
-    """What the API reads of a history bucket (the backends' ``AttemptBucket``)."""
-
-    @property
-    def start(self) -> datetime: ...
-    @property
-    def succeeded(self) -> int: ...
-    @property
-    def failed(self) -> int: ...
-    @property
-    def cancelled(self) -> int: ...
-    @property
-    def run_p50(self) -> float | None: ...
-    @property
-    def run_p95(self) -> float | None: ...
-    @property
-    def wait_p50(self) -> float | None: ...
-    @property
-    def wait_p95(self) -> float | None: ...
-
-
-def bucket_json(info: Bucket) -> dict[str, Any]:
-    return {
-        "start": iso(info.start),
-        "succeeded": info.succeeded,
-        "failed": info.failed,
-        "cancelled": info.cancelled,
-        "run_p50": info.run_p50,
-        "run_p95": info.run_p95,
-        "wait_p50": info.wait_p50,
-        "wait_p95": info.wait_p95,
     }
 
 

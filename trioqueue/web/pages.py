@@ -37,8 +37,8 @@ from trioqueue.web.api import (
     parse_queue,
     queue_json,
     queues_json,
-    timings_json,
 )
+from trioqueue.web.attempts import timings_json
 from trioqueue.web.auth import Guard, Handler, safe_next
 from trioqueue.web.charts import seconds_text
 from trioqueue.web.queue_charts import queue_charts

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trioqueue.web.api import Bucket
+from trioqueue.web.attempts import Bucket
 from trioqueue.web.charts import Series, bar_chart, line_chart
 from trioqueue.web.visible import Html
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import pairwise
 
-from trioqueue.web.api import Attempt
+from trioqueue.web.attempts import Attempt
 
 __all__ = ["OUTCOME_LABELS", "Step", "error_attempt", "steps"]
 
