@@ -17,6 +17,7 @@ from trioqueue._operator_types import AttemptInfo
 from trioqueue._types import Ack, AttemptTiming, Failure, PoolRegistration
 from trioqueue.web import create_app
 from trioqueue.web.charts import seconds_text
+from trioqueue.web.pages import MAX_SHOWN_ATTEMPTS
 from trioqueue.web.timeline import Step, error_attempt, steps
 
 TRACEBACK = (
@@ -446,3 +447,19 @@ async def test_the_new_reads_need_the_token_and_refuse_other_sites(
     assert untouched  # refused before the backend is read
     assert allowed.status_code == 200
     assert allowed.headers["content-security-policy"].startswith("default-src 'none'")
+
+
+async def test_the_job_page_shows_the_latest_attempts_only(
+    backend: trioqueue.MemoryBackend,
+) -> None:
+    job_id = await backend.enqueue("mail", {}, max_attempts=MAX_SHOWN_ATTEMPTS + 5)
+    for _ in range(MAX_SHOWN_ATTEMPTS + 3):
+        await fail_once(backend, await claim(backend), retry=0)
+    async with client(create_app(backend)) as c:
+        r = await c.get(f"/jobs/{job_id}")
+        api = (await c.get(f"/api/jobs/{job_id}/attempts")).json()
+    shown = attempts_of(r.text)
+    assert len(shown) == MAX_SHOWN_ATTEMPTS
+    assert shown[0] == ("4", "retry") and shown[-1] == (str(MAX_SHOWN_ATTEMPTS + 3), "retry")
+    assert "3 earlier attempts not shown" in r.text
+    assert len(api["attempts"]) == MAX_SHOWN_ATTEMPTS + 3  # the API has them all
