@@ -442,3 +442,27 @@ async def test_a_hostile_search_reads_back_exactly_through_the_confirmation(
     [entry] = await backend.list_audit()
     assert entry.target == f"q={search}"
     assert entry.detail["filters"] == {"q": search}
+
+
+async def test_bulk_actions_take_the_cancelled_filter(backend: trioqueue.MemoryBackend) -> None:
+    [boom] = await failed(backend, "mail", 1)
+    cancelled = await backend.enqueue("mail", "c", max_attempts=1)
+    assert await backend.cancel(cancelled)  # not running: fails at once, cancelled
+    async with client(create_app(backend)) as c:
+        listing = await c.get("/jobs?status=failed&cancelled=false")
+        r = await c.post("/api/jobs/retry?cancelled=false", json={"expected": 1}, headers=SAME_SITE)
+        asked = await c.post(
+            "/jobs/matching",
+            data={"action": "delete", "status": "failed", "cancelled": "true"},
+            headers=SAME_SITE,
+        )
+        fields = dict(HIDDEN.findall(asked.text))
+        done = await c.post("/jobs/matching", data=fields, headers=SAME_SITE)
+    assert 'name="cancelled" value="false"' in listing.text
+    assert r.json() == {"ok": True, "matching": 1, "done": 1}
+    assert "Delete all 1 job matching status=failed cancelled=true?" in asked.text
+    assert fields["cancelled"] == "true"
+    assert done.status_code == 303
+    assert await statuses(backend, [boom, cancelled]) == ["ready", "deleted"]
+    targets = [e.target for e in await backend.list_audit()]
+    assert targets == ["status=failed cancelled=true", "cancelled=false"]

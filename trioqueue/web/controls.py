@@ -54,15 +54,22 @@ class BulkResult:
     refused: bool = False
 
 
+def _filters(query: JobQuery) -> dict[str, str]:
+    """The filters a bulk action takes, as the job list's query string spells them."""
+    cancelled = None if query.cancelled is None else str(query.cancelled).lower()
+    fields = {
+        "queue": query.queue,
+        "status": query.status,
+        "q": query.search,
+        "cancelled": cancelled,
+    }
+    return {name: value for name, value in fields.items() if value is not None}
+
+
 def describe(query: JobQuery) -> str:
     """The filters as the audit log and the confirmation name them (``queue=mail
     status=failed q=timeout``), or ``all jobs``."""
-    parts = [
-        f"{name}={value}"
-        for name, value in (("queue", query.queue), ("status", query.status), ("q", query.search))
-        if value is not None
-    ]
-    return " ".join(parts) or "all jobs"
+    return " ".join(f"{name}={value}" for name, value in _filters(query).items()) or "all jobs"
 
 
 def _status_of(action: BulkAction, query: JobQuery) -> trioqueue.JobStatus | None:
@@ -84,14 +91,14 @@ async def run_bulk(
         ValueError: a retry with a status other than failed.
     """
     status = _status_of(action, query)
-    # TODO(merge views): pass the job list's cancelled filter on, as count_jobs takes it.
-    matching = await backend.count_jobs(query.queue, status, search=query.search)
+    filters: dict[str, Any] = {"search": query.search, "cancelled": query.cancelled}
+    matching = await backend.count_jobs(query.queue, status, **filters)
     if matching > expected:
         return BulkResult(matching, 0, refused=True)
     if action == "retry":
-        done = await backend.retry_matching(query.queue, status, search=query.search)
+        done = await backend.retry_matching(query.queue, status, **filters)
     else:
-        done = await backend.delete_matching(query.queue, status, search=query.search)
+        done = await backend.delete_matching(query.queue, status, **filters)
     return BulkResult(matching, done)
 
 
@@ -118,9 +125,8 @@ def _refused(result: BulkResult, expected: int) -> str:
 
 
 def _bulk_detail(query: JobQuery, expected: int, result: BulkResult) -> dict[str, Any]:
-    filters = {"queue": query.queue, "status": query.status, "q": query.search}
     return {
-        "filters": {k: v for k, v in filters.items() if v is not None},
+        "filters": _filters(query),
         "expected": expected,
         "matching": result.matching,
         "done": result.done,
@@ -145,8 +151,9 @@ async def _schedule_action(
 
 
 def _form_query(form: Form) -> JobQuery:
-    """The job list's filters from a form's fields (``queue``, ``status``, ``q``)."""
-    fields = {name: form.get(name) or "" for name in ("queue", "status", "q")}
+    """The job list's filters from a form's fields (``queue``, ``status``, ``q``,
+    ``cancelled``)."""
+    fields = {name: form.get(name) or "" for name in ("queue", "status", "q", "cancelled")}
     return JobQuery.parse(QueryParams(fields))
 
 
@@ -228,7 +235,9 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         if not confirmed:
             # The confirmation names the count now, and the post it sends confirms that
             # count: more by then is refused.
-            expected = await backend.count_jobs(query.queue, status, search=query.search)
+            expected = await backend.count_jobs(
+                query.queue, status, search=query.search, cancelled=query.cancelled
+            )
             if not expected:
                 return renderer.problem(
                     request, 409, "Nothing to do", f"No job matches {describe(query)} now."
@@ -241,6 +250,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
                 ("queue", query.queue or ""),
                 ("status", query.status or ""),
                 ("q", query.search or ""),
+                ("cancelled", _filters(query).get("cancelled", "")),
                 ("expected", str(expected)),
                 ("next", next_url),
             ]
@@ -319,5 +329,4 @@ def _audit_verb(action: ScheduleAction) -> str:
 
 
 def _jobs_url(query: JobQuery) -> str:
-    params = {"queue": query.queue, "status": query.status, "q": query.search}
-    return "/jobs?" + urlencode({k: v for k, v in params.items() if v})
+    return "/jobs?" + urlencode(_filters(query))
