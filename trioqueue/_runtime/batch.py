@@ -61,6 +61,8 @@ from trioqueue._core.outcome import Outcome, decide, decide_attempt
 from trioqueue._core.rules import OutcomeKind, StopReason
 from trioqueue._core.timing import Timing, retry_delay, write_retries_spent
 from trioqueue._errors import is_transient, leaves
+from trioqueue._runtime.attempt_log import NOT_RECORDED as NOT_RECORDED
+from trioqueue._runtime.attempt_log import log_outcome
 from trioqueue._runtime.config import WorkerConfig, is_async_callable
 from trioqueue._runtime.context import JobContext, PoolShare
 from trioqueue._runtime.failures import Raised, from_exception, from_exit, from_group
@@ -76,7 +78,6 @@ log = logging.getLogger("trioqueue.worker")
 #: Stands in for a custom backoff that gave no usable delay (see BatchRunner._retry_delay).
 _DEFAULT_BACKOFF = ExponentialBackoff()
 
-NOT_RECORDED = "outcome not recorded: the attempt was reclaimed or the job finished elsewhere"
 EXPIRED_ON_ARRIVAL = "lease expired before the handler started"
 UNRECORDED = (
     "outcome ({kind}) not recorded: writing it failed {why} ({error!r}); "
@@ -259,7 +260,7 @@ class BatchRunner:
         """Log what the handler (or claim hook) raised; its ``last_error`` text, type and
         traceback (formatted now, the only time an attempt pays for it)."""
         error = describe(group)
-        log.info(
+        log.debug(  # its outcome's line follows, with the traceback
             "job %d attempt %d raised: %s",
             job.id,
             job.attempt,
@@ -461,7 +462,7 @@ class BatchRunner:
         for done in settled:
             if self._observer is not None:
                 self._observe(done.outcome, done.applied, done.stop)
-            hook, args = self._report(done.job, done.outcome, done.applied, done.delay)
+            hook, args = self._report(done)
             if hook is not None:  # awaited here, not through _hook: a coroutine less per job
                 try:
                     await hook(done.job, *args)
@@ -479,7 +480,7 @@ class BatchRunner:
             return
         label = OUTCOME_LABELS[outcome.kind]
         if outcome.kind is OutcomeKind.FAILED and stop is StopReason.CANCELLED:
-            label = "cancelled"
+            label = "cancelled"  # as _cancelled says
         self._observer.job_finished(queue, label)
         if outcome.kind is OutcomeKind.UNAVAILABLE and stop is not None and stop in LEASE_LOSSES:
             self._observer.lease_lost(LEASE_LOSSES[stop])
@@ -649,42 +650,30 @@ class BatchRunner:
             raised.traceback,
         )
 
-    def _report(
-        self, job: Job, outcome: Outcome, applied: bool | Recorded | None, delay: float
-    ) -> tuple[Hook | None, tuple[Any, ...]]:
+    def _report(self, done: _Finished) -> tuple[Hook | None, tuple[Any, ...]]:
         """Log how the attempt ended; the hook to call for it, and its arguments after the
         job."""
-        config, kind = self._config, outcome.kind
-        if applied is False:
-            log.warning("job %d: %s", job.id, NOT_RECORDED, extra=job_fields(job, "fenced_out"))
+        config, outcome, raised = self._config, done.outcome, done.raised
+        fenced_out = done.applied is False
+        log_outcome(
+            done.job,
+            outcome,
+            fenced_out=fenced_out,
+            cancelled=_cancelled(done),
+            delay=done.delay,
+            raised=raised,
+        )
+        if raised is not None:
+            raised.logged()
+        kind = outcome.kind
+        if fenced_out:
             return config.on_job_unavailable, (NOT_RECORDED,)
         if kind is OutcomeKind.SUCCEEDED:
-            if log.isEnabledFor(logging.INFO):  # the hot path: no fields built for nothing
-                log.info(
-                    "job %d succeeded (attempt %d)",
-                    job.id,
-                    job.attempt,
-                    extra=job_fields(job, "succeeded"),
-                )
             return config.on_job_succeeded, ()
         if kind is OutcomeKind.RETRY:
-            log.info(
-                "job %d attempt %d failed, retry in %.2fs: %s",
-                job.id,
-                job.attempt,
-                delay,
-                outcome.message,
-                extra=job_fields(job, "retry"),
-            )
-            return config.on_job_retry, (delay,)
+            return config.on_job_retry, (done.delay,)
         if kind is OutcomeKind.FAILED:
-            log.warning(
-                "job %d failed: %s", job.id, outcome.message, extra=job_fields(job, "failed")
-            )
             return config.on_job_failed, (outcome.message or "",)
-        level = logging.INFO if kind is OutcomeKind.RELEASE else logging.WARNING
-        event = kind.value  # release or unavailable
-        log.log(level, "job %d: %s", job.id, outcome.message, extra=job_fields(job, event))
         return config.on_job_unavailable, (outcome.message or "",)
 
     async def _hook(self, hook: Hook | None, job: Job, *args: Any) -> None:
@@ -856,6 +845,11 @@ class _Inbox:
             self._wake = trio.Event()
         taken, self._finished = self._finished, []
         return taken
+
+
+def _cancelled(done: _Finished) -> bool:
+    """Whether the attempt failed for good because a cancel was asked."""
+    return done.outcome.kind is OutcomeKind.FAILED and done.stop is StopReason.CANCELLED
 
 
 def describe(group: BaseExceptionGroup[Exception]) -> str:

@@ -3,9 +3,11 @@ qualified class name and its formatted traceback (docs/protocol.rst §14, "Error
 tracebacks").
 
 Formatting a traceback walks every frame and reads source lines, so it is done only for an
-attempt that raised, once, as soon as it raised: the attempt then holds text, not the
-exception (whose traceback would keep the handler's frames alive until the outcome is
-written). A success costs nothing here.
+attempt that raised, once, as soon as it raised. The exception itself is kept too, until
+the attempt's outcome line is logged with it (docs/usage.rst, "Logging"): its traceback
+holds the attempt's frames, which hold it, so the runtime lets go of it then
+(:meth:`Raised.logged`) rather than leave the cycle to the garbage collector. A success
+costs nothing here.
 """
 
 from __future__ import annotations
@@ -20,12 +22,19 @@ __all__ = ["Raised", "from_exception", "from_exit", "from_group", "qualified_nam
 class Raised:
     """An attempt's failure that an exception raised."""
 
-    __slots__ = ("error_type", "text", "traceback")
+    __slots__ = ("error_type", "exception", "text", "traceback")
 
-    def __init__(self, text: str, error_type: str, traceback: str) -> None:
+    def __init__(
+        self, text: str, error_type: str, traceback: str, exception: BaseException | None
+    ) -> None:
         self.text = text  # "Type: message", for last_error
         self.error_type = error_type
         self.traceback = traceback  # bounded (MAX_TRACEBACK_CHARS)
+        self.exception = exception  # for the outcome's log line; None once logged
+
+    def logged(self) -> None:
+        """The outcome's line is logged: the exception is needed no more."""
+        self.exception = None
 
 
 def from_group(group: BaseExceptionGroup[Exception], text: str) -> Raised:
@@ -46,7 +55,7 @@ def from_exit(own: BaseException, text: str, before: Raised | None) -> Raised:
     if before is None:
         return escaped
     both = before.traceback + "\nThen, leaving the attempt:\n\n" + escaped.traceback
-    return Raised(text, before.error_type, bound_traceback(both))
+    return Raised(text, before.error_type, bound_traceback(both), own)
 
 
 def qualified_name(kind: type[BaseException]) -> str:
@@ -59,7 +68,7 @@ def from_exception(exc: BaseException, text: str) -> Raised:
     """``exc`` as the failure whose ``last_error`` is ``text``: formatted whole, and named
     as ``text`` names it (see :func:`_named`)."""
     formatted = "".join(tb.format_exception(exc))
-    return Raised(text, qualified_name(type(_named(exc))), bound_traceback(formatted))
+    return Raised(text, qualified_name(type(_named(exc))), bound_traceback(formatted), exc)
 
 
 def _named(exc: BaseException) -> BaseException:
