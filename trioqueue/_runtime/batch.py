@@ -45,7 +45,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -72,6 +72,9 @@ from trioqueue._runtime.monitor import BlockingMonitor
 from trioqueue._runtime.observer import LEASE_LOSSES, OUTCOME_LABELS, PoolObserver
 from trioqueue._runtime.writer import OutcomeWriter
 from trioqueue._types import Ack, AttemptTiming, Claimed, Failure, Job, Recorded, Release
+
+if TYPE_CHECKING:
+    from trioqueue._otel import AttemptTrace, AttemptTracer
 
 log = logging.getLogger("trioqueue.worker")
 
@@ -114,8 +117,12 @@ class BatchRunner:
         observer: PoolObserver | None = None,
         resources: Any = None,
         claiming: trio.CancelScope | None = None,
+        tracer: AttemptTracer | None = None,
     ) -> None:
         self._guard = guard
+        # Spans of each attempt (docs/telemetry.rst); None without OpenTelemetry, and then
+        # an attempt spends one check of it at each of its steps.
+        self._tracer = tracer
         # The pool's claim loop, cancelled as soon as an exception gets out of a job: the
         # pool is going down, and a job claimed now could not run (docs/protocol.rst §4.1).
         self._claiming = claiming
@@ -205,6 +212,7 @@ class BatchRunner:
         exiting = False  # cancelled from outside the batch: the pool is going down
         txs = _TxState() if self._transactions is not None else None
         started = trio.current_time() if self._observer is not None else 0.0
+        trace = None if self._tracer is None else self._start_trace(handle, job)
         try:
             with handle.scope_of(job.id):
                 try:
@@ -215,6 +223,8 @@ class BatchRunner:
                     # Called here rather than through a helper: a coroutine frame less for
                     # every job in flight (memory per job is a bench goal).
                     began = trio.current_time()
+                    if trace is not None:
+                        trace.handler_started(began)
                     if self._handler_is_async:
                         # Encoded here, so a value with no JSON form fails the attempt
                         # like any handler error (docs/usage.rst, "Results").
@@ -239,18 +249,26 @@ class BatchRunner:
             try:
                 if inbox is not None:
                     inbox.put(
-                        self._finished(handle, job, error, result, txs, started, exiting, began)
+                        self._finished(
+                            handle, job, error, result, txs, started, exiting, began, trace
+                        )
                     )
                 else:
                     with trio.CancelScope(shield=True):
                         await self._settle_alone(
-                            handle, job, error, result, txs, started, exiting, began
+                            handle, job, error, result, txs, started, exiting, began, trace
                         )
             finally:
+                if trace is not None:
+                    trace.leave()
                 if inbox is not None:
                     inbox.leave()
                 elif len(handle.jobs) == 1:
                     self._end_batch(handle)
+
+    def _start_trace(self, handle: BatchHandle, job: Job) -> AttemptTrace | None:
+        assert self._tracer is not None
+        return self._tracer.start(job, handle.claim_sent, handle.registered_at, len(handle.jobs))
 
     def _context(self, handle: BatchHandle, job: Job, txs: _TxState | None) -> JobContext:
         connection = None if txs is None or txs.tx is None else txs.tx.connection
@@ -308,6 +326,7 @@ class BatchRunner:
         started: float,
         exiting: bool = False,
         began: float | None = None,
+        trace: AttemptTrace | None = None,
     ) -> _Finished:
         """The job's work has ended: its outcome, decided now (I8), and the stop that
         decided it if any (as ``decide`` picks it: the job's own before its batch's); with
@@ -334,6 +353,13 @@ class BatchRunner:
             done.timing = AttemptTiming(began - handle.registered_at, now - began)
         if error is not None and stop in _STOPS_KEEPING_ERROR:
             done.raised = error  # the failure is the exception's, so is its type
+        if trace is not None:
+            done.trace = trace
+            raised = done.raised
+            if raised is None:
+                trace.work_ended(now, None, None, None)
+            else:
+                trace.work_ended(now, raised.error_type, raised.text, raised.traceback)
         return done
 
     async def _open_transaction(self, job: Job, txs: _TxState) -> None:
@@ -410,11 +436,12 @@ class BatchRunner:
         started: float,
         exiting: bool,
         began: float | None,
+        trace: AttemptTrace | None,
     ) -> None:
         """Decide and settle one job by itself: in transactional mode, its transaction
         first."""
         try:
-            done = self._finished(handle, job, error, result, txs, started, exiting, began)
+            done = self._finished(handle, job, error, result, txs, started, exiting, began, trace)
             if txs is not None:
                 done.outcome, done.applied = await self._end_transaction(
                     handle, done, txs.tx, txs.held
@@ -463,6 +490,8 @@ class BatchRunner:
             if self._observer is not None:
                 self._observe(done.outcome, done.applied, done.stop)
             hook, args = self._report(done)
+            if done.trace is not None:
+                done.trace.finish(_attempt_outcome(done), done.outcome.message, trio.current_time())
             if hook is not None:  # awaited here, not through _hook: a coroutine less per job
                 try:
                     await hook(done.job, *args)
@@ -793,6 +822,7 @@ class _Finished:
         "result",
         "stop",
         "timing",
+        "trace",
         "unrecorded",
     )
 
@@ -812,6 +842,7 @@ class _Finished:
         self.timing: AttemptTiming | None = None  # None: the handler never started
         #: The exception the failure is, when one is (not a timeout's, nor a lost lease's).
         self.raised: Raised | None = None
+        self.trace: AttemptTrace | None = None  # its spans, when traced
 
 
 class _Inbox:
@@ -845,6 +876,24 @@ class _Inbox:
             self._wake = trio.Event()
         taken, self._finished = self._finished, []
         return taken
+
+
+#: The attempts table's word for each outcome (docs/protocol.rst §14); an attempt whose
+#: write was given up or fenced out is ``lost``: another claim takes its job over.
+_ATTEMPT_OUTCOMES = {
+    OutcomeKind.SUCCEEDED: "succeeded",
+    OutcomeKind.RETRY: "retry",
+    OutcomeKind.FAILED: "failed",
+    OutcomeKind.RELEASE: "released",
+    OutcomeKind.UNAVAILABLE: "lost",
+}
+
+
+def _attempt_outcome(done: _Finished) -> str:
+    """How the attempt ended, as its attempt row says it."""
+    if done.applied is False:
+        return "lost"
+    return "cancelled" if _cancelled(done) else _ATTEMPT_OUTCOMES[done.outcome.kind]
 
 
 def _cancelled(done: _Finished) -> bool:

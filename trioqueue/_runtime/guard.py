@@ -71,6 +71,8 @@ class BatchHandle:
     #: When the claim's answer registered the batch (trio's clock): attempt timings count
     #: from here (docs/protocol.rst §14, "Timings").
     registered_at: float = 0.0
+    #: When the claim that took it was sent (trio's clock): where its attempts' spans begin.
+    claim_sent: float = 0.0
 
     def scope_of(self, job_id: int) -> trio.CancelScope:
         """The job's own scope; a batch of one job uses the batch scope (saves memory)."""
@@ -139,6 +141,7 @@ class Guard:
             if len(claimed) > 1
             else _NO_SCOPES,
             registered_at=now,
+            claim_sent=claim_sent,
         )
         self._batches[batch_id] = handle
         self._in_flight += len(claimed)

@@ -60,6 +60,7 @@ from trioqueue._runtime.observer import PoolObserver, ShieldedObserver
 from trioqueue._runtime.scheduler import run_scheduler
 from trioqueue._runtime.siblings import Siblings, siblings_of
 from trioqueue._runtime.writer import OutcomeWriter, Result, Write
+from trioqueue._telemetry import attempt_tracer
 from trioqueue._types import (
     Claimed,
     Claims,
@@ -222,6 +223,7 @@ class _Pool:
                     self.observer,
                     self.resources,
                     self.claiming,
+                    attempt_tracer(self.worker_id, self.config.queue, trio.current_time()),
                 )
                 await self._run(task_status)
         finally:
