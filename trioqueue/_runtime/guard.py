@@ -111,6 +111,12 @@ class Guard:
         #: Renewals abandoned since the guard started (reported by every beat).
         self.abandoned_renewals = 0
 
+    @property
+    def in_flight(self) -> int:
+        """Jobs of registered batches whose outcome is not settled yet. One int read, so
+        any thread may ask (an observer's in-flight gauge, read by a metrics scrape)."""
+        return self._in_flight
+
     # -- called by the pool -------------------------------------------------------------
 
     def register(self, claimed: Sequence[Claimed], claim_sent: float) -> BatchHandle | None:
