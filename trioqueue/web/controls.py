@@ -57,11 +57,7 @@ class BulkResult:
 def describe(query: JobQuery) -> str:
     """The filters as the audit log and the confirmation name them (``queue=mail
     status=failed q=timeout``), or ``all jobs``."""
-    parts = [
-        f"{name}={value}"
-        for name, value in (("queue", query.queue), ("status", query.status), ("q", query.search))
-        if value is not None
-    ]
+    parts = [f"{name}={value}" for name, value in _filters(query).items() if value is not None]
     return " ".join(parts) or "all jobs"
 
 
@@ -84,14 +80,16 @@ async def run_bulk(
         ValueError: a retry with a status other than failed.
     """
     status = _status_of(action, query)
-    # TODO(merge views): pass the job list's cancelled filter on, as count_jobs takes it.
-    matching = await backend.count_jobs(query.queue, status, search=query.search)
+    search, cancelled = query.search, query.cancelled  # the job list's filters, all of them
+    matching = await backend.count_jobs(query.queue, status, search=search, cancelled=cancelled)
     if matching > expected:
         return BulkResult(matching, 0, refused=True)
     if action == "retry":
-        done = await backend.retry_matching(query.queue, status, search=query.search)
+        done = await backend.retry_matching(query.queue, status, search=search, cancelled=cancelled)
     else:
-        done = await backend.delete_matching(query.queue, status, search=query.search)
+        done = await backend.delete_matching(
+            query.queue, status, search=search, cancelled=cancelled
+        )
     return BulkResult(matching, done)
 
 
@@ -117,8 +115,15 @@ def _refused(result: BulkResult, expected: int) -> str:
     )
 
 
+def _filters(query: JobQuery) -> dict[str, str | None]:
+    """The job list's filters by their query-string names (``cancelled`` as ``true`` or
+    ``false``): one list for the audit text, its detail and the way back to the list."""
+    cancelled = None if query.cancelled is None else str(query.cancelled).lower()
+    return {"queue": query.queue, "status": query.status, "q": query.search, "cancelled": cancelled}
+
+
 def _bulk_detail(query: JobQuery, expected: int, result: BulkResult) -> dict[str, Any]:
-    filters = {"queue": query.queue, "status": query.status, "q": query.search}
+    filters = _filters(query)
     return {
         "filters": {k: v for k, v in filters.items() if v is not None},
         "expected": expected,
@@ -145,8 +150,9 @@ async def _schedule_action(
 
 
 def _form_query(form: Form) -> JobQuery:
-    """The job list's filters from a form's fields (``queue``, ``status``, ``q``)."""
-    fields = {name: form.get(name) or "" for name in ("queue", "status", "q")}
+    """The job list's filters from a form's fields (``queue``, ``status``, ``q``,
+    ``cancelled``)."""
+    fields = {name: form.get(name) or "" for name in ("queue", "status", "q", "cancelled")}
     return JobQuery.parse(QueryParams(fields))
 
 
@@ -241,6 +247,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
                 ("queue", query.queue or ""),
                 ("status", query.status or ""),
                 ("q", query.search or ""),
+                ("cancelled", _filters(query)["cancelled"] or ""),
                 ("expected", str(expected)),
                 ("next", next_url),
             ]
@@ -319,5 +326,4 @@ def _audit_verb(action: ScheduleAction) -> str:
 
 
 def _jobs_url(query: JobQuery) -> str:
-    params = {"queue": query.queue, "status": query.status, "q": query.search}
-    return "/jobs?" + urlencode({k: v for k, v in params.items() if v})
+    return "/jobs?" + urlencode({k: v for k, v in _filters(query).items() if v})

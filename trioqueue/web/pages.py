@@ -16,7 +16,7 @@ import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, quote, urlencode
 
 import jinja2
 from starlette.requests import Request
@@ -36,10 +36,16 @@ from trioqueue.web.api import (
     ids_target,
     job_json,
     parse_job_id,
+    parse_queue,
+    queue_json,
     queues_json,
 )
+from trioqueue.web.attempts import timings_json
 from trioqueue.web.auditor import record
 from trioqueue.web.auth import Guard, Handler, safe_next
+from trioqueue.web.charts import seconds_text
+from trioqueue.web.queue_charts import queue_charts
+from trioqueue.web.timeline import OUTCOME_LABELS, error_attempt, steps
 from trioqueue.web.visible import finalize, verbatim, visible_lines
 
 __all__ = ["routes"]
@@ -94,6 +100,20 @@ def _limits_text(queue: dict[str, Any]) -> str:
     return ", ".join(parts) or "–"
 
 
+def _took(job: trioqueue.JobInfo) -> str:
+    """The job list's Took column: from enqueued to finished, every attempt and wait
+    included (the job's page has each attempt's own run time)."""
+    if job.finished_at is None:
+        return "–"
+    return seconds_text(max(0.0, (job.finished_at - job.created_at).total_seconds()))
+
+
+def _url_path(name: str) -> str:
+    """A queue name as a path segment: every character but the slash quoted (the route
+    takes a slash in a name)."""
+    return quote(name, safe="/")
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -110,6 +130,7 @@ def environment() -> jinja2.Environment:
     env.globals |= {
         "static": lambda name: f"/static/{name}",
         "age": _age,
+        "now": _now,
         "ago": lambda t: f"{_age((_now() - t).total_seconds())} ago",
         "until": lambda t: _age((t - _now()).total_seconds()),
         "iso": lambda t: None if t is None else t.isoformat(),
@@ -120,6 +141,11 @@ def environment() -> jinja2.Environment:
         "statuses": STATUSES,
         "sorts": SORT_LABELS,
         "limits_text": _limits_text,
+        "seconds": lambda value: "–" if value is None else seconds_text(value),
+        "took": _took,
+        "steps": steps,
+        "outcome_label": lambda outcome: OUTCOME_LABELS.get(outcome, outcome),
+        "url_path": _url_path,
     }
     return env
 
@@ -192,6 +218,7 @@ def _page_url(query: JobQuery, offset: int) -> str:
     params = {
         "queue": query.queue or "",
         "status": query.status or "",
+        "cancelled": "" if query.cancelled is None else str(query.cancelled).lower(),
         "q": query.search or "",
         "sort": query.sort,
         "limit": str(query.limit),
@@ -270,17 +297,39 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             info = await backend.get_job(job_id)
         except trioqueue.UnknownJobError:
             return problem(request, 404, "No such job", f"There is no job {job_id}.")
+        attempts = await backend.list_attempts(job_id)
         return render(
             request,
             "job.html",
             page="job",
             title=f"Job {job_id}",
             job=info,
+            attempts=attempts,
+            error_attempt=error_attempt(info.last_error, attempts),
             group=job_json(info)["group"],
             payload=_payload_text(info.payload, indent=2),
             result=None if info.result is None else _payload_text(info.result, indent=2),
             undecodable=isinstance(info.payload, trioqueue.UndecodablePayload),
             events_url=f"/api/events?jobs={job_id}",
+        )
+
+    async def queue(request: Request) -> Response:
+        try:
+            name = parse_queue(request.path_params["queue"])
+        except ValueError as exc:
+            return problem(request, 400, "Bad queue name", str(exc))
+        stats = (await backend.queue_stats()).get(name)
+        timings = (await backend.queue_timings(window=3600.0, queue=name)).get(name)
+        history = await backend.attempt_history(window=3600.0, buckets=CHART_BUCKETS, queue=name)
+        return render(
+            request,
+            "queue.html",
+            page="queue",
+            title=f"Queue {name}",
+            queue=queue_json(name, stats),
+            timings=timings_json(name, 3600, timings),
+            charts=queue_charts(name, history),
+            jobs_url="/jobs?" + urlencode({"queue": name}),
         )
 
     async def workers(request: Request) -> Response:
@@ -437,6 +486,8 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         Route("/jobs/actions", guard.page(actions), methods=["POST"]),
         Route("/queues/actions", guard.page(queue_actions), methods=["POST"]),
         Route("/jobs/{job_id}", guard.page(job), methods=["GET"]),
+        # {queue:path}: a queue name may hold a slash.
+        Route("/queues/{queue:path}", guard.page(queue), methods=["GET"]),
         Route("/workers", guard.page(workers), methods=["GET"]),
         Route("/schedules", guard.page(schedules), methods=["GET"]),
         Route("/login", _same_site_posts(guard, login), methods=["GET", "POST"]),
