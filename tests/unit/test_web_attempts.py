@@ -17,6 +17,7 @@ from trioqueue._operator_types import AttemptInfo
 from trioqueue._types import Ack, AttemptTiming, Failure, PoolRegistration
 from trioqueue.web import create_app
 from trioqueue.web.charts import seconds_text
+from trioqueue.web.pages import MAX_SHOWN_ATTEMPTS
 from trioqueue.web.timeline import Step, error_attempt, steps
 
 TRACEBACK = (
@@ -414,3 +415,51 @@ def test_the_last_error_belongs_to_the_latest_attempt_with_one() -> None:
     assert error_attempt("E: 2", rows) == 2
     assert error_attempt(None, rows) is None
     assert error_attempt("E: old", [attempt()]) is None  # written before attempts were kept
+
+
+# -- the same guards as every page and endpoint ---------------------------------------------
+
+TOKEN = "a-token-long-enough-for-the-check"
+NEW_PATHS = [
+    "/queues/mail",
+    "/api/jobs/1/attempts",
+    "/api/queues/mail/timings",
+    "/api/queues/mail/history",
+]
+
+
+@pytest.mark.parametrize("path", NEW_PATHS)
+async def test_the_new_reads_need_the_token_and_refuse_other_sites(
+    backend: trioqueue.MemoryBackend, path: str
+) -> None:
+    await backend.enqueue("mail", {})
+    async with client(create_app(backend, token=TOKEN)) as c:
+        before = dict(backend.statistics().calls)
+        anonymous = await c.get(path)
+        cross_site = await c.get(
+            path, headers={"Authorization": f"Bearer {TOKEN}", "Sec-Fetch-Site": "cross-site"}
+        )
+        untouched = dict(backend.statistics().calls) == before
+        allowed = await c.get(path, headers={"Authorization": f"Bearer {TOKEN}"})
+    page = not path.startswith("/api/")
+    assert anonymous.status_code == (303 if page else 401)
+    assert cross_site.status_code == 403
+    assert untouched  # refused before the backend is read
+    assert allowed.status_code == 200
+    assert allowed.headers["content-security-policy"].startswith("default-src 'none'")
+
+
+async def test_the_job_page_shows_the_latest_attempts_only(
+    backend: trioqueue.MemoryBackend,
+) -> None:
+    job_id = await backend.enqueue("mail", {}, max_attempts=MAX_SHOWN_ATTEMPTS + 5)
+    for _ in range(MAX_SHOWN_ATTEMPTS + 3):
+        await fail_once(backend, await claim(backend), retry=0)
+    async with client(create_app(backend)) as c:
+        r = await c.get(f"/jobs/{job_id}")
+        api = (await c.get(f"/api/jobs/{job_id}/attempts")).json()
+    shown = attempts_of(r.text)
+    assert len(shown) == MAX_SHOWN_ATTEMPTS
+    assert shown[0] == ("4", "retry") and shown[-1] == (str(MAX_SHOWN_ATTEMPTS + 3), "retry")
+    assert "3 earlier attempts not shown" in r.text
+    assert len(api["attempts"]) == MAX_SHOWN_ATTEMPTS + 3  # the API has them all

@@ -63,6 +63,9 @@ SORT_LABELS: tuple[tuple[str, str], ...] = (
     ("finished_at", "finished, earliest first"),
 )
 PAGE_SIZE = 50
+#: The job page shows the latest attempts only: a job retried without end would otherwise
+#: make a page of megabytes (each traceback may hold 16,000 characters).
+MAX_SHOWN_ATTEMPTS = 50
 CHART_WIDTH, CHART_HEIGHT, CHART_BUCKETS = 600, 120, 60
 
 
@@ -298,13 +301,15 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         except trioqueue.UnknownJobError:
             return problem(request, 404, "No such job", f"There is no job {job_id}.")
         attempts = await backend.list_attempts(job_id)
+        shown = attempts[-MAX_SHOWN_ATTEMPTS:]
         return render(
             request,
             "job.html",
             page="job",
             title=f"Job {job_id}",
             job=info,
-            attempts=attempts,
+            attempts=shown,
+            earlier_attempts=len(attempts) - len(shown),
             error_attempt=error_attempt(info.last_error, attempts),
             group=job_json(info)["group"],
             payload=_payload_text(info.payload, indent=2),
