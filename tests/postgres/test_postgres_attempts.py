@@ -131,7 +131,7 @@ async def test_the_trace_context_is_stored_and_handed_to_the_claim(
     backend: PostgresBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     context = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
-    monkeypatch.setattr("trioqueue._backends.validation.enqueue_context", lambda: context)
+    monkeypatch.setattr("trioqueue._telemetry.enqueue_context", lambda: context)
     job_id = await backend.enqueue(Q, "x")
     stored = await fetchrow(
         backend, "SELECT trace_context FROM {schema}.jobs WHERE id = $1", job_id
