@@ -18,12 +18,19 @@ from __future__ import annotations
 import collections
 import functools
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import trio
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    start_http_server,
+)
 
 import trioqueue
 from trioqueue import PoolObserver
@@ -39,6 +46,11 @@ HANDLER_BUCKETS = (
 #: A renewal statement takes milliseconds; one near its timeout (up to V) is trouble.
 RENEWAL_BUCKETS = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, math.inf,
+)  # fmt: skip
+#: A job's wait before its claim: none at all on an idle queue, hours behind a backlog.
+WAIT_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+    300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0, math.inf,
 )  # fmt: skip
 #: The ``reason`` label's values, present from the start so that ``rate()`` sees a zero.
 LEASE_LOSS_REASONS = ("lease_expired", "reclaimed", "gone")
@@ -169,13 +181,44 @@ class PrometheusObserver(PoolObserver):
             ``CollectorRegistry`` of its own (not prometheus-client's global one), as
             :attr:`registry`.
         max_queues: how many queues the sampled gauges name (:class:`DatabaseGauges`).
+        process: whether the registry also gets prometheus-client's standard process
+            collector (``process_cpu_seconds_total``, ``process_resident_memory_bytes``,
+            open file descriptors, ...; on Linux). Default true; leave it out when the
+            registry has one already (prometheus-client's global registry does).
     """
 
     def __init__(
-        self, registry: CollectorRegistry | None = None, *, max_queues: int = MAX_QUEUES
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        max_queues: int = MAX_QUEUES,
+        process: bool = True,
     ) -> None:
         self.registry = CollectorRegistry() if registry is None else registry
         r = self.registry
+        self.build_info = Gauge(
+            "trioqueue_build_info",
+            "Always 1; its version label is trioqueue's version",
+            ["version"],
+            registry=r,
+        )
+        self.build_info.labels(trioqueue.__version__).set(1)
+        if process:
+            ProcessCollector(registry=r)
+        self.job_wait = Histogram(
+            "trioqueue_job_wait_seconds",
+            "Time from a job becoming claimable (enqueued, its delay over, put back) to "
+            "its claim, by the database's clock",
+            ["queue"],
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "trioqueue_in_flight",
+            "Jobs a worker pool holds whose outcome is not yet written (read at scrape)",
+            ["queue", "worker_id"],
+            registry=r,
+        )
         self.jobs_finished = Counter(
             "trioqueue_jobs_finished_total",
             "Job attempts finished, by queue and outcome",
@@ -216,8 +259,28 @@ class PrometheusObserver(PoolObserver):
         # Children by label values: ``labels()`` takes a lock and builds a tuple each call.
         self._finished: dict[tuple[str, str], Counter] = {}
         self._durations: dict[str, Histogram] = {}
+        self._waits: dict[str, Histogram] = {}
 
     # -- the pool's events ------------------------------------------------------------
+
+    def pool_started(self, queue: str, worker_id: str, in_flight: Callable[[], int]) -> None:
+        # Read when scraped, on the scrape's thread: the pool's count is one int, so the
+        # read is safe there and costs the pool nothing per job.
+        self.in_flight.labels(queue, worker_id).set_function(in_flight)
+
+    def pool_stopped(self, queue: str, worker_id: str) -> None:
+        try:
+            self.in_flight.remove(queue, worker_id)
+        except KeyError:  # never started here (another observer's pool)
+            pass
+
+    def job_claimed(self, queue: str, waited: float | None) -> None:
+        if waited is None:
+            return
+        child = self._waits.get(queue)
+        if child is None:
+            child = self._waits[queue] = self.job_wait.labels(queue)
+        child.observe(waited)
 
     def job_finished(self, queue: str, outcome: str) -> None:
         child = self._finished.get((queue, outcome))

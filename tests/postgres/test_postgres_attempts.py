@@ -131,7 +131,7 @@ async def test_the_trace_context_is_stored_and_handed_to_the_claim(
     backend: PostgresBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     context = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
-    monkeypatch.setattr("trioqueue._backends.validation.enqueue_context", lambda: context)
+    monkeypatch.setattr("trioqueue._telemetry.enqueue_context", lambda: context)
     job_id = await backend.enqueue(Q, "x")
     stored = await fetchrow(
         backend, "SELECT trace_context FROM {schema}.jobs WHERE id = $1", job_id
@@ -184,3 +184,22 @@ async def test_migration_0009_marks_existing_cancellations(
         jobs = await backend.list_jobs()
         assert [job.cancelled for job in jobs] == [True, False, False]
         assert [await backend.list_attempts(job.id) for job in jobs] == [[], [], []]
+
+
+async def test_attempts_go_with_their_job_whatever_deletes_it(backend: PostgresBackend) -> None:
+    """The statement trigger of migration 0009: prune and an operator's own DELETE take
+    the attempts of every job they delete, and leave the others'."""
+    ids = [await backend.enqueue(Q, n) for n in range(3)]
+    for job_id in ids:
+        claimed = await claim(backend)
+        assert await backend.ack([Ack(job_id, claimed.job.claim_seq)]) == [True]
+    async with backend.acquire() as connection:
+        await connection.execute(
+            f'UPDATE "{backend.schema}".jobs SET finished_at = now() - interval '
+            "'2 hours' WHERE id = $1",
+            ids[0],
+        )
+        assert await backend.prune(3600.0) == 1
+        await connection.execute(f'DELETE FROM "{backend.schema}".jobs WHERE id = $1', ids[1])
+        left = await connection.fetch(f'SELECT job_id FROM "{backend.schema}".attempts')
+    assert [row["job_id"] for row in left] == [ids[2]]

@@ -255,7 +255,6 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
                 "attempts",
                 "CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'retry'::text, 'failed'::text, 'cancelled'::text, 'released'::text, 'lost'::text])))",
             ),
-            ("attempts", "FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id) ON DELETE CASCADE"),
             ("attempts", "PRIMARY KEY (job_id, claim_seq)"),
             ("audit_log", "PRIMARY KEY (id)"),
             ("jobs", "CHECK ((attempts >= 0))"),

@@ -8,6 +8,11 @@ import trioqueue
 import trioqueue.testing
 
 PUBLIC = {
+    "AttemptBucket",  # attempt history (docs/api.rst, "Operators' queries")
+    "AttemptInfo",
+    "AttemptOutcome",
+    "MAX_TRACEBACK_CHARS",
+    "QueueTimings",
     "AuditEntry",
     "BackendError",
     "BackendStatistics",

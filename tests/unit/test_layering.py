@@ -48,10 +48,11 @@ SHARED = Component(
         "trioqueue._types",
         "trioqueue._operator_types",
         "trioqueue._errors",
-        # the seam to OpenTelemetry (docs/telemetry.rst): backends call it at enqueue
-        "trioqueue._telemetry",
     ),
 )
+# The seam to OpenTelemetry (docs/telemetry.rst): backends call it at enqueue, the runtime
+# traces attempts with it; only trioqueue._otel imports opentelemetry, and only when found.
+TELEMETRY = Component("telemetry", modules=("trioqueue._telemetry", "trioqueue._otel"))
 PROTOCOL = Component(
     "backend protocol",
     modules=(
@@ -76,6 +77,7 @@ WEB = Component("web dashboard", packages=("trioqueue.web",))
 TIERS: tuple[tuple[Component, ...], ...] = (
     (CORE,),
     (SHARED,),
+    (TELEMETRY,),
     (PROTOCOL,),
     (RUNTIME, MEMORY, POSTGRES),
     (PUBLIC,),
@@ -145,6 +147,7 @@ def _allowed_private(module: str, target: str) -> bool:
 THIRD_PARTY: dict[Component, frozenset[str]] = {
     CORE: frozenset({"cronsim"}),
     SHARED: frozenset(),
+    TELEMETRY: frozenset({"opentelemetry"}),
     PROTOCOL: frozenset({"trio"}),
     RUNTIME: frozenset({"trio"}),
     MEMORY: frozenset({"trio"}),

@@ -95,11 +95,12 @@ async def test_the_runtime_gives_each_job_record_its_fields(autojump_clock: obje
         if "job_id" in e
     }
     assert about[ok, "succeeded"] == ("trioqueue.worker", "q", 1)
-    assert about[flaky, "raised"] == ("trioqueue.worker", "q", 1)
     assert about[flaky, "retry"] == ("trioqueue.worker", "q", 1)
+    [retry] = [e for e in entries if (e.get("job_id"), e["event"]) == (flaky, "retry")]
+    assert "RuntimeError: planned failure on attempt 1" in retry["exception"]
     assert about[flaky, "succeeded"] == ("trioqueue.worker", "q", 2)
     assert about[hung, "cancel_requested"] == ("trioqueue.guard", "q", 1)
-    assert about[hung, "failed"] == ("trioqueue.worker", "q", 1)
+    assert about[hung, "cancelled"] == ("trioqueue.worker", "q", 1)
     pool = [e for e in entries if e["logger"] == "trioqueue.pool"]
     assert pool and all("job_id" not in e for e in pool)
 

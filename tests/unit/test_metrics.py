@@ -233,13 +233,18 @@ async def test_the_exposition_has_exactly_the_documented_names_and_labels(
         nursery.cancel_scope.cancel()
     # prometheus-client adds a ``_created`` gauge (a timestamp) to every counter and
     # histogram series; the parser shows them as families of their own.
+    # The standard process collector's ``process_*`` families are prometheus-client's own
+    # (tests/unit/test_metrics_new.py).
     families = {
         family.name: family
         for family in text_string_to_metric_families(generate_latest(observer.registry).decode())
-        if not family.name.endswith("_created")
+        if not family.name.endswith("_created") and not family.name.startswith("process_")
     }
     # The parser names counters without their ``_total`` suffix.
     assert {name: family.type for name, family in families.items()} == {
+        "trioqueue_build_info": "gauge",
+        "trioqueue_job_wait_seconds": "histogram",
+        "trioqueue_in_flight": "gauge",  # no sample once the pool has stopped
         "trioqueue_jobs": "gauge",
         "trioqueue_jobs_finished": "counter",
         "trioqueue_handler_duration_seconds": "histogram",
@@ -255,6 +260,10 @@ async def test_the_exposition_has_exactly_the_documented_names_and_labels(
         for sample in family.samples
     }
     assert labels == {
+        "trioqueue_build_info": {"version"},
+        "trioqueue_job_wait_seconds_bucket": {"queue"},
+        "trioqueue_job_wait_seconds_count": {"queue"},
+        "trioqueue_job_wait_seconds_sum": {"queue"},
         "trioqueue_jobs": {"queue", "status"},
         "trioqueue_jobs_finished_total": {"queue", "outcome"},
         "trioqueue_handler_duration_seconds_bucket": {"queue"},

@@ -4,6 +4,7 @@ posts with their confirmation step, what each action records, and the refusals."
 
 from __future__ import annotations
 
+import html
 import logging
 import re
 from typing import Any
@@ -139,6 +140,42 @@ async def test_the_jobs_list_confirms_the_count_before_retrying_all(
     assert await statuses(backend, ids) == ["ready", "ready"]
     [entry] = await backend.list_audit()
     assert entry.action == "jobs.retry_matching"
+
+
+async def cancelled_job(backend: trioqueue.MemoryBackend, queue: str = "mail") -> int:
+    """A job of ``queue`` cancelled before it ran: ``failed``, and a cancellation."""
+    job_id = await backend.enqueue(queue, "cancel me")
+    assert await backend.cancel(job_id)
+    return job_id
+
+
+async def test_bulk_actions_keep_the_lists_cancelled_filter(
+    backend: trioqueue.MemoryBackend,
+) -> None:
+    [real] = await failed(backend, "mail")
+    cancelled = await cancelled_job(backend)
+    async with client(create_app(backend)) as c:
+        r = await c.post(
+            "/api/jobs/retry?status=failed&cancelled=false", json={"expected": 1}, headers=SAME_SITE
+        )
+        form = {"action": "delete", "status": "failed", "cancelled": "true", "q": "", "queue": ""}
+        asked = await c.post("/jobs/matching", data=form, headers=SAME_SITE)
+        # as a browser reads them: the way back is an HTML attribute, "&" written "&amp;"
+        fields = {k: html.unescape(v) for k, v in HIDDEN.findall(asked.text)}
+        done = await c.post("/jobs/matching", data=fields, headers=SAME_SITE)
+    # The API retried the real failure only: the cancellation was left out of the count too.
+    assert (r.status_code, r.json()) == (200, {"ok": True, "matching": 1, "done": 1})
+    # The page's confirmation carried the filter on, and the delete took the cancellation only.
+    assert "Delete all 1 job matching status=failed cancelled=true?" in asked.text
+    assert fields["cancelled"] == "true"
+    assert (done.status_code, done.headers["location"]) == (
+        303,
+        "/jobs?status=failed&cancelled=true",
+    )
+    assert await statuses(backend, [real, cancelled]) == ["ready", "deleted"]
+    deleted, retried = await backend.list_audit()  # newest first
+    assert deleted.detail["filters"] == {"status": "failed", "cancelled": "true"}
+    assert retried.target == "status=failed cancelled=false"
 
 
 async def test_a_confirmation_gone_stale_is_refused(backend: trioqueue.MemoryBackend) -> None:

@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trioqueue import _telemetry
 from trioqueue._core.clock_skew import ClockVerdict
 from trioqueue._core.schedule import check_cron, check_timezone
 from trioqueue._core.wire import RenewItem
-from trioqueue._telemetry import enqueue_context
 from trioqueue._types import (
     JOB_SORTS,
     JOB_STATUSES,
@@ -109,7 +109,7 @@ def check_enqueue(
         max_attempts=check_int("max_attempts", max_attempts, minimum=1, maximum=INT32_MAX),
         dedup_key=_check_key("dedup_key", dedup_key, "use None for no deduplication"),
         group=_check_key("group", group, "use None for no group"),
-        trace_context=encode_trace_context(enqueue_context()),
+        trace_context=encode_trace_context(_telemetry.enqueue_context()),
     )
 
 

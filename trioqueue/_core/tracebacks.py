@@ -27,6 +27,8 @@ def bound_traceback(text: str, limit: int = MAX_TRACEBACK_CHARS) -> str:
         if len(settled) <= len(marker):
             break
         marker = settled
+    if len(marker) > limit:  # no room even for the marker: the tail, which matters most
+        return text[len(text) - limit :] if limit > 0 else ""
     head = keep // 4
     tail = keep - head
     return text[:head] + _marker(len(text) - head - tail) + text[len(text) - tail :]

@@ -45,7 +45,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -61,21 +61,26 @@ from trioqueue._core.outcome import Outcome, decide, decide_attempt
 from trioqueue._core.rules import OutcomeKind, StopReason
 from trioqueue._core.timing import Timing, retry_delay, write_retries_spent
 from trioqueue._errors import is_transient, leaves
+from trioqueue._runtime.attempt_log import NOT_RECORDED as NOT_RECORDED
+from trioqueue._runtime.attempt_log import log_outcome
 from trioqueue._runtime.config import WorkerConfig, is_async_callable
 from trioqueue._runtime.context import JobContext, PoolShare
+from trioqueue._runtime.failures import Raised, from_exception, from_exit, from_group
 from trioqueue._runtime.guard import BatchHandle, Guard
 from trioqueue._runtime.logfields import job_fields
 from trioqueue._runtime.monitor import BlockingMonitor
 from trioqueue._runtime.observer import LEASE_LOSSES, OUTCOME_LABELS, PoolObserver
 from trioqueue._runtime.writer import OutcomeWriter
-from trioqueue._types import Ack, Claimed, Failure, Job, Recorded, Release
+from trioqueue._types import Ack, AttemptTiming, Claimed, Failure, Job, Recorded, Release
+
+if TYPE_CHECKING:
+    from trioqueue._otel import AttemptTrace, AttemptTracer
 
 log = logging.getLogger("trioqueue.worker")
 
 #: Stands in for a custom backoff that gave no usable delay (see BatchRunner._retry_delay).
 _DEFAULT_BACKOFF = ExponentialBackoff()
 
-NOT_RECORDED = "outcome not recorded: the attempt was reclaimed or the job finished elsewhere"
 EXPIRED_ON_ARRIVAL = "lease expired before the handler started"
 UNRECORDED = (
     "outcome ({kind}) not recorded: writing it failed {why} ({error!r}); "
@@ -87,6 +92,11 @@ CONNECT_RETRY_FIRST = 0.05
 Hook = Callable[..., Awaitable[None]]
 #: The name of a batch's task.
 _BATCH = "trioqueue.batch"
+#: The stops after which a failure is still the handler's exception (its type and
+#: traceback stored with it): none, or a cancel the handler answered by raising. A
+#: duration's or a lost lease's failure raised nothing of the handler's own
+#: (docs/protocol.rst §14).
+_STOPS_KEEPING_ERROR = frozenset({None, StopReason.CANCELLED})
 COMMIT_IN_DOUBT = (
     "the transaction's commit may or may not have happened ({error}); nothing else is "
     "written: the row's lease settles it"
@@ -107,8 +117,12 @@ class BatchRunner:
         observer: PoolObserver | None = None,
         resources: Any = None,
         claiming: trio.CancelScope | None = None,
+        tracer: AttemptTracer | None = None,
     ) -> None:
         self._guard = guard
+        # Spans of each attempt (docs/telemetry.rst); None without OpenTelemetry, and then
+        # an attempt spends one check of it at each of its steps.
+        self._tracer = tracer
         # The pool's claim loop, cancelled as soon as an exception gets out of a job: the
         # pool is going down, and a job claimed now could not run (docs/protocol.rst §4.1).
         self._claiming = claiming
@@ -192,11 +206,13 @@ class BatchRunner:
         # Few locals here: this frame lives as long as the handler runs, twice over (the
         # coroutine, and the frame object trio makes of a task's first frame). Hence no
         # local for the scope either.
-        error: str | None = None
+        error: Raised | None = None
         result: str | None = None  # the handler's return value as JSON text
+        began: float | None = None  # when the handler started (None: it never did)
         exiting = False  # cancelled from outside the batch: the pool is going down
         txs = _TxState() if self._transactions is not None else None
         started = trio.current_time() if self._observer is not None else 0.0
+        trace = None if self._tracer is None else self._start_trace(handle, job)
         try:
             with handle.scope_of(job.id):
                 try:
@@ -206,6 +222,9 @@ class BatchRunner:
                         await self._open_transaction(job, txs)
                     # Called here rather than through a helper: a coroutine frame less for
                     # every job in flight (memory per job is a bench goal).
+                    began = trio.current_time()
+                    if trace is not None:
+                        trace.handler_started(began)
                     if self._handler_is_async:
                         # Encoded here, so a value with no JSON form fails the attempt
                         # like any handler error (docs/usage.rst, "Results").
@@ -229,35 +248,48 @@ class BatchRunner:
         finally:
             try:
                 if inbox is not None:
-                    inbox.put(self._finished(handle, job, error, result, txs, started, exiting))
+                    inbox.put(
+                        self._finished(
+                            handle, job, error, result, txs, started, exiting, began, trace
+                        )
+                    )
                 else:
                     with trio.CancelScope(shield=True):
-                        await self._settle_alone(handle, job, error, result, txs, started, exiting)
+                        await self._settle_alone(
+                            handle, job, error, result, txs, started, exiting, began, trace
+                        )
             finally:
+                if trace is not None:
+                    trace.leave()
                 if inbox is not None:
                     inbox.leave()
                 elif len(handle.jobs) == 1:
                     self._end_batch(handle)
 
+    def _start_trace(self, handle: BatchHandle, job: Job) -> AttemptTrace | None:
+        assert self._tracer is not None
+        return self._tracer.start(job, handle.claim_sent, handle.registered_at, len(handle.jobs))
+
     def _context(self, handle: BatchHandle, job: Job, txs: _TxState | None) -> JobContext:
         connection = None if txs is None or txs.tx is None else txs.tx.connection
         return JobContext(job, handle, self._share, connection)
 
-    def _raised(self, job: Job, group: BaseExceptionGroup[Exception]) -> str:
-        """Log what the handler (or claim hook) raised; its ``last_error`` text."""
+    def _raised(self, job: Job, group: BaseExceptionGroup[Exception]) -> Raised:
+        """Log what the handler (or claim hook) raised; its ``last_error`` text, type and
+        traceback (formatted now, the only time an attempt pays for it)."""
         error = describe(group)
-        log.info(
+        log.debug(  # its outcome's line follows, with the traceback
             "job %d attempt %d raised: %s",
             job.id,
             job.attempt,
             error,
             extra=job_fields(job, "raised"),
         )
-        return error
+        return from_group(group, error)
 
     def _escaped(
-        self, handle: BatchHandle, job: Job, escaped: BaseException, error: str | None
-    ) -> tuple[str | None, bool]:
+        self, handle: BatchHandle, job: Job, escaped: BaseException, error: Raised | None
+    ) -> tuple[Raised | None, bool]:
         """What got out of a job's scope: the attempt's error (with any the handler raised
         beside it), and whether it was only trio's cancellation from outside the batch.
 
@@ -281,37 +313,54 @@ class BatchRunner:
             describe_exit(own),
             extra=job_fields(job, "raised_exit"),
         )
-        return (text if error is None else f"{error}; {text}"), False
+        text = text if error is None else f"{error.text}; {text}"
+        return from_exit(own, text, error), False
 
     def _finished(
         self,
         handle: BatchHandle,
         job: Job,
-        error: str | None,
+        error: Raised | None,
         result: str | None,
         txs: _TxState | None,
         started: float,
         exiting: bool = False,
+        began: float | None = None,
+        trace: AttemptTrace | None = None,
     ) -> _Finished:
         """The job's work has ended: its outcome, decided now (I8), and the stop that
-        decided it if any (as ``decide`` picks it: the job's own before its batch's)."""
+        decided it if any (as ``decide`` picks it: the job's own before its batch's); with
+        the handler's timing if it started (``began``)."""
         lease = handle.leases[job.id]
         lease.end_work()
+        now = trio.current_time()
         if self._observer is not None:
-            self._observer.handler_finished(self._config.queue, trio.current_time() - started)
+            self._observer.handler_finished(self._config.queue, now - started)
         refused = None if txs is None or txs.tx is not None else txs.refused
         outcome, stop = decide_attempt(
             job_stop=lease.stop,
             scope_fired=handle.scope.cancel_called,
             batch_stop=lambda: self._guard.batch_stop(handle.batch_id),
-            error=error,
+            error=None if error is None else error.text,
             attempt=job.attempt,
             max_attempts=job.max_attempts,
             max_job_duration=self._timing.max_job_duration,
             no_connection=refused[-1] if refused else None,
             exiting=exiting,
         )
-        return _Finished(job, outcome, stop, result)
+        done = _Finished(job, outcome, stop, result)
+        if began is not None:
+            done.timing = AttemptTiming(began - handle.registered_at, now - began)
+        if error is not None and stop in _STOPS_KEEPING_ERROR:
+            done.raised = error  # the failure is the exception's, so is its type
+        if trace is not None:
+            done.trace = trace
+            raised = done.raised
+            if raised is None:
+                trace.work_ended(now, None, None, None)
+            else:
+                trace.work_ended(now, raised.error_type, raised.text, raised.traceback)
+        return done
 
     async def _open_transaction(self, job: Job, txs: _TxState) -> None:
         """Enter the job's transaction, waiting out connections the server refuses.
@@ -352,13 +401,23 @@ class BatchRunner:
             pause = min(2 * pause, timing.heartbeat_interval)
 
     async def _run_in_thread(self, job: Job, ctx: JobContext) -> str | None:
-        """Run a sync handler in a thread; its return value as JSON text."""
+        """Run a sync handler in a thread; its return value as JSON text.
+
+        What the handler raised is raised here, after the nursery: raised inside it, it
+        would come out wrapped in the nursery's group, a group of the runtime's own that
+        the attempt's traceback would show around the handler's error.
+        """
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_tell_thread_when_stopped, ctx)
-            result = await trio.to_thread.run_sync(
+            result, error = await trio.to_thread.run_sync(
                 _call_sync_handler, self._config.handler, job.payload, ctx, limiter=self._threads
             )
             nursery.cancel_scope.cancel()
+        if error is not None:
+            try:
+                raise error
+            finally:
+                del error  # no cycle through this frame
         return result
 
     async def _settle_from(self, handle: BatchHandle, inbox: _Inbox) -> None:
@@ -371,19 +430,21 @@ class BatchRunner:
         self,
         handle: BatchHandle,
         job: Job,
-        error: str | None,
+        error: Raised | None,
         result: str | None,
         txs: _TxState | None,
         started: float,
         exiting: bool,
+        began: float | None,
+        trace: AttemptTrace | None,
     ) -> None:
         """Decide and settle one job by itself: in transactional mode, its transaction
         first."""
         try:
-            done = self._finished(handle, job, error, result, txs, started, exiting)
+            done = self._finished(handle, job, error, result, txs, started, exiting, began, trace)
             if txs is not None:
                 done.outcome, done.applied = await self._end_transaction(
-                    handle, done.job, done.outcome, txs.tx, txs.held, done.result
+                    handle, done, txs.tx, txs.held
                 )
             await self._settle(handle, [done])
         finally:
@@ -428,7 +489,9 @@ class BatchRunner:
         for done in settled:
             if self._observer is not None:
                 self._observe(done.outcome, done.applied, done.stop)
-            hook, args = self._report(done.job, done.outcome, done.applied, done.delay)
+            hook, args = self._report(done)
+            if done.trace is not None:
+                done.trace.finish(_attempt_outcome(done), done.outcome.message, trio.current_time())
             if hook is not None:  # awaited here, not through _hook: a coroutine less per job
                 try:
                     await hook(done.job, *args)
@@ -446,7 +509,7 @@ class BatchRunner:
             return
         label = OUTCOME_LABELS[outcome.kind]
         if outcome.kind is OutcomeKind.FAILED and stop is StopReason.CANCELLED:
-            label = "cancelled"
+            label = "cancelled"  # as _cancelled says
         self._observer.job_finished(queue, label)
         if outcome.kind is OutcomeKind.UNAVAILABLE and stop is not None and stop in LEASE_LOSSES:
             self._observer.lease_lost(LEASE_LOSSES[stop])
@@ -454,11 +517,9 @@ class BatchRunner:
     async def _end_transaction(
         self,
         handle: BatchHandle,
-        job: Job,
-        outcome: Outcome,
+        done: _Finished,
         tx: JobTransaction | None,
         held: AsyncExitStack,
-        result: str | None,
     ) -> tuple[Outcome, bool | None]:
         """Commit a success with its ack, or roll back; then close the transaction.
 
@@ -466,13 +527,14 @@ class BatchRunner:
             The outcome still to write outside the transaction (with None), or the ack's
             outcome and whether its fence let the commit through.
         """
+        job, outcome = done.job, done.outcome
         try:
             if tx is None or outcome.kind is not OutcomeKind.SUCCEEDED:
                 return outcome, None
             progress = handle.leases[job.id].progress
             try:
                 with trio.fail_after(self._timing.visibility_timeout):
-                    ack = Ack(job.id, job.claim_seq, progress, result)
+                    ack = Ack(job.id, job.claim_seq, progress, done.result, done.timing)
                     return outcome, await tx.commit_with_ack(ack)
             except Exception as exc:
                 if tx.commit_sent:
@@ -487,6 +549,7 @@ class BatchRunner:
                     failure,
                     extra=job_fields(job, "transaction_failed"),
                 )
+                done.raised = from_exception(exc, failure)
                 return self._failed(job, failure), None
         finally:
             await held.aclose()
@@ -598,48 +661,48 @@ class BatchRunner:
         job, kind = done.job, done.outcome.kind
         progress = handle.leases[job.id].progress
         if kind is OutcomeKind.SUCCEEDED:
-            return Ack(job.id, job.claim_seq, progress, done.result)
+            return Ack(job.id, job.claim_seq, progress, done.result, done.timing)
         if kind is OutcomeKind.RELEASE:
-            return Release(job.id, job.claim_seq, progress)
+            return Release(job.id, job.claim_seq, progress, done.timing)
         retry = done.delay if kind is OutcomeKind.RETRY else None
-        return Failure(job.id, job.claim_seq, done.outcome.message or "", retry, progress)
+        message, raised = done.outcome.message or "", done.raised
+        if raised is None:
+            return Failure(job.id, job.claim_seq, message, retry, progress, done.timing)
+        return Failure(
+            job.id,
+            job.claim_seq,
+            message,
+            retry,
+            progress,
+            done.timing,
+            raised.error_type,
+            raised.traceback,
+        )
 
-    def _report(
-        self, job: Job, outcome: Outcome, applied: bool | Recorded | None, delay: float
-    ) -> tuple[Hook | None, tuple[Any, ...]]:
+    def _report(self, done: _Finished) -> tuple[Hook | None, tuple[Any, ...]]:
         """Log how the attempt ended; the hook to call for it, and its arguments after the
         job."""
-        config, kind = self._config, outcome.kind
-        if applied is False:
-            log.warning("job %d: %s", job.id, NOT_RECORDED, extra=job_fields(job, "fenced_out"))
+        config, outcome, raised = self._config, done.outcome, done.raised
+        fenced_out = done.applied is False
+        log_outcome(
+            done.job,
+            outcome,
+            fenced_out=fenced_out,
+            cancelled=_cancelled(done),
+            delay=done.delay,
+            raised=raised,
+        )
+        if raised is not None:
+            raised.logged()
+        kind = outcome.kind
+        if fenced_out:
             return config.on_job_unavailable, (NOT_RECORDED,)
         if kind is OutcomeKind.SUCCEEDED:
-            if log.isEnabledFor(logging.INFO):  # the hot path: no fields built for nothing
-                log.info(
-                    "job %d succeeded (attempt %d)",
-                    job.id,
-                    job.attempt,
-                    extra=job_fields(job, "succeeded"),
-                )
             return config.on_job_succeeded, ()
         if kind is OutcomeKind.RETRY:
-            log.info(
-                "job %d attempt %d failed, retry in %.2fs: %s",
-                job.id,
-                job.attempt,
-                delay,
-                outcome.message,
-                extra=job_fields(job, "retry"),
-            )
-            return config.on_job_retry, (delay,)
+            return config.on_job_retry, (done.delay,)
         if kind is OutcomeKind.FAILED:
-            log.warning(
-                "job %d failed: %s", job.id, outcome.message, extra=job_fields(job, "failed")
-            )
             return config.on_job_failed, (outcome.message or "",)
-        level = logging.INFO if kind is OutcomeKind.RELEASE else logging.WARNING
-        event = kind.value  # release or unavailable
-        log.log(level, "job %d: %s", job.id, outcome.message, extra=job_fields(job, event))
         return config.on_job_unavailable, (outcome.message or "",)
 
     async def _hook(self, hook: Hook | None, job: Job, *args: Any) -> None:
@@ -682,12 +745,16 @@ class _NoConnection(Exception):
 
 def _call_sync_handler(
     handler: Callable[[Any, JobContext], object], payload: Any, ctx: JobContext
-) -> str | None:
+) -> tuple[str | None, Exception | None]:
     """Call a sync handler, in its thread, and refuse a result that is work not done;
-    its return value as JSON text (encoded in the thread, off the trio loop)."""
-    result = handler(payload, ctx)
-    _refuse_unrun_work(result)
-    return encode_result(result)
+    its return value as JSON text (encoded in the thread, off the trio loop), or the
+    error it raised."""
+    try:
+        result = handler(payload, ctx)
+        _refuse_unrun_work(result)
+        return encode_result(result), None
+    except Exception as exc:
+        return None, exc
 
 
 def _refuse_unrun_work(result: object) -> None:
@@ -751,8 +818,11 @@ class _Finished:
         "failing_since",
         "job",
         "outcome",
+        "raised",
         "result",
         "stop",
+        "timing",
+        "trace",
         "unrecorded",
     )
 
@@ -769,6 +839,10 @@ class _Finished:
         self.delay = 0.0  # before a retry
         self.unrecorded = ""  # why the write was given up, if it was
         self.failing_since: float | None = None  # when its write first failed
+        self.timing: AttemptTiming | None = None  # None: the handler never started
+        #: The exception the failure is, when one is (not a timeout's, nor a lost lease's).
+        self.raised: Raised | None = None
+        self.trace: AttemptTrace | None = None  # its spans, when traced
 
 
 class _Inbox:
@@ -802,6 +876,29 @@ class _Inbox:
             self._wake = trio.Event()
         taken, self._finished = self._finished, []
         return taken
+
+
+#: The attempts table's word for each outcome (docs/protocol.rst §14); an attempt whose
+#: write was given up or fenced out is ``lost``: another claim takes its job over.
+_ATTEMPT_OUTCOMES = {
+    OutcomeKind.SUCCEEDED: "succeeded",
+    OutcomeKind.RETRY: "retry",
+    OutcomeKind.FAILED: "failed",
+    OutcomeKind.RELEASE: "released",
+    OutcomeKind.UNAVAILABLE: "lost",
+}
+
+
+def _attempt_outcome(done: _Finished) -> str:
+    """How the attempt ended, as its attempt row says it."""
+    if done.applied is False:
+        return "lost"
+    return "cancelled" if _cancelled(done) else _ATTEMPT_OUTCOMES[done.outcome.kind]
+
+
+def _cancelled(done: _Finished) -> bool:
+    """Whether the attempt failed for good because a cancel was asked."""
+    return done.outcome.kind is OutcomeKind.FAILED and done.stop is StopReason.CANCELLED
 
 
 def describe(group: BaseExceptionGroup[Exception]) -> str:

@@ -68,6 +68,11 @@ class BatchHandle:
     leases: Mapping[int, JobLease]
     #: Empty for a batch of one job (shared, never written: a dict less per such batch).
     job_scopes: Mapping[int, trio.CancelScope] = field(default_factory=lambda: _NO_SCOPES)
+    #: When the claim's answer registered the batch (trio's clock): attempt timings count
+    #: from here (docs/protocol.rst §14, "Timings").
+    registered_at: float = 0.0
+    #: When the claim that took it was sent (trio's clock): where its attempts' spans begin.
+    claim_sent: float = 0.0
 
     def scope_of(self, job_id: int) -> trio.CancelScope:
         """The job's own scope; a batch of one job uses the batch scope (saves memory)."""
@@ -106,6 +111,12 @@ class Guard:
         #: Renewals abandoned since the guard started (reported by every beat).
         self.abandoned_renewals = 0
 
+    @property
+    def in_flight(self) -> int:
+        """Jobs of registered batches whose outcome is not settled yet. One int read, so
+        any thread may ask (an observer's in-flight gauge, read by a metrics scrape)."""
+        return self._in_flight
+
     # -- called by the pool -------------------------------------------------------------
 
     def register(self, claimed: Sequence[Claimed], claim_sent: float) -> BatchHandle | None:
@@ -116,11 +127,12 @@ class Guard:
         # from the statement's start on its own clock: the local send time plus that wait
         # is still no later than the lock (docs/protocol.rst, "The lease fence").
         locked = claim_sent + min((c.locked_after for c in claimed), default=0.0)
+        now = trio.current_time()
         accepted = self.core.register(
             batch_id,
             [(c.job.id, c.job.claim_seq) for c in claimed],
             claim_sent=locked,
-            now=trio.current_time(),
+            now=now,
             wall_now=self._backend.wall_time(),
             row_deadlines=[c.lease_until for c in claimed],
         )
@@ -134,6 +146,8 @@ class Guard:
             job_scopes={c.job.id: trio.CancelScope() for c in claimed}
             if len(claimed) > 1
             else _NO_SCOPES,
+            registered_at=now,
+            claim_sent=claim_sent,
         )
         self._batches[batch_id] = handle
         self._in_flight += len(claimed)

@@ -1,8 +1,9 @@
 """What a worker pool tells an observer: the events metrics are made of (docs/metrics.rst).
 
 A pool calls its observer's methods from its own trio tasks, at the moments it already
-knows about: a job's outcome settled, its claim hook and handler exited, a renewal
-statement came back, a lease was lost, a renewal was abandoned. The methods are plain
+knows about: it started and stopped, a job was claimed, its outcome settled, its claim
+hook and handler exited, a renewal statement came back, a lease was lost, a renewal was
+abandoned. The methods are plain
 functions: they must return quickly and must not raise (a raise would stop the task that
 called, the guard among them), so the pool wraps the observer it is given in a
 :class:`ShieldedObserver`, which logs what a method raised and goes on. Without an observer
@@ -60,6 +61,19 @@ class PoolObserver:
     several pools: the job events name the queue.
     """
 
+    def pool_started(self, queue: str, worker_id: str, in_flight: Callable[[], int]) -> None:
+        """A pool (``worker_id``, as the list of pools names it) started on ``queue``.
+        ``in_flight()`` says how many of its jobs are in flight at the moment it is called:
+        it reads one number the pool keeps, so it may be called from any thread (a
+        metrics scrape's, say), and it answers 0 once the pool has stopped."""
+
+    def pool_stopped(self, queue: str, worker_id: str) -> None:
+        """The pool has stopped: nothing of it is in flight any more."""
+
+    def job_claimed(self, queue: str, waited: float | None) -> None:
+        """A job was claimed, ``waited`` seconds after it became claimable (enqueued, its
+        delay over, put back: ``Job.waited``); None where the backend does not say."""
+
     def job_finished(self, queue: str, outcome: JobOutcome) -> None:
         """A job's attempt has its outcome (written, or known to be nobody's to write)."""
 
@@ -103,6 +117,15 @@ class ShieldedObserver(PoolObserver):
                     type(self.inner).__name__,
                     name,
                 )
+
+    def pool_started(self, queue: str, worker_id: str, in_flight: Callable[[], int]) -> None:
+        self._call(self.inner.pool_started, queue, worker_id, in_flight)
+
+    def pool_stopped(self, queue: str, worker_id: str) -> None:
+        self._call(self.inner.pool_stopped, queue, worker_id)
+
+    def job_claimed(self, queue: str, waited: float | None) -> None:
+        self._call(self.inner.job_claimed, queue, waited)
 
     def job_finished(self, queue: str, outcome: JobOutcome) -> None:
         self._call(self.inner.job_finished, queue, outcome)

@@ -60,6 +60,7 @@ from trioqueue._runtime.observer import PoolObserver, ShieldedObserver
 from trioqueue._runtime.scheduler import run_scheduler
 from trioqueue._runtime.siblings import Siblings, siblings_of
 from trioqueue._runtime.writer import OutcomeWriter, Result, Write
+from trioqueue._telemetry import attempt_tracer
 from trioqueue._types import (
     Claimed,
     Claims,
@@ -203,10 +204,13 @@ class _Pool:
         self.stopping = trio.Event()
         self.stop_now = stop_now
         self.claiming = trio.CancelScope()  # the claim loop's
+        self._stopped = False  # run() has ended
 
     async def run(self, task_status: trio.TaskStatus[None]) -> None:
         self._log_start()
         await self._register()
+        if self.observer is not None:
+            self.observer.pool_started(self.config.queue, self.worker_id, self._in_flight)
         try:
             with (
                 shared_monitor(self.config.blocking_threshold) as monitor,
@@ -222,11 +226,19 @@ class _Pool:
                     self.observer,
                     self.resources,
                     self.claiming,
+                    attempt_tracer(self.worker_id, self.config.queue, trio.current_time()),
                 )
                 await self._run(task_status)
         finally:
+            self._stopped = True
+            if self.observer is not None:
+                self.observer.pool_stopped(self.config.queue, self.worker_id)
             await self._unregister()
             log.info("worker pool %s stopped", self.worker_id, extra=self._fields("stopped"))
+
+    def _in_flight(self) -> int:
+        """The observer's count of this pool's jobs in flight (any thread may call it)."""
+        return 0 if self._stopped else self.guard.in_flight
 
     async def _register(self) -> None:
         """Add the pool to the backend's list of pools; a failure is logged (the first
@@ -565,6 +577,9 @@ class _Pool:
     def _start_batch(
         self, batches: trio.Nursery, claimed: list[Claimed], claim_sent: float
     ) -> None:
+        if self.observer is not None:
+            for claim in claimed:
+                self.observer.job_claimed(self.config.queue, claim.job.waited)
         handle = self.guard.register(claimed, claim_sent)
         if handle is None:
             self.slots.release()

@@ -54,22 +54,11 @@ class BulkResult:
     refused: bool = False
 
 
-def _filters(query: JobQuery) -> dict[str, str]:
-    """The filters a bulk action takes, as the job list's query string spells them."""
-    cancelled = None if query.cancelled is None else str(query.cancelled).lower()
-    fields = {
-        "queue": query.queue,
-        "status": query.status,
-        "q": query.search,
-        "cancelled": cancelled,
-    }
-    return {name: value for name, value in fields.items() if value is not None}
-
-
 def describe(query: JobQuery) -> str:
     """The filters as the audit log and the confirmation name them (``queue=mail
     status=failed q=timeout``), or ``all jobs``."""
-    return " ".join(f"{name}={value}" for name, value in _filters(query).items()) or "all jobs"
+    parts = [f"{name}={value}" for name, value in _filters(query).items() if value is not None]
+    return " ".join(parts) or "all jobs"
 
 
 def _status_of(action: BulkAction, query: JobQuery) -> trioqueue.JobStatus | None:
@@ -91,14 +80,16 @@ async def run_bulk(
         ValueError: a retry with a status other than failed.
     """
     status = _status_of(action, query)
-    filters: dict[str, Any] = {"search": query.search, "cancelled": query.cancelled}
-    matching = await backend.count_jobs(query.queue, status, **filters)
+    search, cancelled = query.search, query.cancelled  # the job list's filters, all of them
+    matching = await backend.count_jobs(query.queue, status, search=search, cancelled=cancelled)
     if matching > expected:
         return BulkResult(matching, 0, refused=True)
     if action == "retry":
-        done = await backend.retry_matching(query.queue, status, **filters)
+        done = await backend.retry_matching(query.queue, status, search=search, cancelled=cancelled)
     else:
-        done = await backend.delete_matching(query.queue, status, **filters)
+        done = await backend.delete_matching(
+            query.queue, status, search=search, cancelled=cancelled
+        )
     return BulkResult(matching, done)
 
 
@@ -124,9 +115,17 @@ def _refused(result: BulkResult, expected: int) -> str:
     )
 
 
+def _filters(query: JobQuery) -> dict[str, str | None]:
+    """The job list's filters by their query-string names (``cancelled`` as ``true`` or
+    ``false``): one list for the audit text, its detail and the way back to the list."""
+    cancelled = None if query.cancelled is None else str(query.cancelled).lower()
+    return {"queue": query.queue, "status": query.status, "q": query.search, "cancelled": cancelled}
+
+
 def _bulk_detail(query: JobQuery, expected: int, result: BulkResult) -> dict[str, Any]:
+    filters = _filters(query)
     return {
-        "filters": _filters(query),
+        "filters": {k: v for k, v in filters.items() if v is not None},
         "expected": expected,
         "matching": result.matching,
         "done": result.done,
@@ -235,9 +234,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         if not confirmed:
             # The confirmation names the count now, and the post it sends confirms that
             # count: more by then is refused.
-            expected = await backend.count_jobs(
-                query.queue, status, search=query.search, cancelled=query.cancelled
-            )
+            expected = await backend.count_jobs(query.queue, status, search=query.search)
             if not expected:
                 return renderer.problem(
                     request, 409, "Nothing to do", f"No job matches {describe(query)} now."
@@ -250,7 +247,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
                 ("queue", query.queue or ""),
                 ("status", query.status or ""),
                 ("q", query.search or ""),
-                ("cancelled", _filters(query).get("cancelled", "")),
+                ("cancelled", _filters(query)["cancelled"] or ""),
                 ("expected", str(expected)),
                 ("next", next_url),
             ]
@@ -329,4 +326,4 @@ def _audit_verb(action: ScheduleAction) -> str:
 
 
 def _jobs_url(query: JobQuery) -> str:
-    return "/jobs?" + urlencode(_filters(query))
+    return "/jobs?" + urlencode({k: v for k, v in _filters(query).items() if v})

@@ -482,7 +482,7 @@ class MemoryModel:
         if row is None or row.leased(now):
             return False
         del self._rows[job_id]  # its heap entries go stale: claims skip missing rows
-        self._attempts.pop(job_id, None)  # ON DELETE CASCADE
+        self._attempts.pop(job_id, None)  # its attempts go with it (§14)
         self._notify_finished(row)  # its waiters read again and find it gone
         if row.dedup_key is not None and self._dedup.get((row.queue, row.dedup_key)) == row.id:
             del self._dedup[(row.queue, row.dedup_key)]
@@ -595,7 +595,7 @@ class MemoryModel:
         )[:limit]
         for _, job_id in doomed:
             del self._rows[job_id]  # a finished row holds no dedup key; heap entries go stale
-            self._attempts.pop(job_id, None)  # ON DELETE CASCADE
+            self._attempts.pop(job_id, None)  # its attempts go with it (§14)
         return len(doomed)
 
     # -- worker pools --------------------------------------------------------------------

@@ -36,10 +36,10 @@ class AttemptConformance(ConformanceBase):
         self, backend: Backend, clock: object, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         context = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
-        monkeypatch.setattr("trioqueue._backends.validation.enqueue_context", lambda: context)
+        monkeypatch.setattr("trioqueue._telemetry.enqueue_context", lambda: context)
         await backend.enqueue(Q, "one")
         await backend.enqueue_many(Q, ["two", "three"])
-        monkeypatch.setattr("trioqueue._backends.validation.enqueue_context", lambda: None)
+        monkeypatch.setattr("trioqueue._telemetry.enqueue_context", lambda: None)
         await backend.enqueue(Q, "untraced")
         claimed = await self._claim(backend, limit=4)
         assert [c.job.trace_context for c in claimed] == [context, context, context, None]
