@@ -9,7 +9,7 @@ import logging
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -19,38 +19,13 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
-from opentelemetry.util._once import Once
 
 import trioqueue
+from tests._otel_harness import exporter as exporter  # a fixture
+from tests._otel_harness import global_provider
 from tests._pool_harness import Recorder, config
 from trioqueue import JobContext
 from trioqueue._telemetry import enqueue_context
-
-
-@pytest.fixture
-def exporter() -> Iterator[InMemorySpanExporter]:
-    """A tracer provider of the SDK's, exporting to memory, installed as the global one
-    for the test and taken away after it (as OpenTelemetry's own tests do)."""
-    spans = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(spans))
-    with global_provider(provider):
-        yield spans
-
-
-class global_provider:
-    def __init__(self, provider: TracerProvider) -> None:
-        self.provider = provider
-
-    def __enter__(self) -> None:
-        trace._TRACER_PROVIDER_SET_ONCE = Once()
-        trace._TRACER_PROVIDER = None
-        trace.set_tracer_provider(self.provider)
-
-    def __exit__(self, *exc: object) -> None:
-        self.provider.shutdown()
-        trace._TRACER_PROVIDER_SET_ONCE = Once()
-        trace._TRACER_PROVIDER = None
 
 
 def named(spans: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:
