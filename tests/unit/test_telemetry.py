@@ -5,6 +5,7 @@ the SDK's in-memory exporter; and a process without OpenTelemetry imports none o
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import subprocess
 import sys
@@ -309,3 +310,27 @@ def test_without_opentelemetry_nothing_of_it_is_imported() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "loaded: []"
+
+
+async def test_the_seam_looks_for_opentelemetry_once(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: object
+) -> None:
+    """However many enqueues and pools: one look, then the answer is kept."""
+    from trioqueue import _telemetry
+
+    looks: list[str] = []
+
+    def find_spec(name: str) -> None:
+        looks.append(name)
+        return None  # as if not installed
+
+    monkeypatch.setattr(_telemetry, "_otel", _telemetry._UNKNOWN)
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    infos = await run_jobs(config(Recorder(), concurrency=2), [None, None, None])
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        await backend.enqueue_many("q", [1, 2])
+        await nursery.start(trioqueue.run_worker_pool, backend, config(Recorder()))
+        nursery.cancel_scope.cancel()
+    assert [i.status for i in infos] == ["succeeded"] * 3
+    assert looks == ["opentelemetry"]
+    assert enqueue_context() is None and not _telemetry.available()
