@@ -10,6 +10,16 @@ from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.wire import Verdict
 from trioqueue._errors import BackendError, ConfigError, TrioqueueError, UnknownJobError
+from trioqueue._core.tracebacks import MAX_TRACEBACK_CHARS
+from trioqueue._operator_types import (
+    AttemptBucket,
+    AttemptInfo,
+    AttemptOutcome,
+    AuditEntry,
+    QueueTimings,
+    TableHealth,
+    TableSize,
+)
 from trioqueue._runtime.config import WorkerConfig, transactional_worker_config
 from trioqueue._runtime.context import JobContext
 from trioqueue._runtime.observer import PoolObserver
@@ -32,6 +42,10 @@ from trioqueue._types import (
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "AttemptBucket",
+    "AttemptInfo",
+    "AttemptOutcome",
+    "AuditEntry",
     "BackendError",
     "BackendStatistics",
     "ConfigError",
@@ -42,11 +56,15 @@ __all__ = [
     "JobInfo",
     "JobSort",
     "JobStatus",
+    "MAX_TRACEBACK_CHARS",
     "MemoryBackend",
     "PoolObserver",
     "PostgresBackend",
     "QueueStats",
+    "QueueTimings",
     "ScheduleInfo",
+    "TableHealth",
+    "TableSize",
     "TrioqueueError",
     "TruncatedText",
     "UndecodablePayload",

@@ -32,8 +32,12 @@ import trioqueue
 from tests._hostile_text import unsafe_in
 from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, render
 from trioqueue._types import Ack, PoolBeat, PoolRegistration
-from trioqueue.cli import _commands as cli
 from trioqueue.cli import main
+from trioqueue.cli._commands import build_parser
+from trioqueue.cli._commands import enqueue as enqueue_cmd
+from trioqueue.cli._commands import jobs as jobs_cmd
+from trioqueue.cli._commands import migrate as migrate_cmd
+from trioqueue.cli._commands import worker as worker_cmd
 
 pytestmark = pytest.mark.postgres
 
@@ -55,7 +59,7 @@ class Cli:
 
     def jobs(self, **filters: Any) -> list[trioqueue.JobInfo]:
         infos: list[trioqueue.JobInfo] = trio.run(
-            cli.list_jobs,
+            jobs_cmd.list_jobs,
             self.dsn,
             self.schema,
             filters.get("queue"),
@@ -166,7 +170,7 @@ def test_jobs_lists_with_filters(run: Cli) -> None:
     code, out, _ = run("jobs", "--queue", "a")
     lines = out.splitlines()
     assert code == 0
-    assert lines[0].split() == cli.jobs_table([])[0].split()
+    assert lines[0].split() == jobs_cmd.jobs_table([])[0].split()
     assert [line.split()[1] for line in lines[1:]] == ["a", "a"]
     _, out, _ = run("jobs", "--limit", "1", "--offset", "1")
     assert out.splitlines()[1].split()[:3] == ["2", "b", "ready"]
@@ -470,18 +474,18 @@ async def test_serve_worker_runs_jobs_until_cancelled(
     postgres_dsn: str, postgres_schema: str
 ) -> None:
     HANDLED.clear()
-    await cli.migrate(postgres_dsn, postgres_schema)
+    await migrate_cmd.migrate(postgres_dsn, postgres_schema)
     for n in range(3):
-        await cli.enqueue(postgres_dsn, postgres_schema, "work", {"n": n}, {})
+        await enqueue_cmd.enqueue(postgres_dsn, postgres_schema, "work", {"n": n}, {})
     config = trioqueue.WorkerConfig(handler=record, queue="work", concurrency=2, poll_interval=0.1)
     async with trio.open_nursery() as nursery:
-        await nursery.start(cli.serve_worker, postgres_dsn, postgres_schema, config)
+        await nursery.start(worker_cmd.serve_worker, postgres_dsn, postgres_schema, config)
         with trio.fail_after(20):
             while len(HANDLED) < 3:
                 await trio.sleep(0.02)
         nursery.cancel_scope.cancel()
     assert sorted(payload["n"] for payload in HANDLED) == [0, 1, 2]
-    infos = await cli.list_jobs(postgres_dsn, postgres_schema, "work", None, 100, 0)
+    infos = await jobs_cmd.list_jobs(postgres_dsn, postgres_schema, "work", None, 100, 0)
     # Ack writes are flushed before the pool returns from its graceful shutdown.
     assert [info.status for info in infos] == ["succeeded"] * 3
 
@@ -513,14 +517,18 @@ async def test_serve_worker_serves_metrics_that_move_while_its_pool_works(
 ) -> None:
     """``worker --metrics-port``: /metrics over real HTTP, scraped from a thread."""
     HANDLED.clear()
-    await cli.migrate(postgres_dsn, postgres_schema)
+    await migrate_cmd.migrate(postgres_dsn, postgres_schema)
     for n in range(3):
-        await cli.enqueue(postgres_dsn, postgres_schema, "work", {"n": n}, {})
+        await enqueue_cmd.enqueue(postgres_dsn, postgres_schema, "work", {"n": n}, {})
     config = trioqueue.WorkerConfig(handler=record, queue="work", poll_interval=0.1)
     out = io.StringIO()
     async with trio.open_nursery() as nursery:
         serve = functools.partial(
-            cli.serve_worker, postgres_dsn, postgres_schema, metrics=("127.0.0.1", 0), out=out
+            worker_cmd.serve_worker,
+            postgres_dsn,
+            postgres_schema,
+            metrics=("127.0.0.1", 0),
+            out=out,
         )
         await nursery.start(serve, config)
         with trio.fail_after(20):
@@ -978,9 +986,9 @@ async def test_worker_transactional_option_gives_handlers_their_connection(
     """``worker --transactional`` on two queues: each pool's handlers get ``ctx.connection``,
     within the connection budget sized for both pools."""
     HANDLED.clear()
-    await cli.migrate(postgres_dsn, postgres_schema)
+    await migrate_cmd.migrate(postgres_dsn, postgres_schema)
     for n in range(6):
-        await cli.enqueue(postgres_dsn, postgres_schema, ("a", "b")[n % 2], {"n": n}, {})
+        await enqueue_cmd.enqueue(postgres_dsn, postgres_schema, ("a", "b")[n % 2], {"n": n}, {})
     module = "tests.postgres.test_cli_postgres"
     argv = [
         "worker",
@@ -990,17 +998,17 @@ async def test_worker_transactional_option_gives_handlers_their_connection(
         f"b={module}:in_transaction",
     ]
     argv += ["--transactional", "--concurrency", "2", "--batch-size", "2", "--poll-interval", "0.1"]
-    args = cli.build_parser().parse_args(argv)
-    configs = cli.worker_configs(args)
+    args = build_parser().parse_args(argv)
+    configs = worker_cmd.worker_configs(args)
     assert [(c.queue, c.transactional) for c in configs] == [("a", True), ("b", True)]
     async with trio.open_nursery() as nursery:
-        await nursery.start(cli.serve_worker, postgres_dsn, postgres_schema, configs)
+        await nursery.start(worker_cmd.serve_worker, postgres_dsn, postgres_schema, configs)
         with trio.fail_after(20):
             while len(HANDLED) < 6:
                 await trio.sleep(0.02)
         nursery.cancel_scope.cancel()
     assert sorted(HANDLED) == list(range(6))
-    infos = await cli.list_jobs(postgres_dsn, postgres_schema, None, None, 100, 0)
+    infos = await jobs_cmd.list_jobs(postgres_dsn, postgres_schema, None, None, 100, 0)
     assert [info.status for info in infos] == ["succeeded"] * 6
 
 

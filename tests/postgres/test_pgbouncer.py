@@ -31,7 +31,7 @@ import trioqueue
 from trioqueue import BackendError, JobContext
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._types import Ack
-from trioqueue.cli import _commands
+from trioqueue.cli._commands import worker as worker_command
 from trioqueue.testing import BackendConformance
 
 from .._pgbouncer_harness import pgbouncer_binary, run_pgbouncer
@@ -284,7 +284,7 @@ async def test_the_cli_worker_listens_on_the_listen_dsn(
     async with open_postgres(bouncer.direct_dsn, schema=postgres_schema) as direct:
         await direct.migrate()
         async with trio.open_nursery() as nursery:
-            serve = functools.partial(_commands.serve_worker, listen_dsn=bouncer.direct_dsn)
+            serve = functools.partial(worker_command.serve_worker, listen_dsn=bouncer.direct_dsn)
             await nursery.start(serve, bouncer.dsn, postgres_schema, config(handler))
             await direct.enqueue(Q, "wake up")
             with trio.fail_after(10):

@@ -8,6 +8,12 @@ import trioqueue
 import trioqueue.testing
 
 PUBLIC = {
+    "AttemptBucket",  # attempt history (docs/api.rst, "Operators' queries")
+    "AttemptInfo",
+    "AttemptOutcome",
+    "MAX_TRACEBACK_CHARS",
+    "QueueTimings",
+    "AuditEntry",
     "BackendError",
     "BackendStatistics",
     "ConfigError",
@@ -23,6 +29,8 @@ PUBLIC = {
     "PostgresBackend",
     "QueueStats",
     "ScheduleInfo",
+    "TableHealth",
+    "TableSize",
     "TrioqueueError",
     "TruncatedText",
     "UndecodablePayload",

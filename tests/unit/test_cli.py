@@ -29,19 +29,12 @@ from trioqueue._backends.postgres.embedded import EmbeddedPostgresError, embedde
 from trioqueue._backends.postgres.sqlstate import backend_error
 from trioqueue._types import PoolBeat, PoolRegistration
 from trioqueue.cli import _demo
-from trioqueue.cli._commands import (
-    LIST_PREVIEW,
-    LISTEN_DSN_ENV,
-    build_parser,
-    clock_text,
-    database_hint,
-    flow_text,
-    limits_text,
-    main,
-    status_table,
-    supervise_worker,
-    workers_table,
-)
+from trioqueue.cli._commands import build_parser, main
+from trioqueue.cli._commands.common import LISTEN_DSN_ENV, database_hint
+from trioqueue.cli._commands.jobs import LIST_PREVIEW
+from trioqueue.cli._commands.queue import flow_text, limits_text
+from trioqueue.cli._commands.status import clock_text, status_table, workers_table
+from trioqueue.cli._commands.worker import supervise_worker
 from trioqueue.cli._terminal import CSI, LiveBlock, clip, format_age, format_table, progress_bar
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -215,7 +208,7 @@ def _enqueue_recorded(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         written.append(payload)
         return 7, True
 
-    monkeypatch.setattr("trioqueue.cli._commands.enqueue_reporting", enqueue_reporting)
+    monkeypatch.setattr("trioqueue.cli._commands.enqueue.enqueue_reporting", enqueue_reporting)
     return written
 
 
@@ -493,7 +486,7 @@ def test_ctrl_c_exits_130_also_inside_exception_groups(
     def interrupted(*args: object) -> int:
         raise BaseExceptionGroup("from a nursery", [KeyboardInterrupt()])
 
-    monkeypatch.setattr("trioqueue.cli._commands.trio.run", interrupted)
+    monkeypatch.setattr("trioqueue.cli._commands.demo.trio.run", interrupted)
     assert main(["demo", "--backend", "memory", "--no-live"]) == 130
     assert "interrupted" in capsys.readouterr().err
 
@@ -545,7 +538,7 @@ def test_worker_stopped_by_its_pool_prints_one_line(
         cause = backend_error(asyncpg.UndefinedTableError('relation "s.jobs" does not exist'))
         raise PoolStopped(f"claims fail: {cause} ({cause.hint})", hint=cause.hint) from cause
 
-    monkeypatch.setattr("trioqueue.cli._commands.serve_worker", serve_worker)
+    monkeypatch.setattr("trioqueue.cli._commands.worker.serve_worker", serve_worker)
     argv = [
         "--dsn",
         UNREACHABLE,
@@ -600,7 +593,7 @@ def test_worker_passes_the_listen_dsn_to_its_backend(
         await trio.lowlevel.checkpoint()
         raise PoolStopped("stop here")
 
-    monkeypatch.setattr("trioqueue.cli._commands.serve_worker", serve_worker)
+    monkeypatch.setattr("trioqueue.cli._commands.worker.serve_worker", serve_worker)
     if env is None:
         monkeypatch.delenv(LISTEN_DSN_ENV, raising=False)
     else:
@@ -640,7 +633,7 @@ def test_worker_metrics_options_reach_the_server(
         await trio.lowlevel.checkpoint()
         raise PoolStopped("stop here")
 
-    monkeypatch.setattr("trioqueue.cli._commands.serve_worker", serve_worker)
+    monkeypatch.setattr("trioqueue.cli._commands.worker.serve_worker", serve_worker)
     argv = ["--dsn", UNREACHABLE, "worker", "tests.unit.test_cli:noop", "--queue", "q", *flags]
     assert main(argv) == 1
     assert seen == [expected]
@@ -832,13 +825,13 @@ def test_a_refused_operation_names_the_jobs_state_in_good_english(
     async def job_operation(dsn: str, schema: str, operation: object, job_id: int) -> Any:
         return False, status
 
-    monkeypatch.setattr("trioqueue.cli._commands.job_operation", job_operation)
+    monkeypatch.setattr("trioqueue.cli._commands.job.job_operation", job_operation)
     assert main(["--dsn", "postgresql://x@127.0.0.1:1/x", command, "2"]) == 1
     assert capsys.readouterr().err == f"trioqueue {command}: error: {said}\n"
 
 
 def test_cancel_reports_read_well_in_every_state() -> None:
-    from trioqueue.cli._commands import cancel_report
+    from trioqueue.cli._commands.job import cancel_report
 
     def job(status: str) -> trioqueue.JobInfo:
         return trioqueue.JobInfo(

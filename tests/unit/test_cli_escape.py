@@ -26,6 +26,14 @@ import trioqueue
 from tests._hostile_text import unsafe, unsafe_in
 from trioqueue.cli import _commands as cli
 from trioqueue.cli import _schedule, _watch
+from trioqueue.cli._commands import common as common_cmd
+from trioqueue.cli._commands import enqueue as enqueue_cmd
+from trioqueue.cli._commands import job as job_cmd
+from trioqueue.cli._commands import jobs as jobs_cmd
+from trioqueue.cli._commands import migrate as migrate_cmd
+from trioqueue.cli._commands import queue as queue_cmd
+from trioqueue.cli._commands import schedule as schedule_cmd
+from trioqueue.cli._commands import status as status_cmd
 from trioqueue.cli._escape import say, visible, visible_lines
 from trioqueue.cli._terminal import RESET, STATUS_STYLES, TextLogFormatter, clip
 
@@ -153,12 +161,14 @@ def printed(text: str) -> dict[str, list[str]]:
     title = f"trioqueue jobs --watch --queue {text}"
     frame = functools.partial(_watch.watch_frame, title=title, problem=text, width=300, height=40)
     return {
-        "jobs": cli.jobs_table([info, succeeded]),
-        "show": cli.job_report(info) + cli.job_report(succeeded),
-        "status": cli.status_table({text: collections.Counter(ready=1)}, {text: 1.0}, {text: text}),
-        "workers": cli.workers_table([worker(text)], NOW),
+        "jobs": jobs_cmd.jobs_table([info, succeeded]),
+        "show": job_cmd.job_report(info) + job_cmd.job_report(succeeded),
+        "status": status_cmd.status_table(
+            {text: collections.Counter(ready=1)}, {text: 1.0}, {text: text}
+        ),
+        "workers": status_cmd.workers_table([worker(text)], NOW),
         "cancel": [
-            cli.cancel_report(7, a, job(text, status=s))
+            job_cmd.cancel_report(7, a, job(text, status=s))
             for a in (True, False)
             for s in ("failed", "running", "ready")
         ],
@@ -199,7 +209,7 @@ def test_no_printer_lets_any_string_through(text: str) -> None:
 def test_show_prints_each_field_once_whatever_the_fields_hold(text: str) -> None:
     """Fields start two spaces in; a multi-line error's further lines sit deeper, so no
     stored string can add a field line (a forged ``error none``)."""
-    lines = "\n".join(cli.job_report(job(text))).split("\n")  # as printed
+    lines = "\n".join(job_cmd.job_report(job(text))).split("\n")  # as printed
     fields = [line.split()[0] for line in lines[1:] if re.match(r"  \S", line)]
     assert fields == ["payload", "priority", "group", "created", "finished", "progress",
                       "worker", "cancel", "error"]  # fmt: skip
@@ -207,7 +217,7 @@ def test_show_prints_each_field_once_whatever_the_fields_hold(text: str) -> None
 
 
 def test_show_indents_the_lines_of_a_multi_line_error() -> None:
-    lines = cli.job_report(job("q", last_error="Traceback:\n  File x\r\nValueError: boom"))
+    lines = job_cmd.job_report(job("q", last_error="Traceback:\n  File x\r\nValueError: boom"))
     at = lines.index("  error     Traceback:")
     assert lines[at + 1 : at + 3] == ["              File x\\r", "            ValueError: boom"]
 
@@ -229,9 +239,9 @@ def test_the_error_line_of_main_is_visible(
     assert err == "trioqueue schedule: error: no schedule named '\\u202eab'\n"
 
     def fail(args: object) -> int:
-        raise cli.CliError("first \x1b[2J\nsecond\rthird")
+        raise common_cmd.CliError("first \x1b[2J\nsecond\rthird")
 
-    monkeypatch.setattr(cli, "_run_migrate", fail)
+    monkeypatch.setattr(migrate_cmd, "_run_migrate", fail)
     assert cli.main(["migrate"]) == 2
     assert capsys.readouterr().err == ("trioqueue migrate: error: first \\x1b[2J\nsecond\\rthird\n")
 
@@ -247,7 +257,7 @@ def test_text_log_lines_are_visible_and_continuations_indented() -> None:
     record = logging.LogRecord(
         "trioqueue.worker", logging.ERROR, "", 0, "job %d failed: %s", (7, "\x1b[2Jx\ry"), exc_info
     )
-    assert isinstance(cli._stderr_log_handler("text").formatter, TextLogFormatter)
+    assert isinstance(common_cmd.stderr_log_handler("text").formatter, TextLogFormatter)
     lines = formatter.format(record).split("\n")
     assert lines[0] == "ERROR trioqueue.worker: job 7 failed: \\x1b[2Jx\\ry"
     assert all(line.startswith("    ") for line in lines[1:])
@@ -260,19 +270,19 @@ def test_text_log_lines_are_visible_and_continuations_indented() -> None:
 def _database_answers(text: str) -> dict[object, object]:
     """What each database function of the commands answers, ``text`` in every field."""
     return {
-        cli.count_jobs: (
+        status_cmd.count_jobs: (
             {text: collections.Counter(ready=1)},
             {text: 1.0},
             [worker(text)],
             {text: text},
         ),
-        cli.list_jobs: [job(text), job(text, status="succeeded")],
-        cli.show_job: (job(text, status="succeeded"), False),
-        cli.cancel: (True, job(text)),
-        cli.job_operation: (False, "succeeded"),
-        cli.queue_limits: stats(text)[text],
-        cli.pause_queue: None,
-        cli.enqueue_reporting: (7, False),
+        jobs_cmd.list_jobs: [job(text), job(text, status="succeeded")],
+        job_cmd.show_job: (job(text, status="succeeded"), False),
+        job_cmd.cancel: (True, job(text)),
+        job_cmd.job_operation: (False, "succeeded"),
+        queue_cmd.queue_limits: stats(text)[text],
+        queue_cmd.pause_queue: None,
+        enqueue_cmd.enqueue_reporting: (7, False),
         _schedule.list_schedules: [schedule(text)],
         _schedule.set_schedule: schedule(text),
         _schedule.delete_schedule: False,
@@ -300,7 +310,9 @@ def test_no_command_prints_a_hostile_string_raw(text: str) -> None:
     def run_on_database(args: object, fn: object, *fn_args: object) -> object:
         return answers[fn]
 
-    with mock.patch.object(cli, "run_on_database", run_on_database):
+    with contextlib.ExitStack() as patches:
+        for module in (status_cmd, jobs_cmd, job_cmd, queue_cmd, enqueue_cmd, schedule_cmd):
+            patches.enter_context(mock.patch.object(module, "run_on_database", run_on_database))
         for argv in _commands(text):
             out, err = io.StringIO(), io.StringIO()
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

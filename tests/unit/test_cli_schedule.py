@@ -13,7 +13,8 @@ import pytest
 
 import trioqueue
 from trioqueue.cli import main
-from trioqueue.cli._commands import build_parser, worker_configs
+from trioqueue.cli._commands import build_parser
+from trioqueue.cli._commands.worker import worker_configs
 from trioqueue.cli._schedule import schedule_report, schedules_table
 
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/test"  # nothing listens on port 1

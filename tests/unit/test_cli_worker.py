@@ -20,15 +20,14 @@ import pytest
 import trio
 
 import trioqueue
-from trioqueue.cli._commands import (
+from trioqueue.cli._commands import build_parser, main
+from trioqueue.cli._commands.worker import (
     WORKER_OPTIONS,
-    ReportedResources,
-    build_parser,
-    main,
     supervise_worker,
     worker_configs,
     worker_connections,
 )
+from trioqueue.cli._commands.worker_imports import ReportedResources
 
 UNREACHABLE = "postgresql://nobody@127.0.0.1:1/none"
 HERE = "tests.unit.test_cli_worker"
@@ -462,7 +461,7 @@ def test_a_failing_hook_is_one_line_and_exit_1(
             finally:
                 claims.append(backend.statistics()["calls"]["claim"])
 
-    monkeypatch.setattr("trioqueue.cli._commands.serve_worker", serve_worker)
+    monkeypatch.setattr("trioqueue.cli._commands.worker.serve_worker", serve_worker)
     argv = ["--dsn", UNREACHABLE, "worker", f"{HERE}:HANDLERS", "--resources", f"{HERE}:{hook}"]
     assert main([*argv, "--max-job-duration", "60"]) == 1  # no warning: stderr is the error
     err = capsys.readouterr().err

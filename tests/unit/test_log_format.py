@@ -18,7 +18,9 @@ import trio
 import trioqueue
 from tests._pool_harness import Recorder, config
 from trioqueue._runtime.logfields import job_fields
-from trioqueue.cli._commands import _stderr_log_handler, main, supervise_worker
+from trioqueue.cli._commands import main
+from trioqueue.cli._commands.common import stderr_log_handler
+from trioqueue.cli._commands.worker import supervise_worker
 from trioqueue.cli._terminal import JsonLogFormatter, library_logs_to
 from trioqueue.cli._worker_lines import JsonLines
 
@@ -129,7 +131,7 @@ def test_worker_log_format_json_writes_its_startup_warning_as_json(
             nursery.cancel_scope.cancel()
         raise PoolStopped("stopped by the test")
 
-    monkeypatch.setattr("trioqueue.cli._commands.serve_worker", serve_worker)
+    monkeypatch.setattr("trioqueue.cli._commands.worker.serve_worker", serve_worker)
     argv = ["--dsn", UNREACHABLE, "worker", "tests.unit.test_cli:noop", "--queue", "q"]
     code = main([*argv, "--log-format", "json"])
     captured = capsys.readouterr()
@@ -240,7 +242,7 @@ def test_text_logs_leave_the_stop_error_to_the_commands_last_line() -> None:
         made.event = event
         return made
 
-    text, json_lines = _stderr_log_handler("text"), _stderr_log_handler("json")
+    text, json_lines = stderr_log_handler("text"), stderr_log_handler("json")
     assert not text.filter(record("stopped_claims_fail"))
     assert text.filter(record("claim_failed"))
     assert json_lines.filter(record("stopped_claims_fail"))

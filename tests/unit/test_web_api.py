@@ -58,6 +58,9 @@ JOB_KEYS = {
     "finished_at",
     "result",
     "group",
+    "cancelled",  # the attempt history (docs/dashboard.rst, "Job page")
+    "next_attempt_at",
+    "finished_by",
 }
 
 
@@ -135,6 +138,9 @@ async def test_job_detail(backend: trioqueue.MemoryBackend) -> None:
         "finished_at": None,
         "result": None,
         "group": None,
+        "cancelled": False,
+        "next_attempt_at": None,
+        "finished_by": None,
         "lease_expires_at": None,
         "last_renewed_at": None,
         "cancel_requested": False,

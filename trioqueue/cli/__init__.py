@@ -1,6 +1,7 @@
 """The ``trioqueue`` command line (the console script ``trioqueue.cli:main``).
 
-- ``_commands.py``: the parser, the subcommands and :func:`main`.
+- ``_commands/``: :func:`main`, the parser, and one module per command group (worker, jobs,
+  queue, schedule, ...), each owning its subcommands' parsers and run functions.
 - ``_demo.py``: the ``demo`` subcommand's jobs, live view and verdict.
 - ``_terminal.py``: terminal helpers (tables, live blocks, library logs).
 - ``_escape.py``: stored text made safe to show (every printer's one escape function).

@@ -1,7 +1,7 @@
 """``trioqueue schedule set|delete|list``: periodic jobs (docs/cli.rst, docs/scheduling.rst).
 
-The arguments and the database work live here; ``_commands.py`` declares the subcommand and
-runs these functions on the database with its usual error handling (bad input exits 2, a
+The arguments and the database work live here; ``_commands/schedule.py`` declares the
+subcommand and runs these functions on the database with its usual error handling (bad input exits 2, a
 database failure or an unknown schedule 1).
 """
 

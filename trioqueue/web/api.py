@@ -17,6 +17,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 import trioqueue
+from trioqueue.web.attempts import attempt_json, bucket_json, timings_json
+from trioqueue.web.auditor import record
 from trioqueue.web.auth import Guard, error
 
 __all__ = [
@@ -49,6 +51,10 @@ MAX_SEARCH = 200
 LIST_PREVIEW = 200
 #: The longest queue name a backend takes (``enqueue`` refuses longer ones).
 MAX_QUEUE = 128
+#: The longest window the timings and history of a queue look back over: a week.
+MAX_WINDOW = 7 * 24 * 3600
+#: The most buckets a history answers (``attempt_history`` takes at most 1000).
+MAX_BUCKETS = 1000
 
 Backend = trioqueue.MemoryBackend | trioqueue.PostgresBackend
 
@@ -77,6 +83,11 @@ def job_json(info: trioqueue.JobInfo) -> dict[str, Any]:
         "created_at": iso(info.created_at),
         "finished_at": iso(info.finished_at),
         "group": info.group,  # enqueue(..., group=): one job of the group at a time
+        # A failed job whose last attempt ended on a cancel (its status stays "failed").
+        "cancelled": info.cancelled,
+        # When a scheduled job (a delay, or a retry's backoff) becomes ready; else null.
+        "next_attempt_at": iso(info.next_attempt_at),
+        "finished_by": info.finished_by,  # the pool that ran its last attempt
         # What the handler returned (None: nothing, or not succeeded); a stored result this
         # process cannot decode is its JSON text, like a payload.
         "result": _plain(info.result),
@@ -146,6 +157,7 @@ def schedule_json(info: trioqueue.ScheduleInfo) -> dict[str, Any]:
         "max_attempts": info.max_attempts,
         "next_run_at": iso(info.next_run_at),
         "last_run_at": iso(info.last_run_at),
+        "enabled": info.enabled,  # set_schedule_enabled (docs/dashboard.rst, "Controls")
     }
 
 
@@ -253,6 +265,35 @@ def _text(params: QueryParams, name: str, maximum: int) -> str | None:
     return raw
 
 
+def _flag(params: QueryParams, name: str) -> bool | None:
+    """``true`` or ``false``; None when absent or empty; ValueError for anything else."""
+    raw = params.get(name) or None
+    if raw is None:
+        return None
+    if raw not in ("true", "false"):
+        raise ValueError(f"{name} must be true or false, not {raw[:40]!r}")
+    return raw == "true"
+
+
+def parse_queue(raw: str) -> str:
+    """A queue name from a path, bounded as the filters' ``queue`` is; ValueError with the
+    one-line reason (so a read never sends the database what no queue can be called)."""
+    if not raw:
+        raise ValueError("the queue name is empty")
+    if len(raw) > MAX_QUEUE:
+        raise ValueError(f"a queue name is at most {MAX_QUEUE} characters, not {len(raw)}")
+    if "\x00" in raw:
+        raise ValueError("a queue name must not contain a NUL character")
+    return raw
+
+
+def parse_window(params: QueryParams) -> tuple[int, int]:
+    """``window`` (seconds, default an hour) and ``buckets`` (default 60) of a queue's
+    timings or history; ValueError with the one-line reason."""
+    window = _int(params, "window", 3600, 1, MAX_WINDOW)
+    return window, _int(params, "buckets", 60, 1, MAX_BUCKETS)
+
+
 @dataclass(frozen=True)
 class JobQuery:
     """The job list's filters, order and page (``/api/jobs`` and the jobs page)."""
@@ -263,6 +304,8 @@ class JobQuery:
     sort: trioqueue.JobSort = "id"
     limit: int = 100
     offset: int = 0
+    #: Failed jobs' cancellations: True keeps only them, False leaves them out.
+    cancelled: bool | None = None
 
     @classmethod
     def parse(cls, params: QueryParams, *, default_limit: int = 100) -> JobQuery:
@@ -270,6 +313,10 @@ class JobQuery:
         status = params.get("status") or None
         if status is not None and status not in STATUSES:
             raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
+        cancelled = _flag(params, "cancelled")
+        if cancelled is not None and status not in (None, "failed"):
+            # Only a failed job can be a cancellation: such a filter would say nothing.
+            raise ValueError(f"cancelled goes with status failed or none, not {status!r}")
         sort = params.get("sort") or "id"
         if sort not in SORTS:
             raise ValueError(f"sort must be one of {', '.join(SORTS)}, not {sort!r}")
@@ -280,6 +327,7 @@ class JobQuery:
             sort=sort,
             limit=_int(params, "limit", default_limit, 1, 1000),
             offset=_int(params, "offset", 0, 0, MAX_JOB_ID),
+            cancelled=cancelled,
         )
 
     async def run(self, backend: Backend) -> tuple[list[trioqueue.JobInfo], int]:
@@ -293,8 +341,11 @@ class JobQuery:
             search=self.search,
             sort=self.sort,
             preview=LIST_PREVIEW,
+            cancelled=self.cancelled,
         )
-        total = await backend.count_jobs(self.queue, self.status, search=self.search)
+        total = await backend.count_jobs(
+            self.queue, self.status, search=self.search, cancelled=self.cancelled
+        )
         return jobs, total
 
 
@@ -341,6 +392,20 @@ async def apply_action(backend: Backend, action: Action, job_id: int) -> ActionR
     except trioqueue.UnknownJobError:
         return ActionResult(job_id, 404, f"no job {job_id}")
     return ActionResult(job_id, 409, f"job {job_id} {_NOT_ALLOWED[action]}")
+
+
+def ids_target(ids: list[int]) -> str:
+    """The jobs a bulk action names, as the audit log's target (``1,2,3``)."""
+    return ",".join(map(str, ids))
+
+
+def bulk_detail(results: list[ActionResult]) -> dict[str, Any]:
+    """What a bulk action on chosen jobs did, for the audit log: the ids acted on, and
+    those refused."""
+    return {
+        "done": [r.job_id for r in results if r.ok],
+        "refused": [r.job_id for r in results if not r.ok],
+    }
 
 
 def parse_bulk(body: Any) -> tuple[Action, list[int]]:
@@ -407,6 +472,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             result = await apply_action(backend, action, job_id)
             if not result.ok:
                 return error(result.status, result.error or "")
+            await record(request, f"job.{action}", str(job_id), {})
             return JSONResponse({"ok": True})
 
         if action == "delete":
@@ -419,7 +485,41 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         except ValueError as exc:
             return error(400, str(exc))
         results = [await apply_action(backend, action, job_id) for job_id in ids]
+        await record(request, f"jobs.{action}", ids_target(ids), bulk_detail(results))
         return JSONResponse({"action": action, "results": [r.json() for r in results]})
+
+    async def attempts(request: Request) -> Response:
+        try:
+            job_id = parse_job_id(request.path_params["job_id"])
+        except ValueError as exc:
+            return error(400, str(exc))
+        try:
+            found = await backend.list_attempts(job_id)
+        except trioqueue.UnknownJobError:
+            return error(404, f"no job {job_id}")
+        return JSONResponse({"id": job_id, "attempts": [attempt_json(a) for a in found]})
+
+    async def timings(request: Request) -> Response:
+        try:
+            queue = parse_queue(request.path_params["queue"])
+            window, _ = parse_window(request.query_params)
+            found = await backend.queue_timings(window=float(window), queue=queue)
+        except ValueError as exc:
+            return error(400, str(exc))
+        return JSONResponse(timings_json(queue, window, found.get(queue)))
+
+    async def history(request: Request) -> Response:
+        try:
+            queue = parse_queue(request.path_params["queue"])
+            window, buckets = parse_window(request.query_params)
+            found = await backend.attempt_history(
+                window=float(window), buckets=buckets, queue=queue
+            )
+        except ValueError as exc:
+            return error(400, str(exc))
+        return JSONResponse(
+            {"queue": queue, "window": window, "buckets": [bucket_json(b) for b in found]}
+        )
 
     async def workers(request: Request) -> Response:
         return JSONResponse([worker_json(w) for w in await backend.list_workers()])
@@ -429,10 +529,12 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
 
     def on_queue(action: QueueAction) -> Route:
         async def endpoint(request: Request) -> Response:
+            queue = request.path_params["queue"]
             try:
-                done = await apply_queue_action(backend, action, request.path_params["queue"])
+                done = await apply_queue_action(backend, action, queue)
             except ValueError as exc:
                 return error(400, str(exc))
+            await record(request, f"queue.{action}", queue, {})
             return JSONResponse({"ok": True} | done)
 
         # {queue:path}: a queue name may hold a slash (its suffix still picks the route).
@@ -440,11 +542,13 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         return Route(path, guard.api(endpoint), methods=["POST"])
 
     async def limits(request: Request) -> Response:
+        queue = request.path_params["queue"]
         try:
             changes = parse_limits(await read_json(request))
-            done = await set_limits(backend, request.path_params["queue"], changes)
+            done = await set_limits(backend, queue, changes)
         except (TypeError, ValueError) as exc:
             return error(400, str(exc))
+        await record(request, "queue.limits", queue, changes)
         return JSONResponse({"ok": True} | done)
 
     return [
@@ -452,9 +556,12 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         on_queue("pause"),
         on_queue("resume"),
         Route("/api/queues/{queue:path}/limits", guard.api(limits), methods=["POST"]),
+        Route("/api/queues/{queue:path}/timings", guard.api(timings), methods=["GET"]),
+        Route("/api/queues/{queue:path}/history", guard.api(history), methods=["GET"]),
         Route("/api/jobs", guard.api(jobs), methods=["GET"]),
         Route("/api/jobs/actions", guard.api(bulk), methods=["POST"]),
         Route("/api/jobs/{job_id}", guard.api(job), methods=["GET"]),
+        Route("/api/jobs/{job_id}/attempts", guard.api(attempts), methods=["GET"]),
         one("delete"),
         one("cancel"),
         one("retry"),

@@ -16,7 +16,7 @@ import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from typing import Any
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, quote, urlencode
 
 import jinja2
 from starlette.requests import Request
@@ -32,11 +32,20 @@ from trioqueue.web.api import (
     JobQuery,
     apply_action,
     apply_queue_action,
+    bulk_detail,
+    ids_target,
     job_json,
     parse_job_id,
+    parse_queue,
+    queue_json,
     queues_json,
 )
+from trioqueue.web.attempts import timings_json
+from trioqueue.web.auditor import record
 from trioqueue.web.auth import Guard, Handler, safe_next
+from trioqueue.web.charts import seconds_text
+from trioqueue.web.queue_charts import queue_charts
+from trioqueue.web.timeline import OUTCOME_LABELS, error_attempt, steps
 from trioqueue.web.visible import finalize, verbatim, visible_lines
 
 __all__ = ["routes"]
@@ -54,6 +63,9 @@ SORT_LABELS: tuple[tuple[str, str], ...] = (
     ("finished_at", "finished, earliest first"),
 )
 PAGE_SIZE = 50
+#: The job page shows the latest attempts only: a job retried without end would otherwise
+#: make a page of megabytes (each traceback may hold 16,000 characters).
+MAX_SHOWN_ATTEMPTS = 50
 CHART_WIDTH, CHART_HEIGHT, CHART_BUCKETS = 600, 120, 60
 
 
@@ -91,6 +103,20 @@ def _limits_text(queue: dict[str, Any]) -> str:
     return ", ".join(parts) or "–"
 
 
+def _took(job: trioqueue.JobInfo) -> str:
+    """The job list's Took column: from enqueued to finished, every attempt and wait
+    included (the job's page has each attempt's own run time)."""
+    if job.finished_at is None:
+        return "–"
+    return seconds_text(max(0.0, (job.finished_at - job.created_at).total_seconds()))
+
+
+def _url_path(name: str) -> str:
+    """A queue name as a path segment: every character but the slash quoted (the route
+    takes a slash in a name)."""
+    return quote(name, safe="/")
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -107,6 +133,7 @@ def environment() -> jinja2.Environment:
     env.globals |= {
         "static": lambda name: f"/static/{name}",
         "age": _age,
+        "now": _now,
         "ago": lambda t: f"{_age((_now() - t).total_seconds())} ago",
         "until": lambda t: _age((t - _now()).total_seconds()),
         "iso": lambda t: None if t is None else t.isoformat(),
@@ -117,6 +144,11 @@ def environment() -> jinja2.Environment:
         "statuses": STATUSES,
         "sorts": SORT_LABELS,
         "limits_text": _limits_text,
+        "seconds": lambda value: "–" if value is None else seconds_text(value),
+        "took": _took,
+        "steps": steps,
+        "outcome_label": lambda outcome: OUTCOME_LABELS.get(outcome, outcome),
+        "url_path": _url_path,
     }
     return env
 
@@ -189,6 +221,7 @@ def _page_url(query: JobQuery, offset: int) -> str:
     params = {
         "queue": query.queue or "",
         "status": query.status or "",
+        "cancelled": "" if query.cancelled is None else str(query.cancelled).lower(),
         "q": query.search or "",
         "sort": query.sort,
         "limit": str(query.limit),
@@ -267,17 +300,41 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             info = await backend.get_job(job_id)
         except trioqueue.UnknownJobError:
             return problem(request, 404, "No such job", f"There is no job {job_id}.")
+        attempts = await backend.list_attempts(job_id)
+        shown = attempts[-MAX_SHOWN_ATTEMPTS:]
         return render(
             request,
             "job.html",
             page="job",
             title=f"Job {job_id}",
             job=info,
+            attempts=shown,
+            earlier_attempts=len(attempts) - len(shown),
+            error_attempt=error_attempt(info.last_error, attempts),
             group=job_json(info)["group"],
             payload=_payload_text(info.payload, indent=2),
             result=None if info.result is None else _payload_text(info.result, indent=2),
             undecodable=isinstance(info.payload, trioqueue.UndecodablePayload),
             events_url=f"/api/events?jobs={job_id}",
+        )
+
+    async def queue(request: Request) -> Response:
+        try:
+            name = parse_queue(request.path_params["queue"])
+        except ValueError as exc:
+            return problem(request, 400, "Bad queue name", str(exc))
+        stats = (await backend.queue_stats()).get(name)
+        timings = (await backend.queue_timings(window=3600.0, queue=name)).get(name)
+        history = await backend.attempt_history(window=3600.0, buckets=CHART_BUCKETS, queue=name)
+        return render(
+            request,
+            "queue.html",
+            page="queue",
+            title=f"Queue {name}",
+            queue=queue_json(name, stats),
+            timings=timings_json(name, 3600, timings),
+            charts=queue_charts(name, history),
+            jobs_url="/jobs?" + urlencode({"queue": name}),
         )
 
     async def workers(request: Request) -> Response:
@@ -357,6 +414,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
                 back,
             )
         results = [await apply_action(backend, action, job_id) for job_id in ids]
+        await record(request, f"jobs.{action}", ids_target(ids), bulk_detail(results))
         all_ok = all(r.ok for r in results)
         if not request.headers.get("hx-request"):
             return RedirectResponse(next_url if next_url != "/" else "/jobs", status_code=303)
@@ -394,6 +452,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             await apply_queue_action(backend, action, queue)
         except ValueError as exc:
             return problem(request, 400, "Bad action", str(exc))
+        await record(request, f"queue.{action}", queue, {})
         return RedirectResponse("/", status_code=303)
 
     async def login(request: Request) -> Response:
@@ -432,6 +491,8 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         Route("/jobs/actions", guard.page(actions), methods=["POST"]),
         Route("/queues/actions", guard.page(queue_actions), methods=["POST"]),
         Route("/jobs/{job_id}", guard.page(job), methods=["GET"]),
+        # {queue:path}: a queue name may hold a slash.
+        Route("/queues/{queue:path}", guard.page(queue), methods=["GET"]),
         Route("/workers", guard.page(workers), methods=["GET"]),
         Route("/schedules", guard.page(schedules), methods=["GET"]),
         Route("/login", _same_site_posts(guard, login), methods=["GET", "POST"]),

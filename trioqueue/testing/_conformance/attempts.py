@@ -32,6 +32,18 @@ class AttemptConformance(ConformanceBase):
         await self._wait_out()
         return claimed
 
+    async def test_the_enqueues_trace_context_is_handed_to_the_claim(
+        self, backend: Backend, clock: object, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        context = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+        monkeypatch.setattr("trioqueue._backends.validation.enqueue_context", lambda: context)
+        await backend.enqueue(Q, "one")
+        await backend.enqueue_many(Q, ["two", "three"])
+        monkeypatch.setattr("trioqueue._backends.validation.enqueue_context", lambda: None)
+        await backend.enqueue(Q, "untraced")
+        claimed = await self._claim(backend, limit=4)
+        assert [c.job.trace_context for c in claimed] == [context, context, context, None]
+
     async def test_a_job_not_yet_claimed_has_no_attempts(
         self, backend: Backend, clock: object
     ) -> None:

@@ -1,0 +1,125 @@
+"""``trioqueue status``: jobs per queue and state, and the registered worker pools."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+from collections.abc import Mapping
+
+import trioqueue
+from trioqueue.cli._commands.common import (
+    JOB_STATUSES,
+    Subparsers,
+    run_on_database,
+    schema_of,
+    subcommand,
+)
+from trioqueue.cli._commands.queue import flow_text
+from trioqueue.cli._escape import say
+from trioqueue.cli._terminal import format_age, format_table
+from trioqueue.cli._words import CLOCK_FLAGS, LIVE, STALE
+
+
+def add(commands: Subparsers) -> None:
+    subcommand(
+        commands,
+        "status",
+        _run_status,
+        "count jobs per queue and state, age of the oldest ready; list the worker pools",
+    )
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    counts, oldest, pools, flow = run_on_database(args, count_jobs)
+    if counts:
+        say(*status_table(counts, oldest, flow))
+    else:
+        say(f"no jobs in schema {schema_of(args)}")
+    say("")
+    if pools:
+        say(*workers_table(pools, datetime.datetime.now(datetime.UTC)))
+    else:
+        say(f"no worker pools in schema {schema_of(args)}")
+    return 0
+
+
+async def count_jobs(
+    dsn: str, schema: str
+) -> tuple[
+    dict[str, collections.Counter[str]],
+    dict[str, float | None],
+    list[trioqueue.WorkerInfo],
+    dict[str, str],
+]:
+    """Jobs per queue and state, each queue's oldest ready age and flow control (one
+    call: configured queues without jobs are listed too), and the registered worker
+    pools (another)."""
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        stats = await backend.queue_stats()
+        pools = await backend.list_workers()
+    counts: dict[str, collections.Counter[str]] = {
+        queue: collections.Counter(s.counts) for queue, s in stats.items()
+    }
+    oldest = {queue: s.oldest_ready_age for queue, s in stats.items()}
+    return counts, oldest, pools, {queue: flow_text(s) for queue, s in stats.items()}
+
+
+def workers_table(pools: list[trioqueue.WorkerInfo], now: datetime.datetime) -> list[str]:
+    """A row per worker pool: who and where it is, its jobs in flight, how long ago it
+    last beat (by this machine's clock), whether it is live or stale, and its clock
+    (:func:`clock_text`)."""
+    headers = (
+        "WORKER", "HOST", "PID", "QUEUE", "CONC", "IN FLIGHT", "LAST BEAT", "STATE", "CLOCK"
+    )  # fmt: skip
+    rows = [
+        [
+            pool.worker_id,
+            pool.host,
+            str(pool.pid),
+            pool.queue,
+            str(pool.concurrency),
+            str(pool.in_flight),
+            format_age(max(0.0, (now - pool.last_beat_at).total_seconds())) + " ago",
+            STALE if pool.stale else LIVE,
+            clock_text(pool.clock_skew, pool.clock_verdict),
+        ]
+        for pool in pools
+    ]
+    return format_table(headers, rows)
+
+
+def clock_text(skew: float | None, verdict: str | None) -> str:
+    """A pool's clock as its last beat carried it (docs/protocol.rst §8): ``-`` until
+    measured, else its offset from the database's (``+0.012s``: ahead), flagged ``ahead``
+    or ``claims stopped`` as the dashboard flags it. A verdict this trioqueue does not know
+    (a row another tool wrote) is shown as it is; the table escapes it."""
+    if verdict is None:
+        return "-"
+    offset = "-" if skew is None else f"{skew:+.3f}s"
+    flag = CLOCK_FLAGS.get(verdict, verdict)
+    return f"{offset} {flag}" if flag else offset
+
+
+def status_table(
+    counts: dict[str, collections.Counter[str]],
+    oldest: dict[str, float | None],
+    flow: Mapping[str, str] | None = None,
+) -> list[str]:
+    """A row per queue, a column per state, totals, the oldest ready job's age, and the
+    queue's flow control (:func:`flow_text`)."""
+    headers = (
+        "QUEUE", *(status.upper() for status in JOB_STATUSES), "TOTAL", "OLDEST READY", "FLOW"
+    )  # fmt: skip
+    flow = flow or {}
+    rows = [
+        [
+            queue,
+            *(str(counter[status]) for status in JOB_STATUSES),
+            str(counter.total()),
+            format_age(oldest.get(queue)),
+            flow.get(queue, "-"),
+        ]
+        for queue, counter in sorted(counts.items())
+    ]
+    return format_table(headers, rows)
