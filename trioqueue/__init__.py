@@ -8,9 +8,9 @@ each batch runs in one cancel scope whose deadline is its local lease fence.
 from trioqueue._backends.memory import MemoryBackend, open_memory
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._core.backoff import ExponentialBackoff
+from trioqueue._core.tracebacks import MAX_TRACEBACK_CHARS
 from trioqueue._core.wire import Verdict
 from trioqueue._errors import BackendError, ConfigError, TrioqueueError, UnknownJobError
-from trioqueue._core.tracebacks import MAX_TRACEBACK_CHARS
 from trioqueue._operator_types import (
     AttemptBucket,
     AttemptInfo,
@@ -42,6 +42,7 @@ from trioqueue._types import (
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "MAX_TRACEBACK_CHARS",
     "AttemptBucket",
     "AttemptInfo",
     "AttemptOutcome",
@@ -56,7 +57,6 @@ __all__ = [
     "JobInfo",
     "JobSort",
     "JobStatus",
-    "MAX_TRACEBACK_CHARS",
     "MemoryBackend",
     "PoolObserver",
     "PostgresBackend",

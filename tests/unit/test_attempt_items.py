@@ -270,3 +270,33 @@ async def test_each_job_of_a_batch_carries_its_own_timing(autojump_clock: object
         (i.job_id, i.timing.run_seconds) for i in items if isinstance(i, Ack) and i.timing
     )
     assert [seconds for _, seconds in timings] == pytest.approx([1, 2, 3], abs=1e-6)
+
+
+async def test_the_backend_stores_what_the_items_carry_as_the_jobs_attempts(
+    autojump_clock: object,
+) -> None:
+    """End to end on the memory backend: the attempt rows have the handler's start and
+    run time, and the failure's type and traceback."""
+
+    async def handler(payload: Any, ctx: JobContext) -> None:
+        await trio.sleep(2)
+        if ctx.attempt == 1:
+            raise_report_failed("first try")
+
+    cfg = config(Recorder(), handler=handler, backoff=lambda attempt: 1.0)
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        job_id = await backend.enqueue("q", None, max_attempts=2)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        await backend.wait_for(job_id)
+        attempts = await backend.list_attempts(job_id)
+        nursery.cancel_scope.cancel()
+    assert [(a.attempt, a.outcome) for a in attempts] == [(1, "retry"), (2, "succeeded")]
+    failed, succeeded = attempts
+    assert failed.error_type == f"{__name__}.ReportFailed"
+    assert failed.error == "ReportFailed: first try"
+    assert "in raise_report_failed\n" in (failed.traceback or "")
+    assert (succeeded.error_type, succeeded.traceback) == (None, None)
+    for attempt in attempts:
+        assert attempt.run_seconds == pytest.approx(2, abs=1e-3)
+        assert attempt.started_at is not None
+        assert attempt.started_at >= attempt.claimed_at

@@ -5,11 +5,12 @@ the SDK's in-memory exporter; and a process without OpenTelemetry imports none o
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -19,38 +20,13 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
-from opentelemetry.util._once import Once
 
 import trioqueue
+from tests._otel_harness import exporter as exporter  # a fixture
+from tests._otel_harness import global_provider
 from tests._pool_harness import Recorder, config
 from trioqueue import JobContext
 from trioqueue._telemetry import enqueue_context
-
-
-@pytest.fixture
-def exporter() -> Iterator[InMemorySpanExporter]:
-    """A tracer provider of the SDK's, exporting to memory, installed as the global one
-    for the test and taken away after it (as OpenTelemetry's own tests do)."""
-    spans = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(spans))
-    with global_provider(provider):
-        yield spans
-
-
-class global_provider:
-    def __init__(self, provider: TracerProvider) -> None:
-        self.provider = provider
-
-    def __enter__(self) -> None:
-        trace._TRACER_PROVIDER_SET_ONCE = Once()
-        trace._TRACER_PROVIDER = None
-        trace.set_tracer_provider(self.provider)
-
-    def __exit__(self, *exc: object) -> None:
-        self.provider.shutdown()
-        trace._TRACER_PROVIDER_SET_ONCE = Once()
-        trace._TRACER_PROVIDER = None
 
 
 def named(spans: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:
@@ -334,3 +310,27 @@ def test_without_opentelemetry_nothing_of_it_is_imported() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "loaded: []"
+
+
+async def test_the_seam_looks_for_opentelemetry_once(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: object
+) -> None:
+    """However many enqueues and pools: one look, then the answer is kept."""
+    from trioqueue import _telemetry
+
+    looks: list[str] = []
+
+    def find_spec(name: str) -> None:
+        looks.append(name)
+        return None  # as if not installed
+
+    monkeypatch.setattr(_telemetry, "_otel", _telemetry._UNKNOWN)
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    infos = await run_jobs(config(Recorder(), concurrency=2), [None, None, None])
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        await backend.enqueue_many("q", [1, 2])
+        await nursery.start(trioqueue.run_worker_pool, backend, config(Recorder()))
+        nursery.cancel_scope.cancel()
+    assert [i.status for i in infos] == ["succeeded"] * 3
+    assert looks == ["opentelemetry"]
+    assert enqueue_context() is None and not _telemetry.available()

@@ -39,7 +39,6 @@ Falling back to a plain ack there would acknowledge a job whose writes may be lo
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -70,6 +69,7 @@ from trioqueue._runtime.guard import BatchHandle, Guard
 from trioqueue._runtime.logfields import job_fields
 from trioqueue._runtime.monitor import BlockingMonitor
 from trioqueue._runtime.observer import LEASE_LOSSES, OUTCOME_LABELS, PoolObserver
+from trioqueue._runtime.sync_handlers import call_sync_handler, tell_thread_when_stopped
 from trioqueue._runtime.writer import OutcomeWriter
 from trioqueue._types import Ack, AttemptTiming, Claimed, Failure, Job, Recorded, Release
 
@@ -408,9 +408,9 @@ class BatchRunner:
         the attempt's traceback would show around the handler's error.
         """
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_tell_thread_when_stopped, ctx)
+            nursery.start_soon(tell_thread_when_stopped, ctx)
             result, error = await trio.to_thread.run_sync(
-                _call_sync_handler, self._config.handler, job.payload, ctx, limiter=self._threads
+                call_sync_handler, self._config.handler, job.payload, ctx, limiter=self._threads
             )
             nursery.cancel_scope.cancel()
         if error is not None:
@@ -731,70 +731,8 @@ def _attempt_job(frame: FrameType) -> tuple[int, float] | None:
     return None
 
 
-async def _tell_thread_when_stopped(ctx: JobContext) -> None:
-    """A thread cannot be cancelled: flag ``ctx.cancel_requested`` when the scope is."""
-    try:
-        await trio.sleep_forever()
-    finally:
-        ctx._mark_stop_seen()
-
-
 class _NoConnection(Exception):
     """The handler's database connection was refused for as long as the runtime waits."""
-
-
-def _call_sync_handler(
-    handler: Callable[[Any, JobContext], object], payload: Any, ctx: JobContext
-) -> tuple[str | None, Exception | None]:
-    """Call a sync handler, in its thread, and refuse a result that is work not done;
-    its return value as JSON text (encoded in the thread, off the trio loop), or the
-    error it raised."""
-    try:
-        result = handler(payload, ctx)
-        _refuse_unrun_work(result)
-        return encode_result(result), None
-    except Exception as exc:
-        return None, exc
-
-
-def _refuse_unrun_work(result: object) -> None:
-    """A sync handler's result that is work not done: a coroutine (``lambda p, ctx:
-    do(p)`` of an ``async def do``), or a generator. Succeeding would drop the work, so the
-    attempt fails, naming the fix; the object is closed, so no "never awaited" warning
-    follows it.
-
-    Raises:
-        TypeError: ``result`` is such an object.
-    """
-    if inspect.isawaitable(result):
-        _close(result)
-        raise TypeError(
-            f"handler returned {_kind_of(result)} instead of running it: declare the "
-            "handler `async def` and await it there (a sync handler runs in a thread)"
-        )
-    if inspect.isgenerator(result) or inspect.isasyncgen(result):
-        _close(result)
-        raise TypeError(
-            f"handler returned {_kind_of(result)}, so none of its work ran: a handler "
-            "must not yield"
-        )
-
-
-def _kind_of(result: object) -> str:
-    if inspect.iscoroutine(result):
-        return "a coroutine"
-    if inspect.isasyncgen(result):
-        return "an async generator"
-    if inspect.isgenerator(result):
-        return "a generator"
-    return f"an awaitable ({type(result).__name__})"
-
-
-def _close(result: object) -> None:
-    """Close a coroutine or generator that never ran, so that it warns of nothing (an
-    async generator that never started holds nothing to close)."""
-    if inspect.iscoroutine(result) or inspect.isgenerator(result):
-        result.close()
 
 
 class _TxState:
