@@ -30,7 +30,7 @@ from starlette.staticfiles import StaticFiles
 
 import trioqueue
 from trioqueue.metrics import DatabaseGauges
-from trioqueue.web import api, pages
+from trioqueue.web import api, healthz, pages
 from trioqueue.web.auth import Guard, check_bind, check_token, refusal
 from trioqueue.web.events import EventStream, Waker, check_interval
 from trioqueue.web.headers import SecurityHeaders
@@ -120,6 +120,7 @@ def create_app(
 
     static = StaticFiles(directory=str(files("trioqueue.web") / "static"))
     routes = [
+        healthz.route(backend),  # no token, no data (trioqueue/web/healthz.py)
         *api.routes(backend, guard),
         Route("/api/events", events, methods=["GET"]),
         Route("/metrics", guard.api(metrics), methods=["GET"]),
