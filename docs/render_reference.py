@@ -67,6 +67,7 @@ ALSO_IN_TEXT: dict[str, str] = {
 MODEL_ONLY: dict[str, str] = {
     "take_notices": "hands the shell the notices a statement would send (``pg_notify``)",
     "rows": "inspection, for tests",
+    "attempt_rows": "inspection, for tests: one job's rows of the attempts table",
     "lock_rows": "a testing hook: rows another transaction holds (``SKIP LOCKED`` skips them)",
     "unlock_rows": "a testing hook: releases what ``lock_rows`` held",
     "locked_rows": "a testing hook: the rows ``lock_rows`` holds",

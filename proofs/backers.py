@@ -79,6 +79,7 @@ _MODEL = "unit/test_memory_model_stateful.py"
 _MACHINE = "state machine, after every step"
 _SUITE = "the conformance suite: stale writes, a reclaimed attempt fenced out"
 _CRASHES = "the conformance suite: attempts without an outcome, quarantine, parking"
+_ATTEMPTS = "the conformance suite: attempt rows, lost attempts, cancellations, timings"
 
 _CLAIM = Proof("(a) registration", "registration_fence")
 _RENEWAL = Proof("(a) renewal", "renewal_fence")
@@ -255,6 +256,21 @@ GUARANTEES: tuple[Guarantee, ...] = (
             Tests("unit/test_memory_backend.py", (), _CRASHES),
             Tests("postgres/test_postgres_backend.py", (), _CRASHES),
             Tests("postgres/test_worker_crash.py", ("test_I14_*",), "a real worker process"),
+        ),
+    ),
+    Guarantee(
+        "I15",
+        "every attempt leaves one row, and a cancellation is told from a failure",
+        "Each attempt whose outcome was recorded (succeeded, retried, failed, cancelled, "
+        "released) leaves one row in the attempts table, written by the same statement as "
+        "the outcome; an attempt whose worker died leaves one ``lost`` row, written by the "
+        "claim that took the job over; a late write of an attempt that lost its lease leaves "
+        "none. ``JobInfo.cancelled`` is true exactly for the failed jobs that failed because a "
+        "cancel was asked.",
+        tests=(
+            Tests("unit/test_attempts_model.py", (), "the reference model, after every step"),
+            Tests("unit/test_memory_backend.py", (), _ATTEMPTS),
+            Tests("postgres/test_postgres_backend.py", (), _ATTEMPTS),
         ),
     ),
     Guarantee(
@@ -648,7 +664,12 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "§14",
         "attempt history: one fenced row per attempt, cancellations told apart",
-        tests=(Tests("unit/test_api.py", ("test_jobinfo_has_the_documented_fields",)),),
+        tests=(
+            Tests("unit/test_attempts_model.py", (), "the reference model, after every step"),
+            Tests("unit/test_memory_backend.py", (), _ATTEMPTS),
+            Tests("postgres/test_postgres_backend.py", (), _ATTEMPTS),
+            Tests("postgres/test_postgres_attempts.py", (), "one statement with the outcome"),
+        ),
     ),
 )
 

@@ -136,6 +136,21 @@ async def test_edited_migration_is_detected(backend: PostgresBackend) -> None:
 #: together with every new migration file; the test below says what changed.
 SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
     "columns": [
+        ("attempts", "job_id", "bigint", "NO", None),  # 0009
+        ("attempts", "claim_seq", "bigint", "NO", None),  # 0009
+        ("attempts", "attempt", "integer", "NO", None),  # 0009
+        ("attempts", "queue", "text", "NO", None),  # 0009
+        ("attempts", "outcome", "text", "NO", None),  # 0009
+        ("attempts", "worker_id", "text", "YES", None),  # 0009
+        ("attempts", "host", "text", "YES", None),  # 0009
+        ("attempts", "claimed_at", "timestamp with time zone", "NO", None),  # 0009
+        ("attempts", "started_at", "timestamp with time zone", "YES", None),  # 0009
+        ("attempts", "finished_at", "timestamp with time zone", "NO", None),  # 0009
+        ("attempts", "run_seconds", "double precision", "YES", None),  # 0009
+        ("attempts", "wait_seconds", "double precision", "YES", None),  # 0009
+        ("attempts", "error_type", "text", "YES", None),  # 0009
+        ("attempts", "error", "text", "YES", None),  # 0009
+        ("attempts", "traceback", "text", "YES", None),  # 0009
         ("jobs", "id", "bigint", "NO", "nextval('{schema}.jobs_id_seq'::regclass)"),
         ("jobs", "queue", "text", "NO", None),
         ("jobs", "payload", "jsonb", "NO", None),
@@ -168,6 +183,10 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ),  # 0006
         ("jobs", "lapses", "integer", "NO", "0"),  # 0007
         ("jobs", "alone", "boolean", "NO", "false"),  # 0007
+        ("jobs", "claimed_at", "timestamp with time zone", "YES", None),  # 0009
+        ("jobs", "wait_seconds", "double precision", "YES", None),  # 0009
+        ("jobs", "cancelled", "boolean", "NO", "false"),  # 0009
+        ("jobs", "trace_context", "jsonb", "YES", None),  # 0009
         ("queues", "queue", "text", "NO", None),
         ("queues", "paused", "boolean", "NO", "false"),
         ("queues", "max_running", "integer", "YES", None),
@@ -204,6 +223,8 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("workers", "clock_verdict", "text", "YES", None),  # 0007
     ],
     "indexes": [
+        "CREATE INDEX attempts_finished_idx ON {schema}.attempts USING btree (queue, finished_at)",
+        "CREATE UNIQUE INDEX attempts_pkey ON {schema}.attempts USING btree (job_id, claim_seq)",
         "CREATE INDEX jobs_claim_leased_floor_idx ON {schema}.jobs USING btree (queue, lease_floor) WHERE (status = 'running'::text)",
         "CREATE INDEX jobs_claim_queued_idx ON {schema}.jobs USING btree (queue, priority DESC, id) WHERE (status = 'queued'::text)",
         "CREATE UNIQUE INDEX jobs_dedup_idx ON {schema}.jobs USING btree (queue, dedup_key) WHERE ((dedup_key IS NOT NULL) AND (status = ANY (ARRAY['queued'::text, 'running'::text])))",
@@ -221,6 +242,12 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
     "storage": [("jobs", ["fillfactor=60"])],  # 0006
     "constraints": sorted(
         [
+            (
+                "attempts",
+                "CHECK ((outcome = ANY (ARRAY['succeeded'::text, 'retry'::text, 'failed'::text, 'cancelled'::text, 'released'::text, 'lost'::text])))",
+            ),
+            ("attempts", "FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id) ON DELETE CASCADE"),
+            ("attempts", "PRIMARY KEY (job_id, claim_seq)"),
             ("jobs", "CHECK ((attempts >= 0))"),
             (
                 "jobs",
@@ -286,7 +313,10 @@ async def schema_snapshot(backend: PostgresBackend) -> dict[str, list[Any]]:
         "columns": [tuple(generic(v) if isinstance(v, str) else v for v in c) for c in columns],
         "indexes": [generic(i["indexdef"]) for i in indexes],
         "storage": [(s["relname"], s["reloptions"]) for s in storage],
-        "constraints": sorted((c["table_name"].rpartition(".")[2], c["def"]) for c in constraints),
+        # (a foreign key names its table with the schema: 0009's attempts -> jobs)
+        "constraints": sorted(
+            (c["table_name"].rpartition(".")[2], generic(c["def"])) for c in constraints
+        ),
     }
 
 

@@ -84,6 +84,10 @@ READ_OPERATIONS = (
     "pause_queue",
     "resume_queue",
     "set_queue_limits",
+    # the attempts table (docs/protocol.rst §14)
+    "list_attempts",
+    "queue_timings",
+    "attempt_history",
 )
 
 

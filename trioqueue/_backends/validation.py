@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from trioqueue._core.clock_skew import ClockVerdict
 from trioqueue._core.schedule import check_cron, check_timezone
 from trioqueue._core.wire import RenewItem
+from trioqueue._telemetry import enqueue_context
 from trioqueue._types import (
     JOB_SORTS,
     JOB_STATUSES,
@@ -74,6 +75,9 @@ class EnqueueRequest:
     max_attempts: int
     dedup_key: str | None
     group: str | None = None
+    #: The trace context active at enqueue, as JSON text (docs/protocol.rst §14); None
+    #: without OpenTelemetry.
+    trace_context: str | None = None
 
 
 def check_enqueue(
@@ -105,7 +109,30 @@ def check_enqueue(
         max_attempts=check_int("max_attempts", max_attempts, minimum=1, maximum=INT32_MAX),
         dedup_key=_check_key("dedup_key", dedup_key, "use None for no deduplication"),
         group=_check_key("group", group, "use None for no group"),
+        trace_context=encode_trace_context(enqueue_context()),
     )
+
+
+def encode_trace_context(context: Mapping[str, str] | None) -> str | None:
+    """The trace context to store with a job, as JSON text: only its string keys and
+    values a database can hold (a propagator's carrier holds nothing else); None for none
+    or an empty one. Never raises: tracing must not refuse an enqueue."""
+    if not context:
+        return None
+    kept = {
+        k: v
+        for k, v in context.items()
+        if isinstance(k, str)
+        and isinstance(v, str)
+        and _text_problem(k) is None
+        and _text_problem(v) is None
+    }
+    return json.dumps(kept, sort_keys=True) if kept else None
+
+
+def decode_trace_context(text: str | None) -> Mapping[str, str] | None:
+    """A stored trace context (JSON text of string pairs), or None."""
+    return None if text is None else dict(json.loads(text))
 
 
 #: Characters a name (a queue's, a schedule's) may not hold (docs/usage.rst, "Enqueue jobs"):
@@ -292,6 +319,36 @@ def check_filters(
     if status is not None and status not in JOB_STATUSES:
         raise ValueError(f"status must be one of {', '.join(JOB_STATUSES)} or None, not {status!r}")
     return queue, _as_status(status), check_search(search)
+
+
+def timing_values(timing: object) -> tuple[float | None, float | None]:
+    """An outcome's ``(started_after, run_seconds)`` as the attempts table stores them:
+    finite and at least 0, None where unknown. Never raises: a worker's odd measurement
+    must not keep its outcome from being written (docs/protocol.rst §14)."""
+    started = getattr(timing, "started_after", None)
+    run = getattr(timing, "run_seconds", None)
+    return _seconds_or_none(started), _seconds_or_none(run)
+
+
+def _seconds_or_none(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    value = float(value)
+    return max(0.0, value) if math.isfinite(value) else None
+
+
+def check_cancelled(cancelled: object, status: JobStatus | None) -> bool | None:
+    """The ``cancelled`` filter of ``list_jobs``/``count_jobs``: None, or a bool with
+    ``status`` None or ``"failed"`` (only a failed job is a cancellation)."""
+    if cancelled is None:
+        return None
+    if not isinstance(cancelled, bool):
+        raise TypeError(f"cancelled must be a bool or None, not {type(cancelled).__name__}")
+    if status not in (None, "failed"):
+        raise ValueError(
+            f"cancelled applies to failed jobs: use it with status 'failed' or None, not {status!r}"
+        )
+    return cancelled
 
 
 def check_history(window: object, buckets: object, queue: object) -> tuple[float, int, str | None]:

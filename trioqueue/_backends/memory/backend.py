@@ -37,6 +37,7 @@ from trioqueue._backends.memory.faults import DelayFault, ErrorFault, Fault, Han
 from trioqueue._backends.memory.model import MemoryModel
 from trioqueue._backends.validation import (
     check_beat,
+    check_cancelled,
     check_claim,
     check_enqueue,
     check_filters,
@@ -511,17 +512,24 @@ class MemoryBackend:
                 ``offset`` < 0, a negative ``preview``, or a ``search`` longer than 1000
                 characters or holding NUL.
         """
-        if cancelled is not None:
-            raise NotImplementedError  # attempts issue: the cancelled filter
         queue, status, limit, offset = check_list_jobs(queue, status, limit, offset)
         search = check_filters(queue, status, search)[2]
         sort = check_sort(sort)
         cut = check_preview(preview)
+        only = check_cancelled(cancelled, status)
 
         return await self._execute(
             "list_jobs",
             lambda now, _: self._model.list_jobs(
-                now, queue, status, limit, offset, search=search, sort=sort, preview=cut
+                now,
+                queue,
+                status,
+                limit,
+                offset,
+                search=search,
+                sort=sort,
+                preview=cut,
+                cancelled=only,
             ),
         )
 
@@ -534,11 +542,48 @@ class MemoryBackend:
         cancelled: bool | None = None,
     ) -> int:
         """How many jobs :meth:`list_jobs` would list with these filters and no paging."""
-        if cancelled is not None:
-            raise NotImplementedError  # attempts issue: the cancelled filter
         queue, status, search = check_filters(queue, status, search)
+        only = check_cancelled(cancelled, status)
         return await self._execute(
-            "count_jobs", lambda now, _: self._model.count_jobs(now, queue, status, search)
+            "count_jobs",
+            lambda now, _: self._model.count_jobs(now, queue, status, search, only),
+        )
+
+    async def list_attempts(self, job_id: int) -> list[AttemptInfo]:
+        """Every recorded attempt of one job, oldest first (docs/protocol.rst §14).
+
+        Raises:
+            UnknownJobError: no job has this id.
+        """
+        check_job_id(job_id)
+
+        def effect(now: float, _: Fault | None) -> list[AttemptInfo]:
+            attempts = self._model.list_attempts(now, job_id)
+            if attempts is None:
+                raise UnknownJobError(job_id)
+            return attempts
+
+        return await self._execute("list_attempts", effect)
+
+    async def queue_timings(
+        self, *, window: float = 3600.0, queue: str | None = None
+    ) -> dict[str, QueueTimings]:
+        """Per queue (or only ``queue``): run time and wait percentiles of the attempts
+        finished in the last ``window`` seconds; queues with none are left out."""
+        window, _, queue = check_history(window, 1, queue)
+        return await self._execute(
+            "queue_timings", lambda now, _: self._model.queue_timings(now, window, queue)
+        )
+
+    async def attempt_history(
+        self, *, window: float = 3600.0, buckets: int = 60, queue: str | None = None
+    ) -> list[AttemptBucket]:
+        """Attempts finished per equal time bucket over the last ``window`` seconds, with
+        their percentiles: exactly ``buckets`` entries, oldest first."""
+        window, buckets, queue = check_history(window, buckets, queue)
+        return await self._execute(
+            "attempt_history",
+            lambda now, _: self._model.attempt_history(now, window, buckets, queue),
         )
 
     async def delete_job(self, job_id: int) -> bool:
@@ -953,21 +998,6 @@ class MemoryBackend:
         raise NotImplementedError
 
     async def run_schedule_now(self, name: str) -> int | None:
-        raise NotImplementedError
-
-    # -- attempt history (stubs until implemented) -------------------------------
-
-    async def list_attempts(self, job_id: int) -> list[AttemptInfo]:
-        raise NotImplementedError
-
-    async def queue_timings(
-        self, *, window: float = 3600.0, queue: str | None = None
-    ) -> dict[str, QueueTimings]:
-        raise NotImplementedError
-
-    async def attempt_history(
-        self, *, window: float = 3600.0, buckets: int = 60, queue: str | None = None
-    ) -> list[AttemptBucket]:
         raise NotImplementedError
 
 

@@ -6,6 +6,7 @@ Theory of operation
 as a plain class: one method per named query (``enqueue``, ``claim``, ``renew``, ``ack``,
 ``fail``, ``release``, ``cancel``, ``retry``, ``get_job``, ``await_job``, ``list_jobs``, ``count_jobs``,
 ``delete_job``, ``counts``, ``queue_stats``, ``finished_history``, ``prune``, ``find_dedup``,
+the attempts table's ``list_attempts``, ``queue_timings`` and ``attempt_history``,
 the worker pools' ``register_pool``, ``beat``, ``unregister_pool`` and ``list_workers``, and
 the schedules' ``set_schedule``, ``delete_schedule``, ``list_schedules``, ``due_schedules``
 and ``advance_schedules``),
@@ -19,6 +20,11 @@ backend does before it sends a statement). What the model cannot do by itself is
 shell: the connection model, injected faults, and delivering notices. The model only queues
 the notices a statement would send (``pg_notify``); :meth:`MemoryModel.take_notices`
 hands them over.
+
+The attempts table (docs/protocol.rst §14) is a list of
+:class:`~trioqueue._backends.memory.attempts.AttemptRow` per job, written by
+``_record_attempt`` from the same method that records the outcome, as the SQL writes it
+from the same statement, and deleted with the job.
 
 A job is a :class:`Row` with the columns the PostgreSQL table has. A row is *claimable* when
 it is not finished and its ``not_visible_until`` has passed; there is no other "running"
@@ -39,17 +45,27 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from trioqueue._backends.memory.attempts import (
+    AttemptRow,
+    AttemptStart,
+    attempt_buckets,
+    new_attempt,
+    queue_timings,
+)
 from trioqueue._backends.validation import (
     EnqueueRequest,
     ScheduleRequest,
     decode_payload,
+    decode_trace_context,
 )
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.schedule import Advance, Due, next_tick
 from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import UnknownJobError
+from trioqueue._operator_types import AttemptBucket, AttemptInfo, AttemptOutcome, QueueTimings
 from trioqueue._types import (
     Ack,
+    AttemptTiming,
     Claimed,
     Claims,
     Failure,
@@ -134,6 +150,13 @@ class Row:
     # the current attempt was claimed to run alone (docs/protocol.rst §13; migration 0007).
     lapses: int = 0
     alone: bool = False
+    # The current attempt's claim, and how long the row had been claimable before it; a
+    # failure for good with a cancel asked; the enqueue's trace context, JSON text
+    # (docs/protocol.rst §14; migration 0009).
+    claimed_at: float | None = None
+    wait_seconds: float | None = None
+    cancelled: bool = False
+    trace_context: str | None = None
     in_ready: bool = False  # an entry for it is in its queue's ready heap
     due_at: float | None = None  # the time of its live entry in its queue's waiting heap
 
@@ -264,6 +287,7 @@ class MemoryModel:
         self._anchor = anchor
         self._anchor_datetime = anchor_datetime
         self._schedules: dict[str, ScheduleRow] = {}
+        self._attempts: dict[int, list[AttemptRow]] = {}  # per job, by claim_seq
 
     # -- producers and operators ---------------------------------------------------------
 
@@ -304,6 +328,7 @@ class MemoryModel:
                 row.cancel_requested_at = now
             self._outbox.append(Sent(Notice(NoticeKind.CANCEL, row.queue, row.id), row.worker_id))
         else:
+            row.cancelled = True  # failed for good with a cancel asked (§14); no attempt row
             self._finish(row, "failed", self._cancel_message(row), now)
         return True
 
@@ -325,6 +350,7 @@ class MemoryModel:
         row.status = "queued"
         row.finished_at = row.cancel_requested_at = row.cancel_acknowledged_at = None
         row.worker_id = None
+        row.cancelled = False  # cleared with the cancel request (§14)
         row.awaited = False
         if row.group is not None:
             self._groups.setdefault((row.queue, row.group), set()).add(row.id)
@@ -367,20 +393,64 @@ class MemoryModel:
         search: str | None = None,
         sort: JobSort = "id",
         preview: int | None = None,
+        cancelled: bool | None = None,
     ) -> list[JobInfo]:
         """Snapshots in ``sort`` order, optionally of one queue and state, and containing
-        ``search``, their long texts cut to ``preview`` characters; mirrors ``list_jobs``."""
-        matching = _sorted(self._matching(now, queue, status, search), sort)
+        ``search``, their long texts cut to ``preview`` characters, with or without the
+        cancellations (``cancelled``); mirrors ``list_jobs``."""
+        matching = _sorted(self._matching(now, queue, status, search, cancelled), sort)
         return [self._info(row, now, preview) for row in matching[offset : offset + limit]]
 
     def count_jobs(
-        self, now: float, queue: str | None, status: JobStatus | None, search: str | None
+        self,
+        now: float,
+        queue: str | None,
+        status: JobStatus | None,
+        search: str | None,
+        cancelled: bool | None = None,
     ) -> int:
         """How many jobs ``list_jobs`` would list unpaged; mirrors ``count_jobs``."""
-        return len(self._matching(now, queue, status, search))
+        return len(self._matching(now, queue, status, search, cancelled))
+
+    def list_attempts(self, now: float, job_id: int) -> list[AttemptInfo] | None:
+        """Every attempt row of one job, oldest first; None when no job has this id;
+        mirrors ``-- name: list_attempts``."""
+        if job_id not in self._rows:
+            return None
+        return [row.info(self.to_datetime) for row in self._attempts.get(job_id, ())]
+
+    def queue_timings(
+        self, now: float, window: float, queue: str | None
+    ) -> dict[str, QueueTimings]:
+        """Per queue, run time and wait percentiles of the attempts finished in the
+        ``window`` seconds before ``now``; mirrors ``-- name: queue_timings``."""
+        return queue_timings(self._attempt_rows(), now - window, queue)
+
+    def attempt_history(
+        self, now: float, window: float, buckets: int, queue: str | None
+    ) -> list[AttemptBucket]:
+        """Attempts finished per bucket over the ``window`` seconds before ``now``, with
+        their percentiles, bucketed as ``finished_history``; mirrors
+        ``-- name: attempt_history``."""
+        since = now - window
+        rows = self._attempt_rows()
+        return attempt_buckets(rows, since, window, buckets, queue, self.to_datetime)
+
+    def attempt_rows(self, job_id: int) -> list[AttemptRow]:
+        """One job's attempt rows (for inspection: the property test checks I15)."""
+        return list(self._attempts.get(job_id, ()))
+
+    def _attempt_rows(self) -> Iterator[AttemptRow]:
+        for rows in self._attempts.values():
+            yield from rows
 
     def _matching(
-        self, now: float, queue: str | None, status: JobStatus | None, search: str | None
+        self,
+        now: float,
+        queue: str | None,
+        status: JobStatus | None,
+        search: str | None,
+        cancelled: bool | None = None,
     ) -> list[Row]:
         needle = None if search is None else search.lower()
         return [
@@ -388,6 +458,7 @@ class MemoryModel:
             for row in self._rows.values()  # ids ascend in insertion order
             if (queue is None or row.queue == queue)
             and (status is None or row.state(now) == status)
+            and (cancelled is None or row.cancelled == cancelled)
             and (needle is None or _contains(row, needle))
         ]
 
@@ -400,6 +471,7 @@ class MemoryModel:
         if row is None or row.leased(now):
             return False
         del self._rows[job_id]  # its heap entries go stale: claims skip missing rows
+        self._attempts.pop(job_id, None)  # ON DELETE CASCADE
         self._notify_finished(row)  # its waiters read again and find it gone
         if row.dedup_key is not None and self._dedup.get((row.queue, row.dedup_key)) == row.id:
             del self._dedup[(row.queue, row.dedup_key)]
@@ -512,6 +584,7 @@ class MemoryModel:
         )[:limit]
         for _, job_id in doomed:
             del self._rows[job_id]  # a finished row holds no dedup key; heap entries go stale
+            self._attempts.pop(job_id, None)  # ON DELETE CASCADE
         return len(doomed)
 
     # -- worker pools --------------------------------------------------------------------
@@ -599,6 +672,10 @@ class MemoryModel:
         Quarantine (docs/protocol.rst §13): with ``quarantine_after``, a row whose last
         that many attempts lapsed is taken only by a claim made ``alone``, and then alone;
         any other claim leaves it and answers ``Claims.alone_waiting``.
+
+        Attempt history (docs/protocol.rst §14): each row taken records when its lease
+        began and how long it had been claimable (``Job.waited``), and each lapsed attempt
+        taken over or dead-lettered gets its ``lost`` attempt row.
         """
         settings = self._settings.get(queue)
         index = self._queues.get(queue)
@@ -680,21 +757,25 @@ class MemoryModel:
         return {item.job_id: self._renew_one(item, lease_until, now) for item in items}
 
     def ack(self, now: float, items: Sequence[Ack]) -> list[bool]:
-        """Mark attempts succeeded, fenced by ``claim_seq`` (I9); mirrors ``ack``."""
+        """Mark attempts succeeded, fenced by ``claim_seq`` (I9); mirrors ``ack``. Each
+        applied item writes its ``succeeded`` attempt row (§14)."""
         return [self._ack_one(item, now) for item in items]
 
     def fail(self, now: float, items: Sequence[Failure]) -> list[Recorded | None]:
         """Record failed attempts, fenced (I9); mirrors ``-- name: fail``.
 
         Per item, what the job became (None: not applied). A retry is final when the
-        attempt was the last one allowed or the job was asked to cancel.
+        attempt was the last one allowed or the job was asked to cancel (then a
+        cancellation). Each applied item writes its attempt row: ``retry``, ``failed`` or
+        ``cancelled`` (§14).
         """
         return [self._fail_one(item, now) for item in items]
 
     def release(self, now: float, items: Sequence[Release]) -> list[bool]:
         """Give attempts back uncharged, fenced (I9); mirrors ``-- name: release``.
 
-        A job asked to cancel is failed instead.
+        A job asked to cancel is failed instead, a cancellation. Each applied item writes
+        its attempt row: ``released``, or ``cancelled`` (§14).
         """
         return [self._release_one(item, now) for item in items]
 
@@ -752,6 +833,7 @@ class MemoryModel:
             created_at=now,
             dedup_key=request.dedup_key,
             group=request.group,
+            trace_context=request.trace_context,
         )
         self._rows[row.id] = row
         if row.group is not None:
@@ -785,6 +867,45 @@ class MemoryModel:
             return None
         return row
 
+    def _record_attempt(
+        self,
+        row: Row,
+        outcome: AttemptOutcome,
+        now: float,
+        *,
+        timing: AttemptTiming | None = None,
+        error: str | None = None,
+        error_type: str | None = None,
+        traceback: str | None = None,
+    ) -> None:
+        """Write the attempts-table row of the row's current attempt (docs/protocol.rst
+        §14): at most one per ``claim_seq`` (``ON CONFLICT DO NOTHING``)."""
+        rows = self._attempts.setdefault(row.id, [])
+        if any(r.claim_seq == row.claim_seq for r in rows):
+            return
+        pool = None if row.worker_id is None else self._pools.get(row.worker_id)
+        start = AttemptStart(
+            job_id=row.id,
+            queue=row.queue,
+            attempt=row.attempts,
+            claim_seq=row.claim_seq,
+            worker_id=row.worker_id,
+            host=None if pool is None else pool.pool.host,
+            claimed_at=now if row.claimed_at is None else row.claimed_at,
+            wait_seconds=row.wait_seconds,
+        )
+        rows.append(
+            new_attempt(
+                start,
+                outcome,
+                now,
+                timing=timing,
+                error=error,
+                error_type=error_type,
+                traceback=traceback,
+            )
+        )
+
     @staticmethod
     def _store_progress(row: Row, progress: float | None) -> None:
         if progress is None:  # none reported: most jobs, so no check for it
@@ -796,11 +917,12 @@ class MemoryModel:
 
     def _info(self, row: Row, now: float, preview: int | None = None) -> JobInfo:
         running = row.leased(now)
+        state = row.state(now)
         return JobInfo(
             id=row.id,
             queue=row.queue,
             payload=_json_preview(row.payload, preview),
-            status=row.state(now),
+            status=state,
             attempts=row.attempts,
             max_attempts=row.max_attempts,
             priority=row.priority,
@@ -815,6 +937,12 @@ class MemoryModel:
             worker_id=row.worker_id if running else None,
             result=None if row.result is None else _json_preview(row.result, preview),
             group=row.group,
+            cancelled=row.cancelled,
+            next_attempt_at=(
+                self.to_datetime(row.not_visible_until) if state == "scheduled" else None
+            ),
+            # The pool that ran the last attempt: the row keeps worker_id until a retry.
+            finished_by=row.worker_id if row.finished else None,
         )
 
     def _maybe_datetime(self, t: float | None) -> datetime | None:
@@ -881,15 +1009,18 @@ class MemoryModel:
         if row.status != "running" or row.not_visible_until > now or row.id in self._locked:
             return False  # still leased; or locked, so skipped as SKIP LOCKED would
         if row.cancel_requested_at is not None:
-            self._finish(row, "failed", "cancelled: cancel requested", now)
+            error = "cancelled: cancel requested"
+            row.cancelled = True
         elif row.alone:
             first, last = row.attempts - row.lapses, row.attempts
-            self._finish(row, "failed", PARKED.format(first=first, last=last), now)
+            error = PARKED.format(first=first, last=last)
         elif row.attempts >= row.max_attempts:
-            n = row.max_attempts
-            self._finish(row, "failed", FINAL_ATTEMPT.format(n=n), now)
+            error = FINAL_ATTEMPT.format(n=row.max_attempts)
         else:
             return False
+        # The dead-lettered attempt lapsed too: the claim writes its row (§14).
+        self._record_attempt(row, "lost", now, error=error)
+        self._finish(row, "failed", error, now)
         return True
 
     def _pop_ready(
@@ -999,16 +1130,21 @@ class MemoryModel:
         locked_after: float,
         alone: bool = False,
     ) -> Claimed:
+        lapsed = row.status == "running"
         self._record_lapse(row, alone)
+        if lapsed:  # the claim writes the lapsed attempt's row (docs/protocol.rst §14)
+            self._record_attempt(row, "lost", now, error=row.last_error)
         row.status = "running"
         row.attempts += 1
         row.claim_seq += 1
         row.worker_id = worker_id
         row.last_renewed_at = now
+        row.claimed_at = now
+        row.wait_seconds = max(0.0, now - row.not_visible_until)
         row.progress = None  # the new attempt has reported none; an old attempt's is not its own
         self._show_at(row, lease_until)
-        # Job(id, queue, payload, attempt, max_attempts, claim_seq): by position, a third
-        # cheaper than by keyword for every job claimed.
+        # Job(id, queue, payload, attempt, max_attempts, claim_seq, waited, trace_context):
+        # by position, a third cheaper than by keyword for every job claimed.
         job = Job(
             row.id,
             row.queue,
@@ -1016,6 +1152,8 @@ class MemoryModel:
             row.attempts,
             row.max_attempts,
             row.claim_seq,
+            row.wait_seconds,
+            decode_trace_context(row.trace_context),
         )
         return Claimed(job, lease_until, locked_after, alone)
 
@@ -1061,6 +1199,7 @@ class MemoryModel:
             return False
         self._store_progress(row, item.progress)
         row.result = item.result  # a re-run that succeeds overwrites an earlier result
+        self._record_attempt(row, "succeeded", now, timing=item.timing)
         self._finish(row, "succeeded", None, now)
         return True
 
@@ -1069,20 +1208,34 @@ class MemoryModel:
         if row is None:
             return None
         self._store_progress(row, item.progress)
+        outcome: AttemptOutcome
         if row.cancel_requested_at is not None:
             # A cancelled job is never retried; keep the worker's own words when it knew.
             error = item.error
             if not error.startswith("cancelled"):
                 error = f"cancelled: cancel requested ({error})"
-            self._finish(row, "failed", error, now)
+            outcome = "cancelled"
         elif item.retry_delay is None or row.attempts >= row.max_attempts:
-            self._finish(row, "failed", item.error, now)
+            error, outcome = item.error, "failed"
         else:
+            error, outcome = item.error, "retry"
+        self._record_attempt(
+            row,
+            outcome,
+            now,
+            timing=item.timing,
+            error=error,
+            error_type=item.error_type,
+            traceback=item.traceback,
+        )
+        if outcome == "retry":
             row.status = "queued"
-            row.last_error = item.error
-            self._show_at(row, now + item.retry_delay)
+            row.last_error = error
+            self._show_at(row, now + (item.retry_delay or 0.0))  # (not None: a retry)
             self._notify_available(row.queue)
             return Recorded.RETRY
+        row.cancelled = outcome == "cancelled"
+        self._finish(row, "failed", error, now)
         return Recorded.FINAL
 
     def _release_one(self, item: Release, now: float) -> bool:
@@ -1092,8 +1245,12 @@ class MemoryModel:
         self._store_progress(row, item.progress)
         if row.cancel_requested_at is not None:
             # Released at shutdown after a cancel request: honour the cancel, don't rerun.
-            self._finish(row, "failed", "cancelled: cancel requested", now)
+            error = "cancelled: cancel requested"
+            self._record_attempt(row, "cancelled", now, timing=item.timing, error=error)
+            row.cancelled = True
+            self._finish(row, "failed", error, now)
             return True
+        self._record_attempt(row, "released", now, timing=item.timing)
         row.status = "queued"
         row.attempts -= 1  # a released attempt is not charged
         self._show_at(row, now, now)

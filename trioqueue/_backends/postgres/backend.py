@@ -59,6 +59,13 @@ from trioqueue._backends.interface import (
     Backend,
     ConnectionUnavailable,
 )
+from trioqueue._backends.postgres.attempts import (
+    attempt_buckets,
+    attempt_infos,
+    failure_texts,
+    queue_timings,
+    timing_arrays,
+)
 from trioqueue._backends.postgres.driver import (
     DRIVER_ERRORS,
     Driver,
@@ -74,6 +81,7 @@ from trioqueue._backends.validation import (
     ScheduleRequest,
     check_age,
     check_beat,
+    check_cancelled,
     check_claim,
     check_enqueue,
     check_filters,
@@ -94,6 +102,7 @@ from trioqueue._backends.validation import (
     check_timeout,
     check_worker_id,
     decode_payload,
+    decode_trace_context,
 )
 from trioqueue._backends.waiting import FINISHED, wait_finished
 from trioqueue._core.progress import valid_progress
@@ -566,6 +575,7 @@ class PostgresBackend:
             request.delay,
             request.dedup_key,
             request.group,
+            request.trace_context,
         )
 
     def _check_connection(self, connection: object) -> None:
@@ -590,8 +600,9 @@ class PostgresBackend:
         delay: float,
         dedup_key: str | None,
         group: str | None,
+        trace_context: str | None,
     ) -> tuple[list[int], bool]:
-        args = (queue, payloads, priority, max_attempts, delay, dedup_key, group)
+        args = (queue, payloads, priority, max_attempts, delay, dedup_key, group, trace_context)
         while True:
             ids = [row["id"] for row in await connection.fetch(self._sql["enqueue"], *args)]
             if ids or dedup_key is None:
@@ -757,14 +768,13 @@ class PostgresBackend:
                 ``offset`` < 0, a negative ``preview``, or a ``search`` longer than 1000
                 characters or holding NUL.
         """
-        if cancelled is not None:
-            raise NotImplementedError  # attempts issue: the cancelled filter
         queue, status, limit, offset = check_list_jobs(queue, status, limit, offset)
         pattern = _like_pattern(check_filters(queue, status, search)[2])
         sql = self._list_sql[check_sort(sort)]
         cut = check_preview(preview)
+        only = check_cancelled(cancelled, status)
         rows = await self._driver.run(
-            "list_jobs", _fetch, sql, queue, status, limit, min(offset, _INT64), pattern, cut
+            "list_jobs", _fetch, sql, queue, status, limit, min(offset, _INT64), pattern, cut, only
         )
         return [_job_info(row) for row in rows]
 
@@ -777,11 +787,16 @@ class PostgresBackend:
         cancelled: bool | None = None,
     ) -> int:
         """How many jobs :meth:`list_jobs` would list with these filters and no paging."""
-        if cancelled is not None:
-            raise NotImplementedError  # attempts issue: the cancelled filter
         queue, status, search = check_filters(queue, status, search)
+        only = check_cancelled(cancelled, status)
         count: int = await self._driver.run(
-            "count_jobs", _fetchval, self._sql["count_jobs"], queue, status, _like_pattern(search)
+            "count_jobs",
+            _fetchval,
+            self._sql["count_jobs"],
+            queue,
+            status,
+            _like_pattern(search),
+            only,
         )
         return count
 
@@ -1061,8 +1076,8 @@ class PostgresBackend:
                 log.error("job %d fails without running: %s", row["id"], error)
                 undecodable.append(Failure(row["id"], row["claim_seq"], error, None))
                 continue
-            # Job(id, queue, payload, attempt, max_attempts, claim_seq): by position, a
-            # third cheaper than by keyword for every job claimed.
+            # Job(id, queue, payload, attempt, max_attempts, claim_seq, waited,
+            # trace_context): by position, a third cheaper than by keyword for every job.
             job = Job(
                 row["id"],
                 row["queue"],
@@ -1070,6 +1085,8 @@ class PostgresBackend:
                 row["attempts"],
                 row["max_attempts"],
                 row["claim_seq"],
+                row["waited"],
+                decode_trace_context(row["trace_context"]),
             )
             claimed.append(Claimed(job, row["lease_until"], row["locked_after"], row["alone"]))
         if undecodable:
@@ -1078,7 +1095,12 @@ class PostgresBackend:
             nothing: list[str | None] = [None] * len(undecodable)  # final; no progress
             try:
                 await connection.fetch(
-                    self._sql["fail"], *_fences(undecodable), errors, nothing, nothing
+                    self._sql["fail"],
+                    *_fences(undecodable),
+                    errors,
+                    nothing,
+                    nothing,
+                    *(None,) * 4,  # no error type, traceback or timing: it never ran
                 )
             except DRIVER_ERRORS as exc:
                 log.warning("failing %d undecodable job(s) failed: %r", len(undecodable), exc)
@@ -1145,7 +1167,7 @@ class PostgresBackend:
         """Mark attempts succeeded. Fenced: True for each item that was applied."""
         items = tuple(items)
         applied = await self._fenced_write(
-            "ack", items, *_fences(items), _progress(items), _results(items)
+            "ack", items, *_fences(items), _progress(items), _results(items), *timing_arrays(items)
         )
         return [row is not None for row in applied]
 
@@ -1164,6 +1186,8 @@ class PostgresBackend:
             [_storable_text(item.error) for item in items],
             _floats(delays),
             _progress(items),
+            *failure_texts(items, _storable_text),
+            *timing_arrays(items),
         )
         return [
             None if row is None else Recorded.RETRY if row["status"] == "queued" else Recorded.FINAL
@@ -1173,7 +1197,9 @@ class PostgresBackend:
     async def release(self, items: Sequence[Release]) -> list[bool]:
         """Give attempts back uncharged. Fenced: True for each item that was applied."""
         items = tuple(items)
-        applied = await self._fenced_write("release", items, *_fences(items), _progress(items))
+        applied = await self._fenced_write(
+            "release", items, *_fences(items), _progress(items), *timing_arrays(items)
+        )
         return [row is not None for row in applied]
 
     async def _fenced_write(
@@ -1290,17 +1316,45 @@ class PostgresBackend:
     # -- attempt history (stubs until implemented) -------------------------------
 
     async def list_attempts(self, job_id: int) -> list[AttemptInfo]:
-        raise NotImplementedError
+        """Every recorded attempt of one job, oldest first (docs/protocol.rst §14).
+
+        Raises:
+            UnknownJobError: no job has this id.
+        """
+        check_job_id(job_id)
+        rows = []
+        if _is_bigint(job_id):
+            rows = await self._driver.run(
+                "list_attempts", _fetch, self._sql["list_attempts"], job_id
+            )
+        else:
+            await trio.lowlevel.checkpoint()
+        attempts = attempt_infos(job_id, rows)
+        if attempts is None:
+            raise UnknownJobError(job_id)
+        return attempts
 
     async def queue_timings(
         self, *, window: float = 3600.0, queue: str | None = None
     ) -> dict[str, QueueTimings]:
-        raise NotImplementedError
+        """Per queue (or only ``queue``): run time and wait percentiles of the attempts
+        finished in the last ``window`` seconds (``percentile_cont``)."""
+        window, _, queue = check_history(window, 1, queue)
+        rows = await self._driver.run(
+            "queue_timings", _fetch, self._sql["queue_timings"], window, queue
+        )
+        return queue_timings(rows)
 
     async def attempt_history(
         self, *, window: float = 3600.0, buckets: int = 60, queue: str | None = None
     ) -> list[AttemptBucket]:
-        raise NotImplementedError
+        """Attempts finished per equal time bucket over the last ``window`` seconds, with
+        their percentiles: exactly ``buckets`` entries, oldest first."""
+        window, buckets, queue = check_history(window, buckets, queue)
+        rows = await self._driver.run(
+            "attempt_history", _fetch, self._sql["attempt_history"], window, buckets, queue
+        )
+        return attempt_buckets(rows)
 
 
 class _JobTransaction:
@@ -1334,6 +1388,7 @@ class _JobTransaction:
             _ints(i.claim_seq for i in items),
             _progress(items),
             _results(items),
+            *timing_arrays(items),
         )
 
     async def _aio_commit_with_ack(self, connection: Any, *arrays: list[Any] | None) -> bool:
@@ -1437,7 +1492,8 @@ def _read_payload(text: str) -> Any:
 
 
 def _job_info(row: Any) -> JobInfo:
-    running = row["state"] == "running"
+    state = row["state"]
+    running = state == "running"
     return JobInfo(
         id=row["id"],
         queue=row["queue"],
@@ -1457,6 +1513,10 @@ def _job_info(row: Any) -> JobInfo:
         worker_id=row["worker_id"] if running else None,
         result=None if row["result"] is None else _read_cut(row, "result"),
         group=row["group_key"],
+        cancelled=row["cancelled"],
+        next_attempt_at=row["not_visible_until"] if state == "scheduled" else None,
+        # The pool that ran the last attempt: the row keeps worker_id until a retry.
+        finished_by=row["worker_id"] if state in ("succeeded", "failed") else None,
     )
 
 

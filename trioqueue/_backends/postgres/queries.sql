@@ -37,11 +37,12 @@ INSERT INTO {schema}.schema_migrations (version, name, checksum) VALUES ($1::int
 -- name: enqueue
 -- Insert every payload in order (so ids ascend with the list), skipping a row whose
 -- dedup_key an unfinished job of the queue already holds. One notice if anything was added.
+-- $8 is the trace context active at the enqueue (JSON text, or NULL): docs/protocol.rst §14.
 WITH inserted AS (
     INSERT INTO {schema}.jobs (queue, payload, priority, max_attempts, not_visible_until, dedup_key,
-                               group_key)
+                               group_key, trace_context)
     SELECT $1::text, p.payload::jsonb, $3::integer, $4::integer,
-           now() + make_interval(secs => $5::float8), $6::text, $7::text
+           now() + make_interval(secs => $5::float8), $6::text, $7::text, $8::text::jsonb
     FROM unnest($2::text[]) WITH ORDINALITY AS p (payload, n)
     ORDER BY p.n
     ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL AND status IN ('queued', 'running')
@@ -81,7 +82,9 @@ WITH cancelled AS (
             WHEN j.status = 'running' THEN 'cancelled: cancel requested after its lease expired'
             WHEN j.attempts = 0 THEN 'cancelled before it ran'
             ELSE 'cancelled while waiting to retry'
-        END
+        END,
+        -- Failed here, it is a cancellation (docs/protocol.rst §14); no attempt row.
+        cancelled = NOT (j.status = 'running' AND j.not_visible_until > now())
     WHERE j.id = $1::bigint AND j.status IN ('queued', 'running')
     -- A job failed here tells its waiters (the f: notice goes out in the RETURNING, which
     -- PostgreSQL evaluates for every updated row whatever the outer query reads).
@@ -102,7 +105,7 @@ FROM cancelled AS c;
 WITH retried AS (
     UPDATE {schema}.jobs AS j
     SET status = 'queued', finished_at = NULL, cancel_requested_at = NULL,
-        cancel_acknowledged_at = NULL, worker_id = NULL, awaited = false,
+        cancel_acknowledged_at = NULL, worker_id = NULL, awaited = false, cancelled = false,
         not_visible_until = now(), max_attempts = greatest(j.max_attempts, j.attempts + 1)
     WHERE j.id = $1::bigint AND j.status = 'failed'
       AND (j.dedup_key IS NULL OR NOT EXISTS (
@@ -119,7 +122,7 @@ SELECT j.id, j.queue, j.payload::text AS payload,
        j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
        j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
        j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result,
-       j.awaited, j.group_key
+       j.awaited, j.group_key, j.cancelled
 FROM {schema}.jobs AS j
 WHERE j.id = $1::bigint;
 
@@ -131,7 +134,7 @@ SELECT j.id, j.queue, j.group_key,
        {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
        j.attempts, j.max_attempts, j.priority, j.progress,
        j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
-       j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id,
+       j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.cancelled,
        CASE WHEN $2::int IS NULL THEN j.payload::text ELSE left(j.payload::text, $2::int) END
            AS payload,
        CASE WHEN $2::int IS NOT NULL THEN length(j.payload::text) END AS payload_length,
@@ -166,7 +169,7 @@ RETURNING j.id, j.queue, j.payload::text AS payload,
           j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
           j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
           j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result,
-          j.group_key;
+          j.group_key, j.cancelled;
 
 -- name: list_jobs
 -- {order} is one of the fixed ORDER BY lists of backend.py (never caller text). $5 is an
@@ -174,13 +177,13 @@ RETURNING j.id, j.queue, j.payload::text AS payload,
 -- of the filtered queue, since no index serves a substring of the payload's text. $6,
 -- when not NULL, cuts the payload, result and last_error to their first $6 characters
 -- (with each whole length beside it): a list of 20 jobs of 5 MB then sends 20 prefixes,
--- not 100 MB.
+-- not 100 MB. $7, when not NULL, keeps only cancellations (true) or leaves them out (false).
 SELECT * FROM (
     SELECT j.id, j.queue, j.group_key,
            {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
            j.attempts, j.max_attempts, j.priority, j.progress,
            j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
-           j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id,
+           j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.cancelled,
            CASE WHEN $6::int IS NULL THEN j.payload::text ELSE left(j.payload::text, $6::int)
                END AS payload,
            CASE WHEN $6::int IS NOT NULL THEN length(j.payload::text) END AS payload_length,
@@ -192,6 +195,7 @@ SELECT * FROM (
            CASE WHEN $6::int IS NOT NULL THEN length(j.last_error) END AS last_error_length
     FROM {schema}.jobs AS j
     WHERE ($1::text IS NULL OR j.queue = $1::text)
+      AND ($7::boolean IS NULL OR j.cancelled = $7::boolean)
       AND ($5::text IS NULL
            OR j.payload::text ILIKE $5::text ESCAPE '\'
            OR j.last_error ILIKE $5::text ESCAPE '\')
@@ -201,10 +205,11 @@ ORDER BY {order}
 LIMIT $3::bigint OFFSET $4::bigint;
 
 -- name: count_jobs
--- The filters of list_jobs, counted.
+-- The filters of list_jobs, counted ($4: list_jobs' $7).
 SELECT count(*)
 FROM {schema}.jobs AS j
 WHERE ($1::text IS NULL OR j.queue = $1::text)
+  AND ($4::boolean IS NULL OR j.cancelled = $4::boolean)
   AND ($2::text IS NULL OR {schema}.job_state(j.status, j.not_visible_until, now()) = $2::text)
   AND ($3::text IS NULL
        OR j.payload::text ILIKE $3::text ESCAPE '\'
@@ -369,6 +374,12 @@ FROM {schema}.queues AS q WHERE q.queue = $1::text FOR UPDATE;
 -- reach it is quarantined, and taken only by a claim made alone ($7: the pool has nothing
 -- in flight), by itself (`lone`); any other claim leaves it and answers a row with a NULL
 -- id and alone_waiting. A row whose run alone lapsed too is parked by `dead`.
+--
+-- Attempt history (docs/protocol.rst §14, migration 0009): each row taken gets claimed_at
+-- and wait_seconds; every lapsed attempt, taken over (`claimed`) or dead-lettered
+-- (`dead`), gets its 'lost' row in `attempts` (`lost`), under its own claim_seq. The
+-- lapsed attempt's worker and times are read where its row is locked (`lone`, `expired`),
+-- since the update overwrites them.
 WITH settings AS (
     SELECT coalesce(bool_or(q.paused), false) AS paused,
            bool_or(q.max_running IS NOT NULL OR q.max_per_second IS NOT NULL) IS TRUE AS limited,
@@ -402,6 +413,7 @@ dead AS (
     UPDATE {schema}.jobs AS j
     SET status = 'failed',
         finished_at = now(),
+        cancelled = j.cancel_requested_at IS NOT NULL,
         last_error = CASE
             WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled: cancel requested'
             WHEN j.alone THEN format(
@@ -420,13 +432,16 @@ dead AS (
           AND NOT (SELECT paused FROM settings)
         FOR UPDATE SKIP LOCKED
     ))
-    RETURNING j.id,
+    RETURNING j.id, j.queue, j.attempts, j.claim_seq, j.worker_id, j.claimed_at,
+              j.wait_seconds, j.last_error,
               CASE WHEN j.awaited THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END
                   AS finished
 ),
 lone AS (
     -- Alone: the first quarantined row, and then nothing else (`rest` is 0).
-    SELECT e.id FROM {schema}.jobs AS e
+    SELECT e.id, e.worker_id AS lapsed_worker, e.claimed_at AS lapsed_claimed_at,
+           e.wait_seconds AS lapsed_wait
+    FROM {schema}.jobs AS e
     WHERE $7::boolean AND e.queue = $1::text AND e.status = 'running' AND e.lease_floor <= now()
       AND e.not_visible_until <= now()
       AND e.cancel_requested_at IS NULL AND e.attempts < e.max_attempts AND NOT e.alone
@@ -439,7 +454,9 @@ rest AS (
     SELECT CASE WHEN EXISTS (SELECT FROM lone) THEN 0 ELSE a.n END AS n FROM allowance AS a
 ),
 waiting AS (
-    SELECT w.id, w.priority FROM {schema}.jobs AS w
+    SELECT w.id, w.priority, false AS lapsed, NULL::text AS lapsed_worker,
+           NULL::timestamptz AS lapsed_claimed_at, NULL::float8 AS lapsed_wait
+    FROM {schema}.jobs AS w
     WHERE w.queue = $1::text AND w.status = 'queued' AND w.not_visible_until <= now()
       AND (w.group_key IS NULL OR (
           -- No row of the group running (one this statement dead-letters no longer is)...
@@ -460,7 +477,9 @@ waiting AS (
     FOR UPDATE SKIP LOCKED
 ),
 expired AS (
-    SELECT e.id, e.priority FROM {schema}.jobs AS e
+    SELECT e.id, e.priority, true AS lapsed, e.worker_id AS lapsed_worker,
+           e.claimed_at AS lapsed_claimed_at, e.wait_seconds AS lapsed_wait
+    FROM {schema}.jobs AS e
     WHERE e.queue = $1::text AND e.status = 'running' AND e.lease_floor <= now()
       AND e.not_visible_until <= now()
       AND e.cancel_requested_at IS NULL AND e.attempts < e.max_attempts AND NOT e.alone
@@ -487,9 +506,12 @@ quarantined AS (
     ) AS q
 ),
 picked AS (
-    SELECT l.id, true AS alone FROM lone AS l
+    SELECT l.id, true AS alone, true AS lapsed, l.lapsed_worker, l.lapsed_claimed_at,
+           l.lapsed_wait
+    FROM lone AS l
     UNION ALL
-    (SELECT c.id, false FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired) AS c
+    (SELECT c.id, false, c.lapsed, c.lapsed_worker, c.lapsed_claimed_at, c.lapsed_wait
+     FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired) AS c
      ORDER BY c.priority DESC, c.id
      LIMIT (SELECT n FROM rest))
 ),
@@ -519,16 +541,40 @@ claimed AS (
         not_visible_until = clock_timestamp() + make_interval(secs => $4::float8),
         -- At most the lease (now() <= clock_timestamp()): see migration 0006.
         lease_floor = now() + make_interval(secs => $4::float8),
-        last_renewed_at = clock_timestamp()
+        last_renewed_at = clock_timestamp(),
+        -- How long the row had been claimable: from the not_visible_until it had (docs/
+        -- protocol.rst §14); not indexed, so a renewal stays HOT (migration 0009).
+        claimed_at = clock_timestamp(),
+        wait_seconds = greatest(0, extract(epoch FROM clock_timestamp() - j.not_visible_until))
     FROM picked AS p
     WHERE j.id = p.id
     RETURNING j.id, j.queue, j.payload::text AS payload, j.priority, j.attempts,
-              j.max_attempts, j.claim_seq, j.alone,
+              j.max_attempts, j.claim_seq, j.alone, j.wait_seconds::float8 AS waited,
+              j.trace_context::text AS trace_context, j.claimed_at, j.last_error,
+              p.lapsed, p.lapsed_worker, p.lapsed_claimed_at, p.lapsed_wait,
               extract(epoch FROM j.not_visible_until)::float8 AS lease_until,
               -- How long after the statement began the lease started, on the database's
               -- own clock (the worker adds it to the local time it sent the claim).
               extract(epoch FROM j.not_visible_until - now())::float8 - $4::float8
                   AS locked_after
+),
+lost AS (
+    -- The lapsed attempts' rows: dead-lettered ones end now, taken-over ones at the
+    -- takeover; each names its own claim_seq, so its late write still misses (§14).
+    INSERT INTO {schema}.attempts AS a
+        (job_id, claim_seq, attempt, queue, outcome, worker_id, host, claimed_at, finished_at,
+         wait_seconds, error)
+    SELECT x.id, x.claim_seq, x.attempt, x.queue, 'lost', x.worker_id, w.host,
+           coalesce(x.claimed_at, x.finished_at), x.finished_at, x.wait_seconds, x.error
+    FROM (SELECT d.id, d.claim_seq, d.attempts AS attempt, d.queue, d.worker_id, d.claimed_at,
+                 now() AS finished_at, d.wait_seconds, d.last_error AS error
+          FROM dead AS d
+          UNION ALL
+          SELECT c.id, c.claim_seq - 1, c.attempts - 1, c.queue, c.lapsed_worker,
+                 c.lapsed_claimed_at, c.claimed_at, c.lapsed_wait, c.last_error
+          FROM claimed AS c WHERE c.lapsed) AS x
+    LEFT JOIN {schema}.workers AS w ON w.worker_id = x.worker_id
+    ON CONFLICT (job_id, claim_seq) DO NOTHING
 ),
 spent AS (
     -- With the lock: the bucket loses what was taken (its row is this transaction's).
@@ -556,20 +602,22 @@ held AS (
 )
 SELECT c.id, c.queue, c.payload, c.priority, c.attempts, c.max_attempts, c.claim_seq,
        c.lease_until, c.locked_after, NULL::float8 AS retry_after,
-       NULL::float8 AS database_clock, c.alone, false AS alone_waiting
+       NULL::float8 AS database_clock, c.alone, false AS alone_waiting, c.waited,
+       c.trace_context
 FROM claimed AS c
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, h.retry_after, NULL, NULL, false
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, h.retry_after, NULL, NULL, false,
+       NULL, NULL
 FROM held AS h
 UNION ALL
 -- A quarantined row waits for a claim made alone (docs/protocol.rst §13).
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true, NULL, NULL
 FROM quarantined AS q WHERE q.waiting
 UNION ALL
 -- Always one row with the database's clock, rows taken or not: the worker bounds its own
 -- clock's offset by it (docs/protocol.rst §8).
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       extract(epoch FROM clock_timestamp())::float8, NULL, false
+       extract(epoch FROM clock_timestamp())::float8, NULL, false, NULL, NULL
 ORDER BY priority DESC, id;
 
 -- name: renew
@@ -730,10 +778,15 @@ WHERE (SELECT t.renewed + t.locked - t.renewable FROM tally AS t)
 -- NULL per item); so is the progress array of fail and release.
 -- A row someone waits for sends f: (in the RETURNING, evaluated for every updated row);
 -- the others send nothing, so an ack nobody waits for takes no notify lock at commit.
+-- $5 and $6 are each handler's start (seconds after the claim's answer) and run time, or
+-- NULL arrays when no item has them; the attempt's row (docs/protocol.rst §14) is written
+-- by `recorded` from the rows the fence let through, so a stale ack writes none.
 WITH items AS (
-    SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.progress, i.result, i.n
-    FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[], $4::text[])
-         WITH ORDINALITY AS i (id, claim_seq, progress, result, n)
+    SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.progress, i.result,
+           i.started_after, i.run_seconds, i.n
+    FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[], $4::text[],
+                $5::text[]::float8[], $6::text[]::float8[])
+         WITH ORDINALITY AS i (id, claim_seq, progress, result, started_after, run_seconds, n)
     ORDER BY i.id, i.claim_seq, i.n
 ),
 acked AS (
@@ -744,9 +797,22 @@ acked AS (
         result = i.result::jsonb
     FROM items AS i
     WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
-    RETURNING i.n,
+    RETURNING i.n, j.id, j.claim_seq, j.attempts, j.queue, j.worker_id, j.claimed_at,
+              j.wait_seconds, i.started_after, i.run_seconds,
               CASE WHEN j.awaited THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END
                   AS finished
+),
+recorded AS (
+    INSERT INTO {schema}.attempts
+        (job_id, claim_seq, attempt, queue, outcome, worker_id, host, claimed_at, started_at,
+         finished_at, run_seconds, wait_seconds)
+    SELECT r.id, r.claim_seq, r.attempts, r.queue, 'succeeded', r.worker_id, w.host,
+           coalesce(r.claimed_at, now()),
+           coalesce(r.claimed_at, now()) + make_interval(secs => r.started_after),
+           now(), r.run_seconds, r.wait_seconds
+    FROM acked AS r
+    LEFT JOIN {schema}.workers AS w ON w.worker_id = r.worker_id
+    ON CONFLICT (job_id, claim_seq) DO NOTHING
 )
 SELECT a.n FROM acked AS a;
 
@@ -754,11 +820,18 @@ SELECT a.n FROM acked AS a;
 -- A failure with a retry delay puts the job back, unless the attempt was the last one or
 -- the job was asked to cancel (never retried): then it is final. Answers the positions
 -- that applied with the status each row got; one notice per queue that got a job back.
+-- $6 and $7 are each error's type and (bounded) traceback, $8 and $9 the handler's start
+-- and run time as ack's $5 and $6 (NULL arrays when no item has them). A failure for good
+-- with a cancel asked is a cancellation (`cancelled`, docs/protocol.rst §14); `recorded`
+-- writes the attempt's row, with the outcome the update decided.
 WITH items AS (
-    SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.error, i.retry_delay, i.progress, i.n
+    SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.error, i.retry_delay, i.progress,
+           i.error_type, i.traceback, i.started_after, i.run_seconds, i.n
     FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[],
-                $4::text[]::float8[], $5::text[]::float8[])
-         WITH ORDINALITY AS i (id, claim_seq, error, retry_delay, progress, n)
+                $4::text[]::float8[], $5::text[]::float8[], $6::text[], $7::text[],
+                $8::text[]::float8[], $9::text[]::float8[])
+         WITH ORDINALITY AS i (id, claim_seq, error, retry_delay, progress, error_type, traceback,
+                               started_after, run_seconds, n)
     ORDER BY i.id, i.claim_seq, i.n
 ),
 failed AS (
@@ -784,12 +857,29 @@ failed AS (
             WHEN j.cancel_requested_at IS NOT NULL AND NOT starts_with(i.error, 'cancelled')
             THEN 'cancelled: cancel requested (' || i.error || ')'
             ELSE i.error
-        END
+        END,
+        cancelled = j.cancel_requested_at IS NOT NULL
     FROM items AS i
     WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
-    RETURNING i.n, j.queue, j.status,
+    RETURNING i.n, j.queue, j.status, j.id, j.claim_seq, j.attempts, j.worker_id, j.claimed_at,
+              j.wait_seconds, j.last_error, j.cancelled, i.error_type, i.traceback,
+              i.started_after, i.run_seconds,
               CASE WHEN j.awaited AND j.status = 'failed'
                    THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END AS finished
+),
+recorded AS (
+    INSERT INTO {schema}.attempts
+        (job_id, claim_seq, attempt, queue, outcome, worker_id, host, claimed_at, started_at,
+         finished_at, run_seconds, wait_seconds, error_type, error, traceback)
+    SELECT r.id, r.claim_seq, r.attempts, r.queue,
+           CASE WHEN r.cancelled THEN 'cancelled' WHEN r.status = 'queued' THEN 'retry'
+                ELSE 'failed' END,
+           r.worker_id, w.host, coalesce(r.claimed_at, now()),
+           coalesce(r.claimed_at, now()) + make_interval(secs => r.started_after),
+           now(), r.run_seconds, r.wait_seconds, r.error_type, r.last_error, r.traceback
+    FROM failed AS r
+    LEFT JOIN {schema}.workers AS w ON w.worker_id = r.worker_id
+    ON CONFLICT (job_id, claim_seq) DO NOTHING
 )
 SELECT f.n, f.status,
        (SELECT count(pg_notify({channel}, 'a:' || q.queue))
@@ -798,10 +888,14 @@ FROM failed AS f;
 
 -- name: release
 -- Give attempts back uncharged (graceful shutdown; a handler that got no database
--- connection). A job asked to cancel is failed instead.
+-- connection). A job asked to cancel is failed instead: a cancellation, and so is its
+-- attempt's row. $4 and $5 are the handlers' timings, as ack's $5 and $6.
 WITH items AS (
-    SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.progress, i.n
-    FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[]) WITH ORDINALITY AS i (id, claim_seq, progress, n)
+    SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.progress, i.started_after,
+           i.run_seconds, i.n
+    FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[],
+                $4::text[]::float8[], $5::text[]::float8[])
+         WITH ORDINALITY AS i (id, claim_seq, progress, started_after, run_seconds, n)
     ORDER BY i.id, i.claim_seq, i.n
 ),
 released AS (
@@ -817,12 +911,29 @@ released AS (
         not_visible_until = CASE
             WHEN j.cancel_requested_at IS NULL THEN now()
             ELSE j.not_visible_until
-        END
+        END,
+        cancelled = j.cancel_requested_at IS NOT NULL
     FROM items AS i
     WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
-    RETURNING i.n, j.queue, j.status,
+    RETURNING i.n, j.queue, j.status, j.id, j.claim_seq, j.attempts, j.worker_id, j.claimed_at,
+              j.wait_seconds, j.last_error, j.cancelled, i.started_after, i.run_seconds,
               CASE WHEN j.awaited AND j.status = 'failed'
                    THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END AS finished
+),
+recorded AS (
+    -- A released attempt is not charged: its number is the one the row had before.
+    INSERT INTO {schema}.attempts
+        (job_id, claim_seq, attempt, queue, outcome, worker_id, host, claimed_at, started_at,
+         finished_at, run_seconds, wait_seconds, error)
+    SELECT r.id, r.claim_seq, CASE WHEN r.cancelled THEN r.attempts ELSE r.attempts + 1 END,
+           r.queue, CASE WHEN r.cancelled THEN 'cancelled' ELSE 'released' END,
+           r.worker_id, w.host, coalesce(r.claimed_at, now()),
+           coalesce(r.claimed_at, now()) + make_interval(secs => r.started_after),
+           now(), r.run_seconds, r.wait_seconds,
+           CASE WHEN r.cancelled THEN r.last_error END
+    FROM released AS r
+    LEFT JOIN {schema}.workers AS w ON w.worker_id = r.worker_id
+    ON CONFLICT (job_id, claim_seq) DO NOTHING
 )
 SELECT r.n,
        (SELECT count(pg_notify({channel}, 'a:' || q.queue))
@@ -931,3 +1042,64 @@ notified AS (
 )
 SELECT i.id FROM inserted AS i, (SELECT count(*) FROM notified) AS n
 ORDER BY i.id;
+
+-- ---------------------------------------------------------------------------------------
+-- Attempt history (docs/protocol.rst §14, migration 0009): the operator's reads.
+
+-- name: list_attempts
+-- One job's attempts, oldest first; `known` tells an unknown job (no row at all) from a
+-- job with no attempt yet (one row of NULLs).
+SELECT a.claim_seq, a.attempt, a.outcome, a.worker_id, a.host, a.claimed_at, a.started_at,
+       a.finished_at, a.run_seconds, a.wait_seconds, a.error_type, a.error, a.traceback
+FROM {schema}.jobs AS j
+LEFT JOIN {schema}.attempts AS a ON a.job_id = j.id
+WHERE j.id = $1::bigint
+ORDER BY a.claim_seq;
+
+-- name: queue_timings
+-- Per queue (or only $2), the run time and wait percentiles of the attempts finished in the
+-- $1 seconds before now(), lost ones left out (they told nothing of their run): a range
+-- scan of attempts_finished_idx per queue.
+SELECT a.queue, count(*) AS attempts,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY a.run_seconds) AS run_p50,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY a.run_seconds) AS run_p95,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY a.run_seconds) AS run_p99,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY a.wait_seconds) AS wait_p50,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY a.wait_seconds) AS wait_p95,
+       percentile_cont(0.99) WITHIN GROUP (ORDER BY a.wait_seconds) AS wait_p99
+FROM {schema}.attempts AS a
+WHERE a.finished_at >= now() - make_interval(secs => $1::float8)
+  AND a.outcome <> 'lost'
+  AND ($2::text IS NULL OR a.queue = $2::text)
+GROUP BY a.queue
+ORDER BY a.queue;
+
+-- name: attempt_history
+-- Attempts finished per bucket, bucketed as finished_history buckets jobs, with their
+-- counts by outcome and percentiles; every bucket present, oldest first.
+WITH counted AS (
+    SELECT least(floor(extract(epoch FROM a.finished_at - (now() - make_interval(secs => $1::float8)))
+                       / ($1::float8 / $2::integer))::integer,
+                 $2::integer - 1) AS n,
+           count(*) FILTER (WHERE a.outcome = 'succeeded') AS succeeded,
+           count(*) FILTER (WHERE a.outcome IN ('failed', 'retry')) AS failed,
+           count(*) FILTER (WHERE a.outcome = 'cancelled') AS cancelled,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY a.run_seconds) AS run_p50,
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY a.run_seconds) AS run_p95,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY a.wait_seconds) AS wait_p50,
+           percentile_cont(0.95) WITHIN GROUP (ORDER BY a.wait_seconds) AS wait_p95
+    FROM {schema}.attempts AS a
+    WHERE a.finished_at >= now() - make_interval(secs => $1::float8)
+      AND a.outcome <> 'lost'
+      AND ($3::text IS NULL OR a.queue = $3::text)
+    GROUP BY 1
+)
+SELECT g.n,
+       now() - make_interval(secs => $1::float8) + make_interval(secs => g.n * ($1::float8 / $2::integer))
+           AS start,
+       coalesce(c.succeeded, 0) AS succeeded, coalesce(c.failed, 0) AS failed,
+       coalesce(c.cancelled, 0) AS cancelled,
+       c.run_p50, c.run_p95, c.wait_p50, c.wait_p95
+FROM generate_series(0, $2::integer - 1) AS g (n)
+LEFT JOIN counted AS c ON c.n = g.n
+ORDER BY g.n;

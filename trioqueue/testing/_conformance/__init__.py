@@ -17,6 +17,8 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
 - ``notices.py``: notices and statement statistics;
 - ``crashes.py``: attempts that end without an outcome (a worker that died): the claim's
   record of them, quarantine (a job run alone) and parking;
+- ``attempts.py``: the attempts table (one fenced row per attempt, lost attempts, timings)
+  and cancellations told apart from failures (docs/protocol.rst §14, I15);
 - ``dashboard.py``: searching, sorting, counting and deleting jobs, a job's lease details,
   worker pools and their beats, finished-job history;
 - ``_base.py``: what they share (the clock fixture, the timings, helpers, bad inputs).
@@ -24,6 +26,7 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
 
 from __future__ import annotations
 
+from trioqueue.testing._conformance.attempts import AttemptConformance
 from trioqueue.testing._conformance.cancel import CancelConformance
 from trioqueue.testing._conformance.claim import ClaimConformance
 from trioqueue.testing._conformance.crashes import CrashConformance
@@ -53,6 +56,7 @@ class BackendConformance(
     NoticeConformance,
     DashboardConformance,
     CrashConformance,
+    AttemptConformance,
 ):
     """What every backend must do, as tests. Subclass it in a test module::
 

@@ -1,0 +1,112 @@
+"""The attempts table on PostgreSQL (docs/protocol.rst §14, migration 0009): the parameters
+the outcome statements send for it, and the operator's reads of it.
+
+The rows themselves are written by queries.sql's ``claim``, ``ack``, ``fail`` and
+``release``, in the statement that ends the attempt: this module only builds the extra
+arrays those statements take (the handler's timing, the error's type and traceback) and
+turns the reads' rows into :mod:`trioqueue._operator_types` values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from trioqueue._backends.validation import timing_values
+from trioqueue._core.tracebacks import bound_traceback
+from trioqueue._operator_types import AttemptBucket, AttemptInfo, QueueTimings
+from trioqueue._types import Ack, Failure, Release
+
+__all__ = [
+    "attempt_buckets",
+    "attempt_infos",
+    "failure_texts",
+    "queue_timings",
+    "timing_arrays",
+]
+
+
+def timing_arrays(
+    items: Sequence[Ack | Failure | Release],
+) -> tuple[list[str | None] | None, list[str | None] | None]:
+    """Each item's handler start and run time as two text[] parameters; None (SQL NULL)
+    for both when no item has a timing, as the progress array is sent (backend.py)."""
+    if all(item.timing is None for item in items):
+        return None, None
+    pairs = [timing_values(item.timing) for item in items]
+    return [_float(s) for s, _ in pairs], [_float(r) for _, r in pairs]
+
+
+def failure_texts(
+    items: Sequence[Failure], storable: Callable[[str], str]
+) -> tuple[list[str | None], list[str | None]]:
+    """Each failure's error type and traceback as text[] parameters, made storable (no
+    NUL, no lone surrogate) by ``storable`` and the traceback bounded after that, since
+    escaping lengthens it (docs/protocol.rst §14)."""
+    types = [None if f.error_type is None else storable(f.error_type) for f in items]
+    tracebacks = [
+        None if f.traceback is None else bound_traceback(storable(f.traceback)) for f in items
+    ]
+    return types, tracebacks
+
+
+def _float(value: float | None) -> str | None:
+    return None if value is None else repr(value)
+
+
+def attempt_infos(job_id: int, rows: Sequence[Any]) -> list[AttemptInfo] | None:
+    """``list_attempts``' rows as AttemptInfos; None for an unknown job (no row)."""
+    if not rows:
+        return None
+    return [_attempt_info(job_id, row) for row in rows if row["claim_seq"] is not None]
+
+
+def _attempt_info(job_id: int, row: Any) -> AttemptInfo:
+    return AttemptInfo(
+        job_id=job_id,
+        attempt=row["attempt"],
+        claim_seq=row["claim_seq"],
+        outcome=row["outcome"],
+        worker_id=row["worker_id"],
+        host=row["host"],
+        claimed_at=row["claimed_at"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        run_seconds=row["run_seconds"],
+        wait_seconds=row["wait_seconds"],
+        error_type=row["error_type"],
+        error=row["error"],
+        traceback=row["traceback"],
+    )
+
+
+def queue_timings(rows: Sequence[Any]) -> dict[str, QueueTimings]:
+    return {
+        row["queue"]: QueueTimings(
+            queue=row["queue"],
+            attempts=row["attempts"],
+            run_p50=row["run_p50"],
+            run_p95=row["run_p95"],
+            run_p99=row["run_p99"],
+            wait_p50=row["wait_p50"],
+            wait_p95=row["wait_p95"],
+            wait_p99=row["wait_p99"],
+        )
+        for row in rows
+    }
+
+
+def attempt_buckets(rows: Sequence[Any]) -> list[AttemptBucket]:
+    return [
+        AttemptBucket(
+            start=row["start"],
+            succeeded=row["succeeded"],
+            failed=row["failed"],
+            cancelled=row["cancelled"],
+            run_p50=row["run_p50"],
+            run_p95=row["run_p95"],
+            wait_p50=row["wait_p50"],
+            wait_p95=row["wait_p95"],
+        )
+        for row in rows
+    ]
