@@ -51,6 +51,15 @@ POSTGRES_ONLY: dict[str, str] = {
     "get_schedule": (
         "reads back the schedule ``set_schedule`` wrote; the model's ``set_schedule`` returns it"
     ),
+    "schedule_clock": (
+        "reads a schedule and the database's clock before ``set_schedule_enabled``; the "
+        "model's clock is the ``now`` every method takes"
+    ),
+    "table_sizes": (
+        "PostgreSQL's catalogs: the sizes of the schema's tables and indexes; the model's "
+        "``table_health`` counts its rows instead (nothing is on disk)"
+    ),
+    "oldest_work": "the oldest running and ready jobs, which the model's ``table_health`` finds",
 }
 
 #: Model methods that are part of a named query other than their own name.
@@ -74,6 +83,9 @@ MODEL_ONLY: dict[str, str] = {
     "expire": "a testing hook: ends a row's lease now",
     "move_schedule": "a testing hook: sets a schedule's next run",
     "to_datetime": "maps a model time to the wall-clock datetime it stands for",
+    "table_health": (
+        "row counts and the oldest work: what ``table_sizes`` and ``oldest_work`` read"
+    ),
 }
 
 

@@ -10,6 +10,7 @@ from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.wire import Verdict
 from trioqueue._errors import BackendError, ConfigError, TrioqueueError, UnknownJobError
+from trioqueue._operator_types import AuditEntry, TableHealth, TableSize
 from trioqueue._runtime.config import WorkerConfig, transactional_worker_config
 from trioqueue._runtime.context import JobContext
 from trioqueue._runtime.observer import PoolObserver
@@ -32,6 +33,7 @@ from trioqueue._types import (
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "AuditEntry",
     "BackendError",
     "BackendStatistics",
     "ConfigError",
@@ -47,6 +49,8 @@ __all__ = [
     "PostgresBackend",
     "QueueStats",
     "ScheduleInfo",
+    "TableHealth",
+    "TableSize",
     "TrioqueueError",
     "TruncatedText",
     "UndecodablePayload",

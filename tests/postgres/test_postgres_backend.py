@@ -151,6 +151,12 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("attempts", "error_type", "text", "YES", None),  # 0009
         ("attempts", "error", "text", "YES", None),  # 0009
         ("attempts", "traceback", "text", "YES", None),  # 0009
+        ("audit_log", "id", "bigint", "NO", None),  # 0010 (an identity column)
+        ("audit_log", "at", "timestamp with time zone", "NO", "now()"),  # 0010
+        ("audit_log", "action", "text", "NO", None),  # 0010
+        ("audit_log", "target", "text", "NO", None),  # 0010
+        ("audit_log", "session", "text", "NO", None),  # 0010
+        ("audit_log", "detail", "jsonb", "NO", None),  # 0010
         ("jobs", "id", "bigint", "NO", "nextval('{schema}.jobs_id_seq'::regclass)"),
         ("jobs", "queue", "text", "NO", None),
         ("jobs", "payload", "jsonb", "NO", None),
@@ -205,6 +211,7 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("schedules", "last_run_at", "timestamp with time zone", "YES", None),
         ("schedules", "created_at", "timestamp with time zone", "NO", "now()"),
         ("schedules", "updated_at", "timestamp with time zone", "NO", "now()"),
+        ("schedules", "enabled", "boolean", "NO", "true"),  # 0010
         ("schema_migrations", "version", "integer", "NO", None),
         ("schema_migrations", "name", "text", "NO", None),
         ("schema_migrations", "checksum", "text", "NO", None),
@@ -225,6 +232,8 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
     "indexes": [
         "CREATE INDEX attempts_finished_idx ON {schema}.attempts USING btree (queue, finished_at)",
         "CREATE UNIQUE INDEX attempts_pkey ON {schema}.attempts USING btree (job_id, claim_seq)",
+        "CREATE INDEX audit_log_action_idx ON {schema}.audit_log USING btree (action, id)",
+        "CREATE UNIQUE INDEX audit_log_pkey ON {schema}.audit_log USING btree (id)",
         "CREATE INDEX jobs_claim_leased_floor_idx ON {schema}.jobs USING btree (queue, lease_floor) WHERE (status = 'running'::text)",
         "CREATE INDEX jobs_claim_queued_idx ON {schema}.jobs USING btree (queue, priority DESC, id) WHERE (status = 'queued'::text)",
         "CREATE UNIQUE INDEX jobs_dedup_idx ON {schema}.jobs USING btree (queue, dedup_key) WHERE ((dedup_key IS NOT NULL) AND (status = ANY (ARRAY['queued'::text, 'running'::text])))",
@@ -248,6 +257,7 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
             ),
             ("attempts", "FOREIGN KEY (job_id) REFERENCES {schema}.jobs(id) ON DELETE CASCADE"),
             ("attempts", "PRIMARY KEY (job_id, claim_seq)"),
+            ("audit_log", "PRIMARY KEY (id)"),
             ("jobs", "CHECK ((attempts >= 0))"),
             (
                 "jobs",

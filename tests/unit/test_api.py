@@ -8,6 +8,7 @@ import trioqueue
 import trioqueue.testing
 
 PUBLIC = {
+    "AuditEntry",
     "BackendError",
     "BackendStatistics",
     "ConfigError",
@@ -23,6 +24,8 @@ PUBLIC = {
     "PostgresBackend",
     "QueueStats",
     "ScheduleInfo",
+    "TableHealth",
+    "TableSize",
     "TrioqueueError",
     "TruncatedText",
     "UndecodablePayload",

@@ -58,6 +58,7 @@ PROTOCOL = Component(
         "trioqueue._backends",
         "trioqueue._backends.interface",
         "trioqueue._backends.validation",
+        "trioqueue._backends.operator_checks",
         "trioqueue._backends.waiting",
     ),
 )

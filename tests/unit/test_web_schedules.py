@@ -49,6 +49,7 @@ async def test_schedules_page_and_api_show_each_next_run(autojump_clock: object)
             "max_attempts": 10,
             "next_run_at": "2026-03-28T12:02:00+00:00",
             "last_run_at": "2026-03-28T12:01:00+00:00",
+            "enabled": True,
         },
         {
             "name": "nightly",
@@ -60,6 +61,7 @@ async def test_schedules_page_and_api_show_each_next_run(autojump_clock: object)
             "max_attempts": 10,
             "next_run_at": "2026-03-29T01:00:00+00:00",
             "last_run_at": None,
+            "enabled": True,
         },
     ]
 

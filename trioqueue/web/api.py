@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 import trioqueue
+from trioqueue.web.auditor import record
 from trioqueue.web.auth import Guard, error
 
 __all__ = [
@@ -146,6 +147,7 @@ def schedule_json(info: trioqueue.ScheduleInfo) -> dict[str, Any]:
         "max_attempts": info.max_attempts,
         "next_run_at": iso(info.next_run_at),
         "last_run_at": iso(info.last_run_at),
+        "enabled": info.enabled,  # set_schedule_enabled (docs/dashboard.rst, "Controls")
     }
 
 
@@ -343,6 +345,20 @@ async def apply_action(backend: Backend, action: Action, job_id: int) -> ActionR
     return ActionResult(job_id, 409, f"job {job_id} {_NOT_ALLOWED[action]}")
 
 
+def ids_target(ids: list[int]) -> str:
+    """The jobs a bulk action names, as the audit log's target (``1,2,3``)."""
+    return ",".join(map(str, ids))
+
+
+def bulk_detail(results: list[ActionResult]) -> dict[str, Any]:
+    """What a bulk action on chosen jobs did, for the audit log: the ids acted on, and
+    those refused."""
+    return {
+        "done": [r.job_id for r in results if r.ok],
+        "refused": [r.job_id for r in results if not r.ok],
+    }
+
+
 def parse_bulk(body: Any) -> tuple[Action, list[int]]:
     """``{"action": ..., "ids": [...]}``; ValueError with a one-line reason."""
     if not isinstance(body, dict) or set(body) != {"action", "ids"}:
@@ -407,6 +423,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             result = await apply_action(backend, action, job_id)
             if not result.ok:
                 return error(result.status, result.error or "")
+            await record(request, f"job.{action}", str(job_id), {})
             return JSONResponse({"ok": True})
 
         if action == "delete":
@@ -419,6 +436,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         except ValueError as exc:
             return error(400, str(exc))
         results = [await apply_action(backend, action, job_id) for job_id in ids]
+        await record(request, f"jobs.{action}", ids_target(ids), bulk_detail(results))
         return JSONResponse({"action": action, "results": [r.json() for r in results]})
 
     async def workers(request: Request) -> Response:
@@ -429,10 +447,12 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
 
     def on_queue(action: QueueAction) -> Route:
         async def endpoint(request: Request) -> Response:
+            queue = request.path_params["queue"]
             try:
-                done = await apply_queue_action(backend, action, request.path_params["queue"])
+                done = await apply_queue_action(backend, action, queue)
             except ValueError as exc:
                 return error(400, str(exc))
+            await record(request, f"queue.{action}", queue, {})
             return JSONResponse({"ok": True} | done)
 
         # {queue:path}: a queue name may hold a slash (its suffix still picks the route).
@@ -440,11 +460,13 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         return Route(path, guard.api(endpoint), methods=["POST"])
 
     async def limits(request: Request) -> Response:
+        queue = request.path_params["queue"]
         try:
             changes = parse_limits(await read_json(request))
-            done = await set_limits(backend, request.path_params["queue"], changes)
+            done = await set_limits(backend, queue, changes)
         except (TypeError, ValueError) as exc:
             return error(400, str(exc))
+        await record(request, "queue.limits", queue, changes)
         return JSONResponse({"ok": True} | done)
 
     return [

@@ -30,7 +30,8 @@ from starlette.staticfiles import StaticFiles
 
 import trioqueue
 from trioqueue.metrics import DatabaseGauges
-from trioqueue.web import api, healthz, pages
+from trioqueue.web import api, audit, controls, healthz, pages, tables
+from trioqueue.web.auditor import Auditor
 from trioqueue.web.auth import Guard, check_bind, check_token, refusal
 from trioqueue.web.events import EventStream, Waker, check_interval
 from trioqueue.web.headers import SecurityHeaders
@@ -121,6 +122,9 @@ def create_app(
     static = StaticFiles(directory=str(files("trioqueue.web") / "static"))
     routes = [
         healthz.route(backend),  # no token, no data (trioqueue/web/healthz.py)
+        *controls.routes(backend, guard),
+        *audit.routes(backend, guard),
+        *tables.routes(backend, guard),
         *api.routes(backend, guard),
         Route("/api/events", events, methods=["GET"]),
         Route("/metrics", guard.api(metrics), methods=["GET"]),
@@ -144,6 +148,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.guard = guard
+    app.state.auditor = Auditor(backend, guard)  # every action's record (auditor.py)
     app.state.observer = observer
     app.state.waker = waker
     return app

@@ -32,10 +32,13 @@ from trioqueue.web.api import (
     JobQuery,
     apply_action,
     apply_queue_action,
+    bulk_detail,
+    ids_target,
     job_json,
     parse_job_id,
     queues_json,
 )
+from trioqueue.web.auditor import record
 from trioqueue.web.auth import Guard, Handler, safe_next
 from trioqueue.web.visible import finalize, verbatim, visible_lines
 
@@ -357,6 +360,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
                 back,
             )
         results = [await apply_action(backend, action, job_id) for job_id in ids]
+        await record(request, f"jobs.{action}", ids_target(ids), bulk_detail(results))
         all_ok = all(r.ok for r in results)
         if not request.headers.get("hx-request"):
             return RedirectResponse(next_url if next_url != "/" else "/jobs", status_code=303)
@@ -394,6 +398,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             await apply_queue_action(backend, action, queue)
         except ValueError as exc:
             return problem(request, 400, "Bad action", str(exc))
+        await record(request, f"queue.{action}", queue, {})
         return RedirectResponse("/", status_code=303)
 
     async def login(request: Request) -> Response:

@@ -57,6 +57,16 @@ class Sessions:
         if session_id is not None:
             self._started.pop(session_id, None)
 
+    def short_id(self, cookie: str | None) -> str | None:
+        """What the audit log names the session of ``cookie`` by: 8 hex digits of a hash of
+        its id under this app's key (the id is a credential, so no part of it is shown),
+        the same for every request of that session. None for a cookie this app did not
+        sign."""
+        session_id = self._id_of(cookie)
+        if session_id is None:
+            return None
+        return hmac.new(self._key, b"audit:" + session_id.encode(), hashlib.sha256).hexdigest()[:8]
+
     def __len__(self) -> int:
         return len(self._started)
 

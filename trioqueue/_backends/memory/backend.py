@@ -35,6 +35,13 @@ import trio
 from trioqueue._backends.interface import OPERATIONS, READ_OPERATIONS, Backend
 from trioqueue._backends.memory.faults import DelayFault, ErrorFault, Fault, HangFault, OmitFault
 from trioqueue._backends.memory.model import MemoryModel
+from trioqueue._backends.operator_checks import (
+    Matching,
+    check_audit,
+    check_enabled,
+    check_list_audit,
+    check_matching,
+)
 from trioqueue._backends.validation import (
     check_beat,
     check_cancelled,
@@ -957,7 +964,7 @@ class MemoryBackend:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the listener is leaving
 
-    # -- operator controls, audit log, table health (stubs until implemented) -------
+    # -- operator controls, audit log, table health --------------------------------
 
     async def retry_matching(
         self,
@@ -968,7 +975,15 @@ class MemoryBackend:
         cancelled: bool | None = None,
         batch_size: int = 500,
     ) -> int:
-        raise NotImplementedError
+        """Retry every failed job matching the filters, ``batch_size`` per statement (the
+        cursor moving on by id, as on PostgreSQL); how many were retried.
+
+        Raises:
+            ValueError: a bad filter, a status other than ``"failed"`` or None, or
+                ``batch_size`` outside 1..10000.
+        """
+        matching = check_matching(queue, status, search, cancelled, batch_size, retry=True)
+        return await self._run_matching("retry_matching", matching)
 
     async def delete_matching(
         self,
@@ -979,26 +994,82 @@ class MemoryBackend:
         cancelled: bool | None = None,
         batch_size: int = 500,
     ) -> int:
-        raise NotImplementedError
+        """Delete every job matching the filters but those running under a live lease,
+        ``batch_size`` per statement; how many were deleted.
+
+        Raises:
+            ValueError: a bad filter, or ``batch_size`` outside 1..10000.
+        """
+        matching = check_matching(queue, status, search, cancelled, batch_size, retry=False)
+        return await self._run_matching("delete_matching", matching)
+
+    async def _run_matching(self, op: str, matching: Matching) -> int:
+        """One statement per batch, as the PostgreSQL backend runs them (operator.py)."""
+        if matching.cancelled is not None:
+            raise NotImplementedError  # TODO(merge attempts): the cancelled filter
+        batch = (
+            self._model.retry_matching if op == "retry_matching" else self._model.delete_matching
+        )
+        m = matching
+        cursor, done = 0, 0
+        while True:
+
+            def effect(
+                now: float, _: Fault | None, after: int = cursor
+            ) -> tuple[int, int | None, int]:
+                return batch(now, after, m.queue, m.status, m.search, m.batch_size)
+
+            picked, last_id, count = await self._execute(op, effect)
+            done += count
+            if picked < matching.batch_size or last_id is None:
+                return done
+            cursor = last_id
 
     async def record_audit(
         self, action: str, target: str, session: str, detail: Mapping[str, Any]
     ) -> int:
-        raise NotImplementedError
+        """Append an entry to the audit log; its id.
+
+        Raises:
+            TypeError, ValueError: a field a database cannot store; nothing is written.
+        """
+        r = check_audit(action, target, session, detail)
+        return await self._execute(
+            "record_audit",
+            lambda now, _: self._model.record_audit(now, r.action, r.target, r.session, r.detail),
+        )
 
     async def list_audit(
         self, limit: int = 100, offset: int = 0, *, action: str | None = None
     ) -> list[AuditEntry]:
-        raise NotImplementedError
+        """Audit entries, newest first, optionally of one action."""
+        limit, offset, action = check_list_audit(limit, offset, action)
+        return await self._execute(
+            "list_audit", lambda now, _: self._model.list_audit(now, limit, offset, action)
+        )
 
     async def table_health(self) -> TableHealth:
-        raise NotImplementedError
+        """Row counts (sizes are 0: nothing is on disk) and the oldest running and ready
+        jobs."""
+        return await self._execute("table_health", lambda now, _: self._model.table_health(now))
 
     async def set_schedule_enabled(self, name: str, enabled: bool) -> bool:
-        raise NotImplementedError
+        """Enable or disable a schedule; False when there is none. Enabled again, its next
+        run is the first tick after now."""
+        name = check_schedule_name(name)
+        on = check_enabled(enabled)
+        return await self._execute(
+            "set_schedule_enabled",
+            lambda now, _: self._model.set_schedule_enabled(now, name, on),
+        )
 
     async def run_schedule_now(self, name: str) -> int | None:
-        raise NotImplementedError
+        """Enqueue one job of a schedule now, its next run unmoved; the job's id, or None
+        when there is no such schedule."""
+        name = check_schedule_name(name)
+        return await self._execute(
+            "run_schedule_now", lambda now, _: self._model.run_schedule_now(now, name)
+        )
 
 
 if TYPE_CHECKING:

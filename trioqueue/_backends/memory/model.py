@@ -52,6 +52,7 @@ from trioqueue._backends.memory.attempts import (
     new_attempt,
     queue_timings,
 )
+from trioqueue._backends.operator_checks import read_detail
 from trioqueue._backends.validation import (
     EnqueueRequest,
     ScheduleRequest,
@@ -62,7 +63,15 @@ from trioqueue._core.progress import valid_progress
 from trioqueue._core.schedule import Advance, Due, next_tick
 from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import UnknownJobError
-from trioqueue._operator_types import AttemptBucket, AttemptInfo, AttemptOutcome, QueueTimings
+from trioqueue._operator_types import (
+    AttemptBucket,
+    AttemptInfo,
+    AttemptOutcome,
+    AuditEntry,
+    QueueTimings,
+    TableHealth,
+    TableSize,
+)
 from trioqueue._types import (
     Ack,
     AttemptTiming,
@@ -205,6 +214,7 @@ class ScheduleRow:
     request: ScheduleRequest
     next_run_at: datetime
     last_run_at: datetime | None = None
+    enabled: bool = True  # a disabled schedule is never due (set_schedule_enabled)
 
 
 @dataclass(slots=True, eq=False)
@@ -288,6 +298,7 @@ class MemoryModel:
         self._anchor_datetime = anchor_datetime
         self._schedules: dict[str, ScheduleRow] = {}
         self._attempts: dict[int, list[AttemptRow]] = {}  # per job, by claim_seq
+        self._audit: list[AuditEntry] = []  # the audit_log table, oldest first
 
     # -- producers and operators ---------------------------------------------------------
 
@@ -1280,6 +1291,8 @@ class MemoryModel:
         next_run_at = next_tick(request.cron, request.timezone, self.to_datetime(now))
         old = self._schedules.get(request.name)
         row = ScheduleRow(request, next_run_at, None if old is None else old.last_run_at)
+        if old is not None:
+            row.enabled = old.enabled  # replacing a schedule does not switch it on or off
         self._schedules[request.name] = row
         return self._schedule_info(row)
 
@@ -1298,7 +1311,7 @@ class MemoryModel:
         due = sorted(
             (row.next_run_at, name)
             for name, row in self._schedules.items()
-            if row.next_run_at <= at
+            if row.enabled and row.next_run_at <= at
         )[:limit]
         rows = [(name, self._schedules[name]) for _, name in due]
         return [
@@ -1316,8 +1329,13 @@ class MemoryModel:
         ids: list[int] = []
         for advance in sorted(advances, key=lambda a: (a.expected, a.name)):
             row = self._schedules.get(advance.name)
-            if row is None or row.next_run_at != advance.expected or row.next_run_at > at:
-                continue  # deleted, or another pass advanced it: the compare-and-set fails
+            if (
+                row is None
+                or not row.enabled
+                or row.next_run_at != advance.expected
+                or row.next_run_at > at
+            ):
+                continue  # deleted, disabled, or another pass advanced it: the CAS fails
             row.next_run_at, row.last_run_at = advance.next, at
             key = (advance.name, advance.expected)
             if key in taken:
@@ -1362,12 +1380,159 @@ class MemoryModel:
             max_attempts=r.max_attempts,
             next_run_at=row.next_run_at,
             last_run_at=row.last_run_at,
+            enabled=row.enabled,
         )
 
     def _notify_finished(self, row: Row) -> None:
         """``f:<id>:<queue>``: only for a row someone waits for (``await_job`` marked it)."""
         if row.awaited:
             self._outbox.append(Sent(Notice(NoticeKind.FINISHED, row.queue, row.id)))
+
+    # -- operator controls, audit log, table health (operator.sql) -----------------------
+
+    def retry_matching(
+        self,
+        now: float,
+        after: int,
+        queue: str | None,
+        status: JobStatus | None,
+        search: str | None,
+        limit: int,
+    ) -> tuple[int, int | None, int]:
+        """One batch of a bulk retry; mirrors ``-- name: retry_matching``: the first
+        ``limit`` failed, unlocked, matching jobs after id ``after``, each retried as
+        :meth:`retry` does (of failed jobs sharing a dedup key, the first by id). Returns
+        how many were picked, the last picked id, and how many were retried."""
+        picked = self._pick(now, after, queue, status, search, limit, failed_only=True)
+        done = sum(self.retry(now, row.id) for row in picked)
+        return len(picked), picked[-1].id if picked else None, done
+
+    def delete_matching(
+        self,
+        now: float,
+        after: int,
+        queue: str | None,
+        status: JobStatus | None,
+        search: str | None,
+        limit: int,
+    ) -> tuple[int, int | None, int]:
+        """One batch of a bulk delete; mirrors ``-- name: delete_matching``: the picked
+        jobs are deleted as :meth:`delete_job` deletes one (never under a live lease)."""
+        picked = self._pick(now, after, queue, status, search, limit, failed_only=False)
+        done = sum(self.delete_job(now, row.id) for row in picked)
+        return len(picked), picked[-1].id if picked else None, done
+
+    def _pick(
+        self,
+        now: float,
+        after: int,
+        queue: str | None,
+        status: JobStatus | None,
+        search: str | None,
+        limit: int,
+        *,
+        failed_only: bool,
+    ) -> list[Row]:
+        """A batch's rows: the filters of ``count_jobs`` (TODO(merge attempts): and its
+        cancelled filter), after the cursor, in id order, skipping locked rows (``SKIP
+        LOCKED``)."""
+        rows = [
+            row
+            for row in self._matching(now, queue, status, search)
+            if row.id > after
+            and row.id not in self._locked
+            and (not failed_only or row.status == "failed")
+        ]
+        return rows[:limit]
+
+    def set_schedule_enabled(self, now: float, name: str, enabled: bool) -> bool:
+        """Enable or disable a schedule; mirrors ``-- name: set_schedule_enabled``.
+        Enabling a disabled one moves its next run to the first tick after ``now``. False
+        when there is no such schedule."""
+        row = self._schedules.get(name)
+        if row is None:
+            return False
+        if enabled and not row.enabled:
+            row.next_run_at = next_tick(
+                row.request.cron, row.request.timezone, self.to_datetime(now)
+            )
+        row.enabled = enabled
+        return True
+
+    def run_schedule_now(self, now: float, name: str) -> int | None:
+        """One job of the schedule now, standing for no tick, its next run unmoved;
+        mirrors ``-- name: run_schedule_now``. None when there is no such schedule."""
+        row = self._schedules.get(name)
+        if row is None:
+            return None
+        schedule = row.request
+        request = EnqueueRequest(
+            queue=schedule.queue,
+            payloads=(schedule.payload,),
+            priority=schedule.priority,
+            delay=0.0,
+            max_attempts=schedule.max_attempts,
+            dedup_key=None,
+        )
+        job_id = self._insert(request, schedule.payload, now)
+        row.last_run_at = self.to_datetime(now)
+        self._notify_available(schedule.queue)
+        return job_id
+
+    def record_audit(self, now: float, action: str, target: str, session: str, detail: str) -> int:
+        """Append an audit entry (``detail``: its JSON text); mirrors ``record_audit``."""
+        entry = AuditEntry(
+            id=len(self._audit) + 1,
+            at=self.to_datetime(now),
+            action=action,
+            target=target,
+            session=session,
+            detail=read_detail(detail),
+        )
+        self._audit.append(entry)
+        return entry.id
+
+    def list_audit(
+        self, now: float, limit: int, offset: int, action: str | None
+    ) -> list[AuditEntry]:
+        """Audit entries newest first, optionally of one action; mirrors ``list_audit``.
+        Each comes with its detail decoded afresh, so that no caller shares it."""
+        newest = [e for e in reversed(self._audit) if action is None or e.action == action]
+        return [
+            AuditEntry(e.id, e.at, e.action, e.target, e.session, json.loads(json.dumps(e.detail)))
+            for e in newest[offset : offset + limit]
+        ]
+
+    def table_health(self, now: float) -> TableHealth:
+        """The tables' row counts (no sizes: nothing is on disk) and the oldest running and
+        ready jobs; mirrors ``table_sizes`` and ``oldest_work``."""
+        counts = {
+            "audit_log": len(self._audit),
+            "jobs": len(self._rows),
+            "queues": len(self._settings),
+            "schedules": len(self._schedules),
+            "workers": len(self._pools),
+        }
+        tables = tuple(TableSize(name, 0, n, 0, None, None) for name, n in counts.items())
+        # TODO(merge attempts): running jobs by their claim (claimed_at), not created_at.
+        running = min(
+            (r for r in self._rows.values() if r.leased(now)),
+            key=lambda r: (r.created_at, r.id),
+            default=None,
+        )
+        ready = min(
+            (r for r in self._rows.values() if r.state(now) == "ready"),
+            key=lambda r: (r.not_visible_until, r.id),
+            default=None,
+        )
+        return TableHealth(
+            tables=tables,
+            indexes=(),
+            oldest_running_since=None if running is None else self.to_datetime(running.created_at),
+            oldest_running_id=None if running is None else running.id,
+            oldest_ready_since=None if ready is None else self.to_datetime(ready.not_visible_until),
+            oldest_ready_id=None if ready is None else ready.id,
+        )
 
 
 def _printed(text: str) -> str:

@@ -59,6 +59,13 @@ from trioqueue._backends.interface import (
     Backend,
     ConnectionUnavailable,
 )
+from trioqueue._backends.operator_checks import (
+    check_audit,
+    check_enabled,
+    check_list_audit,
+    check_matching,
+)
+from trioqueue._backends.postgres import operator
 from trioqueue._backends.postgres.attempts import (
     attempt_buckets,
     attempt_infos,
@@ -1270,7 +1277,7 @@ class PostgresBackend:
             send.close()
             await listener.aclose()
 
-    # -- operator controls, audit log, table health (stubs until implemented) -------
+    # -- operator controls, audit log, table health (operator.py) --------------------
 
     async def retry_matching(
         self,
@@ -1281,7 +1288,20 @@ class PostgresBackend:
         cancelled: bool | None = None,
         batch_size: int = 500,
     ) -> int:
-        raise NotImplementedError
+        """Retry every failed job matching the filters, ``batch_size`` per statement (each
+        ``FOR UPDATE SKIP LOCKED``, the cursor moving on by id); how many were retried.
+
+        Raises:
+            ValueError: a bad filter, a status other than ``"failed"`` or None, or
+                ``batch_size`` outside 1..10000.
+        """
+        matching = check_matching(queue, status, search, cancelled, batch_size, retry=True)
+        if matching.cancelled is not None:
+            raise NotImplementedError  # TODO(merge attempts): the cancelled filter
+        pattern = _like_pattern(matching.search)
+        return await operator.run_matching(
+            self._driver, self._sql, "retry_matching", matching, pattern
+        )
 
     async def delete_matching(
         self,
@@ -1292,26 +1312,56 @@ class PostgresBackend:
         cancelled: bool | None = None,
         batch_size: int = 500,
     ) -> int:
-        raise NotImplementedError
+        """Delete every job matching the filters but those running under a live lease,
+        ``batch_size`` per statement; how many were deleted.
+
+        Raises:
+            ValueError: a bad filter, or ``batch_size`` outside 1..10000.
+        """
+        matching = check_matching(queue, status, search, cancelled, batch_size, retry=False)
+        if matching.cancelled is not None:
+            raise NotImplementedError  # TODO(merge attempts): the cancelled filter
+        pattern = _like_pattern(matching.search)
+        return await operator.run_matching(
+            self._driver, self._sql, "delete_matching", matching, pattern
+        )
 
     async def record_audit(
         self, action: str, target: str, session: str, detail: Mapping[str, Any]
     ) -> int:
-        raise NotImplementedError
+        """Append an entry to the ``audit_log`` table; its id.
+
+        Raises:
+            TypeError, ValueError: a field a database cannot store; nothing is written.
+        """
+        record = check_audit(action, target, session, detail)
+        return await operator.record_audit(self._driver, self._sql, record)
 
     async def list_audit(
         self, limit: int = 100, offset: int = 0, *, action: str | None = None
     ) -> list[AuditEntry]:
-        raise NotImplementedError
+        """Audit entries, newest first, optionally of one action."""
+        checked = check_list_audit(limit, offset, action)
+        return await operator.list_audit(self._driver, self._sql, *checked)
 
     async def table_health(self) -> TableHealth:
-        raise NotImplementedError
+        """The schema's tables and indexes (from PostgreSQL's catalogs and statistics) and
+        its oldest running and ready jobs."""
+        return await operator.table_health(self._driver, self._sql, self._schema)
 
     async def set_schedule_enabled(self, name: str, enabled: bool) -> bool:
-        raise NotImplementedError
+        """Enable or disable a schedule; False when there is none. Enabled again, its next
+        run is the first tick after the database's now()."""
+        name = check_schedule_name(name)
+        return await operator.set_schedule_enabled(
+            self._driver, self._sql, name, check_enabled(enabled)
+        )
 
     async def run_schedule_now(self, name: str) -> int | None:
-        raise NotImplementedError
+        """Enqueue one job of a schedule now, its next run unmoved; the job's id, or None
+        when there is no such schedule."""
+        name = check_schedule_name(name)
+        return await operator.run_schedule_now(self._driver, self._sql, name)
 
     # -- attempt history (stubs until implemented) -------------------------------
 
@@ -1547,6 +1597,7 @@ def _schedule_info(row: Any) -> ScheduleInfo:
         max_attempts=row["max_attempts"],
         next_run_at=row["next_run_at"],
         last_run_at=row["last_run_at"],
+        enabled=row["enabled"],
     )
 
 

@@ -985,22 +985,22 @@ DELETE FROM {schema}.schedules AS s WHERE s.name = $1::text RETURNING 1;
 
 -- name: list_schedules
 SELECT s.name, s.queue, s.cron, s.timezone, s.payload::text AS payload, s.priority,
-       s.max_attempts, s.next_run_at, s.last_run_at
+       s.max_attempts, s.next_run_at, s.last_run_at, s.enabled
 FROM {schema}.schedules AS s
 ORDER BY s.name;
 
 -- name: get_schedule
 SELECT s.name, s.queue, s.cron, s.timezone, s.payload::text AS payload, s.priority,
-       s.max_attempts, s.next_run_at, s.last_run_at
+       s.max_attempts, s.next_run_at, s.last_run_at, s.enabled
 FROM {schema}.schedules AS s
 WHERE s.name = $1::text;
 
 -- name: due_schedules
 -- The schedules due now (at most $1, earliest first), and the statement's now(): the
--- instant after which each one's next tick is computed.
+-- instant after which each one's next tick is computed. A disabled schedule is never due.
 SELECT s.name, s.cron, s.timezone, s.next_run_at, now() AS now
 FROM {schema}.schedules AS s
-WHERE s.next_run_at <= now()
+WHERE s.enabled AND s.next_run_at <= now()
 ORDER BY s.next_run_at, s.name
 LIMIT $1::bigint;
 
@@ -1010,7 +1010,8 @@ LIMIT $1::bigint;
 -- the tick `expected`, in one statement. A row another pass holds is skipped (SKIP
 -- LOCKED), and one it advanced meanwhile no longer matches `expected` (the lock re-reads
 -- the newest row version): only one pass enqueues a tick. The unique index on
--- (schedule_name, schedule_tick) backs this up. One notice per queue that got a job.
+-- (schedule_name, schedule_tick) backs this up. One disabled meanwhile is skipped too. One
+-- notice per queue that got a job.
 WITH items AS (
     SELECT i.name, i.expected::timestamptz AS expected, i.next::timestamptz AS next
     FROM unnest($1::text[], $2::text[], $3::text[]) AS i (name, expected, next)
@@ -1018,7 +1019,7 @@ WITH items AS (
 locked AS (
     SELECT s.name FROM {schema}.schedules AS s
     JOIN items AS i ON i.name = s.name
-    WHERE s.next_run_at = i.expected AND s.next_run_at <= now()
+    WHERE s.next_run_at = i.expected AND s.next_run_at <= now() AND s.enabled
     FOR UPDATE OF s SKIP LOCKED
 ),
 advanced AS (

@@ -3,7 +3,8 @@
 Theory of operation
 -------------------
 SQL lives in ``.sql`` files next to this module, never in Python strings: ``queries.sql``
-holds named queries (a ``-- name: <name>`` line starts each), and ``migrations/`` holds
+holds named queries (a ``-- name: <name>`` line starts each), ``operator.sql`` those of the
+operator's controls (read into the same table), and ``migrations/`` holds
 ``NNNN_<what>.sql`` files applied in order of their number. Both are read once, at import.
 
 A backend works in one schema. The schema name is the only text ever spliced into SQL, so
@@ -159,10 +160,20 @@ def _code(sql: str) -> str:
     return "\n".join(line for line in sql.splitlines() if not line.strip().startswith("--"))
 
 
-#: Every named query of ``queries.sql``, placeholders unfilled.
-QUERIES: dict[str, str] = parse_queries(
-    (resources.files(_PACKAGE) / "queries.sql").read_text(encoding="utf-8")
-)
+def _load_queries(*names: str) -> dict[str, str]:
+    """The named queries of these files, as one table (a name in two files is refused)."""
+    queries: dict[str, str] = {}
+    for name in names:
+        parsed = parse_queries((resources.files(_PACKAGE) / name).read_text(encoding="utf-8"))
+        twice = sorted(set(parsed) & set(queries))
+        if twice:
+            raise ValueError(f"queries defined twice: {', '.join(twice)}")
+        queries |= parsed
+    return queries
+
+
+#: Every named query of ``queries.sql`` and ``operator.sql``, placeholders unfilled.
+QUERIES: dict[str, str] = _load_queries("queries.sql", "operator.sql")
 
 #: Every migration, in order.
 MIGRATIONS: tuple[Migration, ...] = _load_migrations()

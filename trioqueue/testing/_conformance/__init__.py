@@ -19,6 +19,8 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
   record of them, quarantine (a job run alone) and parking;
 - ``attempts.py``: the attempts table (one fenced row per attempt, lost attempts, timings)
   and cancellations told apart from failures (docs/protocol.rst §14, I15);
+- ``controls.py``: the operator's controls: bulk retry and delete in batches, schedules
+  enabled, disabled and run now, the audit log, table health;
 - ``dashboard.py``: searching, sorting, counting and deleting jobs, a job's lease details,
   worker pools and their beats, finished-job history;
 - ``_base.py``: what they share (the clock fixture, the timings, helpers, bad inputs).
@@ -29,6 +31,7 @@ from __future__ import annotations
 from trioqueue.testing._conformance.attempts import AttemptConformance
 from trioqueue.testing._conformance.cancel import CancelConformance
 from trioqueue.testing._conformance.claim import ClaimConformance
+from trioqueue.testing._conformance.controls import ControlsConformance
 from trioqueue.testing._conformance.crashes import CrashConformance
 from trioqueue.testing._conformance.dashboard import DashboardConformance
 from trioqueue.testing._conformance.enqueue import EnqueueConformance
@@ -57,6 +60,7 @@ class BackendConformance(
     DashboardConformance,
     CrashConformance,
     AttemptConformance,
+    ControlsConformance,
 ):
     """What every backend must do, as tests. Subclass it in a test module::
 

@@ -1,0 +1,64 @@
+"""Rendering the pages of the controls, the audit log and table health: the templates and
+helpers of :mod:`trioqueue.web.pages` (the same environment, so the same escaping), with
+the confirmation page a plain form post gets before it acts (docs/dashboard.rst, "Controls").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+
+from trioqueue.web.auth import Guard, safe_next
+from trioqueue.web.pages import environment
+
+__all__ = ["Renderer"]
+
+
+class Renderer:
+    """Renders templates as the other pages do (read-only flag, login state, title)."""
+
+    def __init__(self, guard: Guard) -> None:
+        self.guard = guard
+        self.env = environment()
+
+    def page(
+        self, request: Request, template: str, status: int = 200, **context: Any
+    ) -> HTMLResponse:
+        context.setdefault("events_url", None)
+        html = self.env.get_template(template).render(
+            read_only=self.guard.read_only,
+            logged_in=self.guard.token is not None and self.guard.authorised(request),
+            title=context.pop("title", ""),
+            **context,
+        )
+        return HTMLResponse(html, status_code=status)
+
+    def problem(self, request: Request, status: int, title: str, message: str) -> HTMLResponse:
+        return self.page(request, "error.html", status, page="error", title=title, message=message)
+
+    def confirm(
+        self,
+        request: Request,
+        question: str,
+        button: str,
+        fields: list[tuple[str, str]],
+        back: str,
+    ) -> HTMLResponse:
+        """The page a plain form post gets before it acts: the same fields, confirmed."""
+        post_to = request.url.path
+        if request.url.query:
+            post_to += "?" + urlencode({"next": safe_next(request.query_params.get("next"))})
+        return self.page(
+            request,
+            "confirm.html",
+            page="confirm",
+            title="Confirm",
+            question=question,
+            button=button,
+            fields=fields,
+            post_to=post_to,
+            back=back,
+        )
