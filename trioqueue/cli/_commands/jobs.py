@@ -16,12 +16,14 @@ import trioqueue
 from trioqueue.cli import _watch
 from trioqueue.cli._commands.common import (
     JOB_STATUSES,
+    CliError,
     Subparsers,
     bounded_int,
     only_interrupts,
     run_on_database,
     subcommand,
 )
+from trioqueue.cli._commands.filters import add_cancelled
 from trioqueue.cli._escape import say
 from trioqueue.cli._terminal import (
     LiveBlock,
@@ -42,6 +44,7 @@ def add(commands: Subparsers) -> None:
     jobs = subcommand(commands, "jobs", _run_jobs, "list jobs, oldest first")
     jobs.add_argument("--queue", help="only this queue")
     jobs.add_argument("--status", choices=JOB_STATUSES, help="only jobs in this state")
+    add_cancelled(jobs)
     jobs.add_argument("--limit", type=bounded_int(1, 10_000), default=50, metavar="N")
     jobs.add_argument("--offset", type=bounded_int(0, 2**63 - 1), default=0, metavar="N")
     jobs.add_argument(
@@ -70,9 +73,18 @@ def _positive_seconds(text: str) -> float:
 
 def _run_jobs(args: argparse.Namespace) -> int:
     if args.watch:
+        if args.cancelled is not None:
+            raise CliError("--watch shows every job: not with --no-cancelled or --cancelled-only")
         return _run_jobs_watch(args)
     infos = run_on_database(
-        args, list_jobs, args.queue, args.status, args.limit, args.offset, LIST_PREVIEW
+        args,
+        list_jobs,
+        args.queue,
+        args.status,
+        args.limit,
+        args.offset,
+        LIST_PREVIEW,
+        args.cancelled,
     )
     if not infos:
         say("no jobs")
@@ -89,11 +101,18 @@ async def list_jobs(
     limit: int,
     offset: int,
     preview: int | None = None,
+    cancelled: bool | None = None,
 ) -> list[trioqueue.JobInfo]:
-    """One page of jobs, as ``list_jobs`` (``preview``: how much of each long text)."""
+    """One page of jobs, as ``list_jobs`` (``preview``: how much of each long text;
+    ``cancelled``: cancellations kept, left out or alone)."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
         return await backend.list_jobs(
-            queue=queue, status=status, limit=limit, offset=offset, preview=preview
+            queue=queue,
+            status=status,
+            limit=limit,
+            offset=offset,
+            preview=preview,
+            cancelled=cancelled,
         )
 
 
