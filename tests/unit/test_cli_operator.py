@@ -21,6 +21,7 @@ import trio
 import trioqueue
 from trioqueue._operator_types import AttemptInfo
 from trioqueue.cli._commands import main
+from trioqueue.cli._commands.jobs import jobs_table
 from trioqueue.cli._commands.show import job_report
 
 NOW = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
@@ -261,3 +262,19 @@ def test_tables_shows_the_rows_and_the_oldest_work(
     assert any(line.startswith("jobs ") for line in lines)
     assert lines[-2] == "oldest running: none"
     assert lines[-1].startswith("oldest ready: job 4, for ")
+
+
+def test_jobs_shows_when_each_finished_and_how_long_it_took() -> None:
+    created = NOW
+    finished = NOW + timedelta(minutes=3, seconds=5)
+    common: dict[str, Any] = {
+        "queue": "q", "payload": None, "attempts": 1, "max_attempts": 3, "priority": 0,
+        "progress": None, "last_error": None, "created_at": created,
+    }  # fmt: skip
+    done = trioqueue.JobInfo(id=1, status="succeeded", finished_at=finished, **common)
+    waiting = trioqueue.JobInfo(id=2, status="ready", finished_at=None, **common)
+    header, *rows = jobs_table([done, waiting])
+    assert header.split()[6:9] == ["CREATED", "FINISHED", "TOOK"]
+    local = finished.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    assert rows[0].split()[8:11] == [*local.split(), "3m05s"]
+    assert rows[1].split()[8:10] == ["-", "-"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import math
 import sys
@@ -28,6 +29,7 @@ from trioqueue.cli._escape import say
 from trioqueue.cli._terminal import (
     LiveBlock,
     clip,
+    format_age,
     format_table,
     marked_if_cut,
     stop_on_signals,
@@ -185,8 +187,12 @@ async def watch_jobs(dsn: str, schema: str, args: argparse.Namespace, out: TextI
 
 
 def jobs_table(infos: Sequence[trioqueue.JobInfo]) -> list[str]:
-    """Jobs as a table, long cells clipped (and those the read cut marked as cut)."""
-    headers = ("ID", "QUEUE", "STATUS", "TRIES", "PRIO", "PROGRESS", "CREATED", "ERROR", "PAYLOAD")
+    """Jobs as a table, long cells clipped (and those the read cut marked as cut), with
+    when each finished and how long it took from its enqueue."""
+    headers = (
+        "ID", "QUEUE", "STATUS", "TRIES", "PRIO", "PROGRESS", "CREATED", "FINISHED", "TOOK",
+        "ERROR", "PAYLOAD",
+    )  # fmt: skip
     rows = [
         [
             str(info.id),
@@ -195,13 +201,27 @@ def jobs_table(infos: Sequence[trioqueue.JobInfo]) -> list[str]:
             f"{info.attempts}/{info.max_attempts}",
             str(info.priority),
             "-" if info.progress is None else f"{info.progress:.0%}",
-            info.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
+            _local(info.created_at),
+            "-" if info.finished_at is None else _local(info.finished_at),
+            _took(info),
             clip(marked_if_cut(info.last_error or ""), 40),
             clip(_list_payload(info.payload), 40),
         ]
         for info in infos
     ]
     return format_table(headers, rows)
+
+
+def _local(at: datetime.datetime) -> str:
+    return at.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _took(info: trioqueue.JobInfo) -> str:
+    """From enqueued to finished (every attempt and wait), as the dashboard's list has it;
+    ``-`` for a job not finished."""
+    if info.finished_at is None:
+        return "-"
+    return format_age(max(0.0, (info.finished_at - info.created_at).total_seconds()))
 
 
 def _list_payload(payload: Any) -> str:
