@@ -543,7 +543,10 @@ async def test_serve_worker_serves_metrics_that_move_while_its_pool_works(
                 if samples.get(SUCCEEDED_IN_WORK) == 3:
                     break
                 await trio.sleep(0.05)
+        # The health checks share the port (trioqueue/cli/_health.py).
+        live = json.loads(await trio.to_thread.run_sync(_scrape, url.replace("/metrics", "/livez")))
         nursery.cancel_scope.cancel()
+    assert live["status"] == "ok" and live["checks"]["event_loop"] == "responsive"
     assert samples["trioqueue_handler_duration_seconds_count", (("queue", "work"),)] == 3
     assert ("trioqueue_renewal_duration_seconds_count", ()) in samples  # no-op jobs: maybe 0
     # Sampled when serving began, before the pool claimed: three ready jobs.

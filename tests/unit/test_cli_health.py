@@ -137,6 +137,17 @@ def test_pools_still_starting_are_live_but_not_ready() -> None:
     assert not ready.ok and ready.checks["pools"] == {"q": "starting"}
 
 
+def test_a_read_sent_before_the_pools_started_does_not_judge_them() -> None:
+    """It finds them missing, as they were: not a guard that stopped beating."""
+    clock = Clock()
+    health = started(clock, q="missing")
+    health.read = RegistryRead(clock(), answered=True, pools={"q": "missing"}, after_start=False)
+    assert liveness(health, clock()).checks["guards"] == {"q": "unknown"}
+    assert liveness(health, clock()).ok
+    ready = readiness(health, clock())
+    assert not ready.ok and ready.checks["pools"] == {"q": "starting"}
+
+
 def test_pool_states_count_only_this_process() -> None:
     workers = [
         worker("a"),
@@ -175,7 +186,7 @@ async def test_a_running_pool_is_ready_and_live(autojump_clock: trio.abc.Clock) 
 
         await nursery.start(run)
         assert health.started
-        await trio.sleep(_health.READ_INTERVAL + 1)  # the next registry read
+        await trio.sleep(0.5)  # the registry is read again as soon as the pools start
         assert readiness(health, trio.current_time()).ok
         assert liveness(health, trio.current_time()).checks["guards"] == {"q": "beating"}
         nursery.cancel_scope.cancel()

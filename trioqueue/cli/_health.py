@@ -66,11 +66,14 @@ PoolState = Literal["registered", "stale", "missing"]
 @dataclass(frozen=True)
 class RegistryRead:
     """One read of the pool registry: when it ended, whether the database answered, and
-    (when it did) each of this process's queues' pool state."""
+    (when it did) each of this process's queues' pool state. ``after_start``: the pools
+    had started when the read was sent; a read sent before finds them missing, rightly,
+    and says nothing of their guards."""
 
     at: float
     answered: bool
     pools: Mapping[str, PoolState] = field(default_factory=dict)
+    after_start: bool = True
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,7 @@ class WorkerHealth:
         self.clock = clock
         self.ticked_at = clock()
         self.started = False  # every pool is claiming (run_workers' task_status)
+        self.starts = trio.Event()  # set with started: the registry is read at once
         self.read: RegistryRead | None = None
 
     def livez(self) -> tuple[int, str]:
@@ -122,12 +126,18 @@ def _fresh_read(health: WorkerHealth, now: float) -> RegistryRead | None:
     return read
 
 
+def _judges_pools(read: RegistryRead | None) -> bool:
+    """Whether ``read`` tells how the pools are: the database answered it, and it was
+    sent once they had started."""
+    return read is not None and read.answered and read.after_start
+
+
 def liveness(health: WorkerHealth, now: float) -> Verdict:
     """Live: the loop ticks, and no guard is seen not beating. A guard is judged only on a
     fresh read the database answered, once the pools have started."""
     loop_ok, loop = _loop_check(health, now)
     read = _fresh_read(health, now)
-    judged = health.started and read is not None and read.answered
+    judged = health.started and _judges_pools(read)
     guards: dict[str, str] = {}
     for queue in health.queues:
         if not judged or read is None:
@@ -148,7 +158,7 @@ def readiness(health: WorkerHealth, now: float) -> Verdict:
         queue: (read.pools.get(queue, "missing") if answered and read else "unknown")
         for queue in health.queues
     }
-    if not health.started:
+    if answered and not (health.started and _judges_pools(read)):
         pools = dict.fromkeys(health.queues, "starting")
     ok = loop_ok and health.started and answered and set(pools.values()) == {"registered"}
     database = "reachable" if answered else "unreachable"
@@ -197,6 +207,7 @@ async def read_once(
     """Read the registry once into ``health`` (a failure or timeout: not answered)."""
     host = socket.gethostname() if host is None else host
     pid = os.getpid() if pid is None else pid
+    after_start = health.started
     workers = None
     with trio.move_on_after(READ_TIMEOUT):
         try:
@@ -204,17 +215,23 @@ async def read_once(
         except Exception as exc:  # the database's trouble is readiness's news, not a crash
             log.debug("health: the registry read failed: %r", exc)
     if workers is None:
-        health.read = RegistryRead(health.clock(), answered=False)
+        health.read = RegistryRead(health.clock(), answered=False, after_start=after_start)
     else:
         pools = pool_states(workers, health.queues, host, pid)
-        health.read = RegistryRead(health.clock(), answered=True, pools=pools)
+        health.read = RegistryRead(health.clock(), True, pools, after_start)
 
 
 async def read_registry(health: WorkerHealth, backend: Registry) -> None:
-    """:func:`read_once` every :data:`READ_INTERVAL` seconds, until cancelled."""
+    """:func:`read_once` every :data:`READ_INTERVAL` seconds, until cancelled; and at once
+    when the pools have started, so that readiness follows them within a read."""
     while True:
+        waiting_for_start = not health.started
         await read_once(health, backend)
-        await trio.sleep(READ_INTERVAL)
+        with trio.move_on_after(READ_INTERVAL):
+            if waiting_for_start:
+                await health.starts.wait()
+            else:
+                await trio.sleep_forever()
 
 
 def touch(path: Path) -> None:
@@ -278,4 +295,5 @@ class StartedTo(trio.TaskStatus[None]):
 
     def started(self, value: None = None) -> None:
         self.health.started = True
+        self.health.starts.set()
         self.inner.started()
