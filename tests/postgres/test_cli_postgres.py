@@ -1235,3 +1235,20 @@ def test_the_operator_commands_on_postgresql(run: Cli) -> None:
     assert any(line.split()[0] == "jobs" for line in lines[1:])
     assert lines[-2] == "oldest running: none"
     assert lines[-1].startswith(f"oldest ready: job {kept}, for ")  # visible the longest
+
+
+async def test_serve_worker_keeps_a_liveness_file_while_it_serves(
+    postgres_dsn: str, postgres_schema: str, tmp_path: Path
+) -> None:
+    """``worker --liveness-file``: there once the pools claim, gone once they stopped."""
+    await migrate_cmd.migrate(postgres_dsn, postgres_schema)
+    path = tmp_path / "live"
+    config = trioqueue.WorkerConfig(handler=record, queue="work")
+    async with trio.open_nursery() as nursery:
+        serve = functools.partial(
+            worker_cmd.serve_worker, postgres_dsn, postgres_schema, liveness_file=path
+        )
+        await nursery.start(serve, config)
+        assert path.exists()  # touched when the health tasks began, before the pools
+        nursery.cancel_scope.cancel()
+    assert not path.exists()

@@ -239,6 +239,14 @@ def touch(path: Path) -> None:
     path.touch()
 
 
+def remove(path: Path) -> None:
+    """Remove the liveness file (on the loop, as :func:`touch`: a local file)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        log.warning("cannot remove the liveness file %s: %s", path, exc)
+
+
 async def touch_while_live(health: WorkerHealth, path: Path) -> None:
     """Touch ``path`` every :data:`TOUCH_INTERVAL` seconds while the process is live; a
     touch that fails (a full disk, a missing directory) is logged once per outage."""
@@ -279,11 +287,17 @@ async def watch_health(
 async def watching(
     health: WorkerHealth, backend: Registry, liveness_file: Path | None = None
 ) -> AsyncIterator[None]:
-    """The health tasks, running while the block runs."""
-    async with trio.open_nursery() as nursery:
-        await nursery.start(watch_health, health, backend, liveness_file)
-        yield
-        nursery.cancel_scope.cancel()
+    """The health tasks, running while the block runs. The liveness file goes with them:
+    a process that has stopped serving is not live, and an exec probe should not read a
+    minute-old touch as if it were."""
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(watch_health, health, backend, liveness_file)
+            yield
+            nursery.cancel_scope.cancel()
+    finally:
+        if liveness_file is not None:
+            remove(liveness_file)
 
 
 class StartedTo(trio.TaskStatus[None]):
