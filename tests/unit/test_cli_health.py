@@ -148,6 +148,21 @@ def test_a_read_sent_before_the_pools_started_does_not_judge_them() -> None:
     assert not ready.ok and ready.checks["pools"] == {"q": "starting"}
 
 
+async def test_a_process_shutting_down_is_live_but_not_ready(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """The tasks stop with the pools; the shutdown's grace is not a hang."""
+    health = WorkerHealth(["q"], trio.current_time)
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        await nursery.start(_health.watch_health, health, backend)
+        nursery.cancel_scope.cancel()  # as the first signal cancels serve_worker
+    assert health.stopping
+    await trio.sleep(10 * _health.LOOP_STALE)  # no tick since: not taken for a blocked loop
+    assert health.livez()[0] == 200
+    ready = readiness(health, trio.current_time())
+    assert not ready.ok and ready.checks["pools"] == {"q": "stopping"}
+
+
 def test_pool_states_count_only_this_process() -> None:
     workers = [
         worker("a"),

@@ -19,7 +19,9 @@ guard that does not beat while the database answers. A database that does not an
 not the process's fault, and restarting every worker for it would not help, so then the
 guards are not judged (the registry cannot tell) and only readiness fails. Readiness asks
 "is this process doing its work?": the pools have started, the database answered lately,
-and every pool is registered and beating.
+and every pool is registered and beating. A graceful shutdown cancels the tasks with the
+pools: from then on the process is live (it stops on purpose, within its grace) and not
+ready.
 
 Threads: the HTTP server (trioqueue.metrics, ``routes=``) answers ``/livez`` and ``/readyz``
 on a thread of its own, which is what lets it see a blocked loop. It only reads the state;
@@ -103,6 +105,9 @@ class WorkerHealth:
         self.started = False  # every pool is claiming (run_workers' task_status)
         self.starts = trio.Event()  # set with started: the registry is read at once
         self.read: RegistryRead | None = None
+        # Shutting down: the tasks were cancelled with the pools, which now finish their
+        # handlers; the process is stopping on purpose, within its own grace.
+        self.stopping = False
 
     def livez(self) -> tuple[int, str]:
         return liveness(self, self.clock()).answer()
@@ -135,6 +140,8 @@ def _judges_pools(read: RegistryRead | None) -> bool:
 def liveness(health: WorkerHealth, now: float) -> Verdict:
     """Live: the loop ticks, and no guard is seen not beating. A guard is judged only on a
     fresh read the database answered, once the pools have started."""
+    if health.stopping:
+        return Verdict(True, {"event_loop": "stopping", "guards": {}})
     loop_ok, loop = _loop_check(health, now)
     read = _fresh_read(health, now)
     judged = health.started and _judges_pools(read)
@@ -160,6 +167,8 @@ def readiness(health: WorkerHealth, now: float) -> Verdict:
     }
     if answered and not (health.started and _judges_pools(read)):
         pools = dict.fromkeys(health.queues, "starting")
+    if health.stopping:
+        pools = dict.fromkeys(health.queues, "stopping")
     ok = loop_ok and health.started and answered and set(pools.values()) == {"registered"}
     database = "reachable" if answered else "unreachable"
     return Verdict(ok, {"event_loop": loop, "database": database, "pools": pools})
@@ -275,12 +284,15 @@ async def watch_health(
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run the health tasks until cancelled."""
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(tick, health)
-        nursery.start_soon(read_registry, health, backend)
-        if liveness_file is not None:
-            nursery.start_soon(touch_while_live, health, liveness_file)
-        task_status.started()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(tick, health)
+            nursery.start_soon(read_registry, health, backend)
+            if liveness_file is not None:
+                nursery.start_soon(touch_while_live, health, liveness_file)
+            task_status.started()
+    finally:
+        health.stopping = True
 
 
 @asynccontextmanager
