@@ -13,7 +13,8 @@ exit codes) is in ``common.py``.
   mappings, hooks, ``--resources``).
 - ``enqueue.py``: ``enqueue``.
 - ``job.py``, ``show.py``: the commands on one job, ``cancel``, ``retry``, ``delete``; and
-  ``show``, with its attempts.
+  ``show``, with its attempts. ``matching.py``: ``retry`` / ``delete --all-matching``, with
+  the filters of ``filters.py`` (which ``jobs`` shares).
 - ``queue.py``: ``queue pause|resume|limits``.
 - ``status.py``, ``jobs.py``: ``status`` and ``jobs`` (``--watch``).
 - ``audit.py``, ``tables.py``: ``audit`` (the dashboard's audit log) and ``tables``
