@@ -56,6 +56,7 @@ async def test_table_health_reads_sizes_from_the_catalogs(backend: PostgresBacke
     tables = {t.name: t for t in health.tables}
     indexes = {i.name: i for i in health.indexes}
     assert set(tables) == {
+        "attempts",
         "audit_log",
         "jobs",
         "queues",
