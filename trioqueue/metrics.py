@@ -18,9 +18,15 @@ from __future__ import annotations
 import collections
 import functools
 import math
-from collections.abc import AsyncIterator, Callable
+import socket
+import socketserver
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import trio
 from prometheus_client import (
@@ -29,6 +35,7 @@ from prometheus_client import (
     Gauge,
     Histogram,
     ProcessCollector,
+    make_wsgi_app,
     start_http_server,
 )
 
@@ -37,6 +44,11 @@ from trioqueue import PoolObserver
 from trioqueue._types import JOB_STATUSES, QueueStats
 
 __all__ = ["DatabaseGauges", "MetricsServer", "PrometheusObserver", "serve_metrics"]
+
+#: A path served beside ``/metrics`` (``serve_metrics(routes=...)``): it answers an HTTP
+#: status and a JSON text. It runs on the scrape's thread, so it may read only what the trio
+#: thread assigns whole (a snapshot), never call into trio or the backend.
+Route = Callable[[], tuple[int, str]]
 
 #: Handler durations run from milliseconds to an hour.
 HANDLER_BUCKETS = (
@@ -335,10 +347,12 @@ async def serve_metrics(
     host: str = "127.0.0.1",
     interval: float = 5.0,
     max_queues: int = MAX_QUEUES,
+    routes: Mapping[str, Route] | None = None,
 ) -> AsyncIterator[MetricsServer]:
     """Serve ``/metrics`` on ``host:port`` while the block runs, with the backend's
     gauges sampled every ``interval`` seconds, naming at most ``max_queues`` queues
-    (:class:`DatabaseGauges`).
+    (:class:`DatabaseGauges`). ``routes``: other paths to answer, each a :data:`Route`
+    (``trioqueue worker`` serves its health checks so, docs/howto/deploy.rst).
 
     The HTTP server is prometheus-client's own, on a thread; see the module's docstring
     for why that is safe. Leaving the block stops it.
@@ -348,9 +362,8 @@ async def serve_metrics(
         ValueError: ``max_queues`` is not an int of at least 1 (nothing is served).
     """
     observer = PrometheusObserver(max_queues=max_queues)
-    server, thread = await trio.to_thread.run_sync(
-        lambda: start_http_server(port, host, registry=observer.registry)
-    )
+    start = functools.partial(_start_server, port, host, observer.registry, dict(routes or {}))
+    server, thread = await trio.to_thread.run_sync(start)
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(functools.partial(observer.sample, backend, interval=interval))
@@ -362,3 +375,55 @@ async def serve_metrics(
             await trio.to_thread.run_sync(server.shutdown)
             server.server_close()
             await trio.to_thread.run_sync(thread.join)
+
+
+def _start_server(
+    port: int, host: str, registry: CollectorRegistry, routes: dict[str, Route]
+) -> tuple[WSGIServer, threading.Thread]:
+    """prometheus-client's server, or, with ``routes``, the same kind of server (a thread
+    per request, no request log) whose app answers those paths and passes the rest to
+    prometheus-client's app."""
+    if not routes:
+        return start_http_server(port, host, registry=registry)
+    # An IPv6 literal: wsgiref's server binds IPv4 unless told.
+    server_class = _ThreadingServer6 if ":" in host else _ThreadingServer
+    app = _with_routes(make_wsgi_app(registry), routes)
+    server = make_server(host, port, app, server_class, handler_class=_QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, thread
+
+
+def _with_routes(metrics: Any, routes: dict[str, Route]) -> Any:
+    """A WSGI app: a GET of one of ``routes`` gets its answer as JSON, anything else goes
+    to ``metrics``."""
+
+    def app(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        route = routes.get(environ.get("PATH_INFO", ""))
+        if route is None or environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            result: Iterable[bytes] = metrics(environ, start_response)
+            return result
+        status, text = route()
+        body = text.encode()
+        headers = [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body))),
+            ("Cache-Control", "no-store"),
+        ]
+        start_response(f"{status} {HTTPStatus(status).phrase}", headers)
+        return [b"" if environ["REQUEST_METHOD"] == "HEAD" else body]
+
+    return app
+
+
+class _ThreadingServer(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # a probe left hanging never holds the process up
+
+
+class _ThreadingServer6(_ThreadingServer):
+    address_family = socket.AF_INET6
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """No line per request: probes come every few seconds."""

@@ -543,7 +543,10 @@ async def test_serve_worker_serves_metrics_that_move_while_its_pool_works(
                 if samples.get(SUCCEEDED_IN_WORK) == 3:
                     break
                 await trio.sleep(0.05)
+        # The health checks share the port (trioqueue/cli/_health.py).
+        live = json.loads(await trio.to_thread.run_sync(_scrape, url.replace("/metrics", "/livez")))
         nursery.cancel_scope.cancel()
+    assert live["status"] == "ok" and live["checks"]["event_loop"] == "responsive"
     assert samples["trioqueue_handler_duration_seconds_count", (("queue", "work"),)] == 3
     assert ("trioqueue_renewal_duration_seconds_count", ()) in samples  # no-op jobs: maybe 0
     # Sampled when serving began, before the pool claimed: three ready jobs.
@@ -1115,6 +1118,8 @@ def test_no_command_prints_a_stored_string_raw(run: Cli) -> None:
         ["queue", "limits", HOSTILE, "--max-running", "3"],
         ["queue", "pause", HOSTILE],
         ["enqueue", HOSTILE, "{}", "--dedup-key", HOSTILE],
+        ["schedule", "disable", HOSTILE],
+        ["tables"],
     ):
         printed[" ".join(argv)] = result = run(*argv)
         assert result[1] + result[2], argv
@@ -1123,7 +1128,7 @@ def test_no_command_prints_a_stored_string_raw(run: Cli) -> None:
         assert "\x1b" not in out + err
     show = printed[f"show {succeeded}"][1].splitlines()
     assert [line for line in show if line.startswith("  error")] == [
-        "  error     \\x1b]0;pwned\\x07\\x1b[31mred\\r"
+        "  error     (of an earlier attempt) \\x1b]0;pwned\\x07\\x1b[31mred\\r"
     ]
     assert "\\u202eliam" in printed["status"][1]  # shown whole, escaped
     # JSON escapes what it must (ESC as \u001b), the rest shows escaped the same way.
@@ -1187,3 +1192,63 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(run: Cli) -> None:
     # argparse ignores a failed write of its help itself: quiet too, exit 0 as ever.
     done = _into_a_closed_pipe(["--help"])
     assert (done.returncode, done.stderr) == (0, b"")
+
+
+# -- the operator's commands (docs/cli.rst) -----------------------------------------------
+
+
+def test_the_operator_commands_on_postgresql(run: Cli) -> None:
+    """Cancellations told apart, bulk retry and delete counted then confirmed, schedules
+    disabled, run and enabled, the audit log and table health, on a real server."""
+    first, second, kept = (int(run("enqueue", "q", f'"job {n}"')[1]) for n in range(3))
+    assert run("cancel", str(first))[0] == 0
+    assert run("cancel", str(second))[0] == 0
+    code, out, _ = run("show", str(first))
+    assert out.splitlines()[0] == f"job {first} in queue q: failed (cancelled) (attempt 0 of 10)"
+    code, out, _ = run("jobs", "--status", "failed", "--cancelled-only")
+    assert [row.split()[0] for row in out.splitlines()[1:]] == [str(first), str(second)]
+    assert run("jobs", "--status", "failed", "--no-cancelled")[1] == "no jobs\n"
+
+    code, _, err = run("retry", "--all-matching", "--search", "job 1")
+    assert (code, err.splitlines()[-1]) == (
+        1,
+        "trioqueue retry: error: 1 job(s) match --search job 1 --status failed; "
+        "nothing done: add --yes to retry them",
+    )
+    assert run("retry", "--all-matching", "--search", "job 1", "--yes")[0] == 0
+    assert [info.status for info in run.jobs()] == ["failed", "ready", "ready"]
+    code, out, _ = run("delete", "--all-matching", "--status", "failed", "--yes")
+    assert (code, out) == (0, "1 job(s) matching --status failed deleted\n")
+    assert [info.id for info in run.jobs()] == [second, kept]
+
+    assert run("schedule", "set", "nightly", "q", "0 3 * * *")[0] == 0
+    assert run("schedule", "disable", "nightly")[1] == "schedule 'nightly' disabled\n"
+    assert run("schedule", "list")[1].splitlines()[1].split()[8:10] == ["disabled", "-"]
+    assert run("schedule", "enable", "nightly")[1] == "schedule 'nightly' enabled\n"
+    code, out, _ = run("schedule", "run", "nightly")
+    assert code == 0 and int(out) in {info.id for info in run.jobs()}
+
+    assert run("audit")[1] == f"no audit entries in schema {run.schema}\n"
+    code, out, _ = run("tables")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].split()[0] == "TABLE"
+    assert any(line.split()[0] == "jobs" for line in lines[1:])
+    assert lines[-2] == "oldest running: none"
+    assert lines[-1].startswith(f"oldest ready: job {kept}, for ")  # visible the longest
+
+
+async def test_serve_worker_keeps_a_liveness_file_while_it_serves(
+    postgres_dsn: str, postgres_schema: str, tmp_path: Path
+) -> None:
+    """``worker --liveness-file``: there once the pools claim, gone once they stopped."""
+    await migrate_cmd.migrate(postgres_dsn, postgres_schema)
+    path = tmp_path / "live"
+    config = trioqueue.WorkerConfig(handler=record, queue="work")
+    async with trio.open_nursery() as nursery:
+        serve = functools.partial(
+            worker_cmd.serve_worker, postgres_dsn, postgres_schema, liveness_file=path
+        )
+        await nursery.start(serve, config)
+        assert path.exists()  # touched when the health tasks began, before the pools
+        nursery.cancel_scope.cancel()
+    assert not path.exists()

@@ -24,8 +24,10 @@ from hypothesis import strategies as st
 
 import trioqueue
 from tests._hostile_text import unsafe, unsafe_in
+from trioqueue._operator_types import AttemptInfo
 from trioqueue.cli import _commands as cli
 from trioqueue.cli import _schedule, _watch
+from trioqueue.cli._commands import audit as audit_cmd
 from trioqueue.cli._commands import common as common_cmd
 from trioqueue.cli._commands import enqueue as enqueue_cmd
 from trioqueue.cli._commands import job as job_cmd
@@ -33,7 +35,9 @@ from trioqueue.cli._commands import jobs as jobs_cmd
 from trioqueue.cli._commands import migrate as migrate_cmd
 from trioqueue.cli._commands import queue as queue_cmd
 from trioqueue.cli._commands import schedule as schedule_cmd
+from trioqueue.cli._commands import show as show_cmd
 from trioqueue.cli._commands import status as status_cmd
+from trioqueue.cli._commands import tables as tables_cmd
 from trioqueue.cli._escape import say, visible, visible_lines
 from trioqueue.cli._terminal import RESET, STATUS_STYLES, TextLogFormatter, clip
 
@@ -115,8 +119,48 @@ def job(text: str, **changes: Any) -> trioqueue.JobInfo:
         "result": text,
         "group": text,
         "cancel_requested_at": NOW,
+        "finished_by": text,
     }
     return trioqueue.JobInfo(**(fields | changes))
+
+
+def attempt(text: str, number: int = 1) -> AttemptInfo:
+    """An attempt with ``text`` in every field that holds text."""
+    return AttemptInfo(
+        job_id=7,
+        attempt=number,
+        claim_seq=number,
+        outcome="failed",
+        worker_id=text,
+        host=text,
+        claimed_at=NOW,
+        started_at=NOW + timedelta(seconds=0.001),
+        finished_at=NOW + timedelta(seconds=0.5),
+        run_seconds=0.499,
+        wait_seconds=1.0,
+        error_type=text,
+        error=f"ValueError: {text}",
+        traceback=f"Traceback (most recent call last):\n  File {text}\nValueError: {text}",
+    )
+
+
+def audit_entry(text: str) -> trioqueue.AuditEntry:
+    return trioqueue.AuditEntry(
+        id=1, at=NOW, action=text, target=text, session=text, detail={text: text}
+    )
+
+
+def table_health(text: str) -> trioqueue.TableHealth:
+    size = trioqueue.TableSize(
+        name=text,
+        total_bytes=8192,
+        live_rows=3,
+        dead_rows=1,
+        last_autovacuum=NOW,
+        last_autoanalyze=None,
+    )
+    index = trioqueue.TableSize(text, 16384, None, None, None, None)
+    return trioqueue.TableHealth((size,), (index,), NOW, 7, None, None)
 
 
 def stats(text: str) -> dict[str, trioqueue.QueueStats]:
@@ -162,7 +206,10 @@ def printed(text: str) -> dict[str, list[str]]:
     frame = functools.partial(_watch.watch_frame, title=title, problem=text, width=300, height=40)
     return {
         "jobs": jobs_cmd.jobs_table([info, succeeded]),
-        "show": job_cmd.job_report(info) + job_cmd.job_report(succeeded),
+        "show": show_cmd.job_report(info, [attempt(text), attempt(text, 2)])
+        + show_cmd.job_report(succeeded),
+        "audit": audit_cmd.audit_table([audit_entry(text)]),
+        "tables": tables_cmd.health_report(table_health(text), NOW),
         "status": status_cmd.status_table(
             {text: collections.Counter(ready=1)}, {text: 1.0}, {text: text}
         ),
@@ -209,15 +256,15 @@ def test_no_printer_lets_any_string_through(text: str) -> None:
 def test_show_prints_each_field_once_whatever_the_fields_hold(text: str) -> None:
     """Fields start two spaces in; a multi-line error's further lines sit deeper, so no
     stored string can add a field line (a forged ``error none``)."""
-    lines = "\n".join(job_cmd.job_report(job(text))).split("\n")  # as printed
+    lines = "\n".join(show_cmd.job_report(job(text))).split("\n")  # as printed
     fields = [line.split()[0] for line in lines[1:] if re.match(r"  \S", line)]
-    assert fields == ["payload", "priority", "group", "created", "finished", "progress",
-                      "worker", "cancel", "error"]  # fmt: skip
+    assert fields == ["payload", "priority", "group", "created", "finished", "pool",
+                      "progress", "worker", "cancel", "error"]  # fmt: skip
     assert all(line.startswith("            ") for line in lines[1:] if not re.match(r"  \S", line))
 
 
 def test_show_indents_the_lines_of_a_multi_line_error() -> None:
-    lines = job_cmd.job_report(job("q", last_error="Traceback:\n  File x\r\nValueError: boom"))
+    lines = show_cmd.job_report(job("q", last_error="Traceback:\n  File x\r\nValueError: boom"))
     at = lines.index("  error     Traceback:")
     assert lines[at + 1 : at + 3] == ["              File x\\r", "            ValueError: boom"]
 
@@ -277,7 +324,11 @@ def _database_answers(text: str) -> dict[object, object]:
             {text: text},
         ),
         jobs_cmd.list_jobs: [job(text), job(text, status="succeeded")],
-        job_cmd.show_job: (job(text, status="succeeded"), False),
+        show_cmd.show_job: (job(text, status="failed"), False, [attempt(text)]),
+        audit_cmd.list_audit: [audit_entry(text)],
+        tables_cmd.table_health: table_health(text),
+        _schedule.run_schedule_now: None,
+        _schedule.enable_schedule: False,
         job_cmd.cancel: (True, job(text)),
         job_cmd.job_operation: (False, "succeeded"),
         queue_cmd.queue_limits: stats(text)[text],
@@ -296,7 +347,8 @@ def _commands(text: str) -> list[list[str]]:
         ["retry", "7"], ["delete", "7"], ["schedule", "list"],
         ["schedule", "set", "n", "q", "* * * * *"], ["schedule", "delete", "--", text],
         ["queue", "limits", "--", text], ["queue", "pause", "--", text],
-        ["enqueue", "q", "{}", f"--dedup-key={text}"],
+        ["enqueue", "q", "{}", f"--dedup-key={text}"], ["audit"], ["tables"],
+        ["schedule", "run", "--", text], ["schedule", "disable", "--", text],
     ]  # fmt: skip
 
 
@@ -311,7 +363,10 @@ def test_no_command_prints_a_hostile_string_raw(text: str) -> None:
         return answers[fn]
 
     with contextlib.ExitStack() as patches:
-        for module in (status_cmd, jobs_cmd, job_cmd, queue_cmd, enqueue_cmd, schedule_cmd):
+        for module in (
+            status_cmd, jobs_cmd, job_cmd, show_cmd, queue_cmd, enqueue_cmd, schedule_cmd,
+            audit_cmd, tables_cmd,
+        ):  # fmt: skip
             patches.enter_context(mock.patch.object(module, "run_on_database", run_on_database))
         for argv in _commands(text):
             out, err = io.StringIO(), io.StringIO()

@@ -130,8 +130,8 @@ CLI_PRIVATE_IMPORTS: dict[str, tuple[str, frozenset[str]]] = {
 #: The command groups of `trioqueue`, one module each (trioqueue/cli/_commands/): each is
 #: checked like any module of the command line, and none may be missing.
 CLI_COMMAND_GROUPS = (
-    "migrate", "worker", "enqueue", "job", "queue", "status", "jobs", "schedule", "dashboard",
-    "demo",
+    "migrate", "worker", "enqueue", "job", "show", "queue", "status", "jobs", "schedule", "audit",
+    "tables", "dashboard", "demo",
 )  # fmt: skip
 
 

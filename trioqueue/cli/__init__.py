@@ -9,6 +9,8 @@
   ``dashboard``.
 - ``_worker_lines.py``, ``_worker_defaults.py``: the worker's own lines (text or JSON),
   the log level, and the pool options' defaults.
+- ``_health.py``: the worker's liveness and readiness (``/livez``, ``/readyz``,
+  ``--liveness-file``).
 - ``_broken_pipe.py``, ``_words.py``: a reader that stops early; the words for states.
 
 It stands on the public API (``trioqueue``, ``trioqueue.testing``); the few private imports

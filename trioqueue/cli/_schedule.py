@@ -1,4 +1,4 @@
-"""``trioqueue schedule set|delete|list``: periodic jobs (docs/cli.rst, docs/scheduling.rst).
+"""``trioqueue schedule set|delete|list|enable|disable|run``: periodic jobs (docs/cli.rst, docs/scheduling.rst).
 
 The arguments and the database work live here; ``_commands/schedule.py`` declares the
 subcommand and runs these functions on the database with its usual error handling (bad input exits 2, a
@@ -23,14 +23,16 @@ __all__ = [
     "add_arguments",
     "checked_options",
     "delete_schedule",
+    "enable_schedule",
     "list_schedules",
     "parse_payload",
+    "run_schedule_now",
     "schedule_report",
     "schedules_table",
     "set_schedule",
 ]
 
-HELP = "create, replace, delete or list schedules (periodic jobs)"
+HELP = "create, replace, delete, list, enable, disable or run schedules (periodic jobs)"
 DESCRIPTION = (
     "Schedules enqueue a job at each tick of a five-field cron expression, read in a time "
     "zone; every running worker pool takes part, and each tick gives one job "
@@ -42,6 +44,9 @@ ACTIONS = {
     "set": "create or replace a schedule; prints its next run",
     "delete": "delete a schedule (its jobs stay); exit 1 when there is none",
     "list": "list the schedules with their next and last runs",
+    "enable": "enable a schedule again: its next run is the first tick from now on",
+    "disable": "disable a schedule: it enqueues nothing until enabled (its ticks are dropped)",
+    "run": "enqueue a schedule's job now, beside its ticks; prints the job's id",
 }
 
 
@@ -77,7 +82,8 @@ def add_arguments(
     add.add_argument(
         "--max-attempts", type=int, metavar="N", help="each job's attempts (default: 10)"
     )
-    made["delete"].add_argument("name", metavar="NAME")
+    for name in ("delete", "enable", "disable", "run"):
+        made[name].add_argument("name", metavar="NAME")
     return made
 
 
@@ -152,6 +158,18 @@ async def list_schedules(dsn: str, schema: str) -> list[trioqueue.ScheduleInfo]:
         return await backend.list_schedules()
 
 
+async def enable_schedule(dsn: str, schema: str, name: str, enabled: bool) -> bool:
+    """Enable (``enabled``) or disable a schedule; False when there is none."""
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        return await backend.set_schedule_enabled(name, enabled)
+
+
+async def run_schedule_now(dsn: str, schema: str, name: str) -> int | None:
+    """Enqueue the schedule's job now; its id, or None when there is no such schedule."""
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        return await backend.run_schedule_now(name)
+
+
 def schedule_report(info: trioqueue.ScheduleInfo) -> str:
     """What ``schedule set`` prints: the schedule and its next run, in its own time zone."""
     return visible(
@@ -162,7 +180,8 @@ def schedule_report(info: trioqueue.ScheduleInfo) -> str:
 
 def schedules_table(schedules: list[trioqueue.ScheduleInfo], now: datetime.datetime) -> list[str]:
     """A row per schedule: name, queue, cron and time zone, the next run (in the schedule's
-    time zone, and how far off by this machine's clock) and the last."""
+    time zone, and how far off by this machine's clock; ``disabled`` for a disabled one)
+    and the last."""
     headers = ("NAME", "QUEUE", "CRON", "TIMEZONE", "NEXT RUN", "IN", "LAST RUN")
     rows = [
         [
@@ -170,8 +189,8 @@ def schedules_table(schedules: list[trioqueue.ScheduleInfo], now: datetime.datet
             info.queue,
             info.cron,
             info.timezone,
-            _local(info.next_run_at, info.timezone),
-            format_age(max(0.0, (info.next_run_at - now).total_seconds())),
+            _local(info.next_run_at, info.timezone) if info.enabled else "disabled",
+            format_age(max(0.0, (info.next_run_at - now).total_seconds())) if info.enabled else "-",
             "never" if info.last_run_at is None else _local(info.last_run_at, info.timezone),
         ]
         for info in schedules

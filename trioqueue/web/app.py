@@ -30,7 +30,7 @@ from starlette.staticfiles import StaticFiles
 
 import trioqueue
 from trioqueue.metrics import DatabaseGauges
-from trioqueue.web import api, audit, controls, pages, tables
+from trioqueue.web import api, audit, controls, healthz, pages, tables
 from trioqueue.web.auditor import Auditor
 from trioqueue.web.auth import Guard, check_bind, check_token, refusal
 from trioqueue.web.events import EventStream, Waker, check_interval
@@ -121,6 +121,7 @@ def create_app(
 
     static = StaticFiles(directory=str(files("trioqueue.web") / "static"))
     routes = [
+        healthz.route(backend),  # no token, no data (trioqueue/web/healthz.py)
         *controls.routes(backend, guard),
         *audit.routes(backend, guard),
         *tables.routes(backend, guard),

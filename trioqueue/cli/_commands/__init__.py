@@ -12,9 +12,13 @@ exit codes) is in ``common.py``.
 - ``worker.py``, ``worker_imports.py``: ``worker``, and what it imports by name (handlers,
   mappings, hooks, ``--resources``).
 - ``enqueue.py``: ``enqueue``.
-- ``job.py``: the commands on one job, ``cancel``, ``retry``, ``delete`` and ``show``.
+- ``job.py``, ``show.py``: the commands on one job, ``cancel``, ``retry``, ``delete``; and
+  ``show``, with its attempts. ``matching.py``: ``retry`` / ``delete --all-matching``, with
+  the filters of ``filters.py`` (which ``jobs`` shares).
 - ``queue.py``: ``queue pause|resume|limits``.
 - ``status.py``, ``jobs.py``: ``status`` and ``jobs`` (``--watch``).
+- ``audit.py``, ``tables.py``: ``audit`` (the dashboard's audit log) and ``tables``
+  (table health).
 - ``schedule.py``, ``dashboard.py``, ``demo.py``: the subcommands of those names, whose work
   lives in ``trioqueue/cli/_schedule.py``, ``_dashboard.py`` and ``_demo.py``.
 
@@ -39,6 +43,7 @@ import trioqueue
 from trioqueue._errors import exit_request
 from trioqueue.cli import _broken_pipe
 from trioqueue.cli._commands import (
+    audit,
     dashboard,
     demo,
     enqueue,
@@ -47,7 +52,9 @@ from trioqueue.cli._commands import (
     migrate,
     queue,
     schedule,
+    show,
     status,
+    tables,
     worker,
 )
 from trioqueue.cli._commands.common import (
@@ -132,6 +139,7 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(
         title="commands", dest="command", metavar="COMMAND", required=True
     )
-    for group in (migrate, worker, enqueue, job, queue, status, jobs, schedule, dashboard, demo):
+    groups = (migrate, worker, enqueue, job, show, queue, status, jobs, schedule, audit, tables)
+    for group in (*groups, dashboard, demo):
         group.add(commands)
     return parser

@@ -1,11 +1,10 @@
-"""The commands on one job by its id: ``cancel``, ``retry``, ``delete`` and ``show``."""
+"""The commands that act on one job by its id: ``cancel``, ``retry`` and ``delete``
+(``show`` reads one: show.py)."""
 
 from __future__ import annotations
 
 import argparse
 import functools
-import json
-import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -18,15 +17,15 @@ from trioqueue.cli._commands.common import (
     run_on_database,
     subcommand,
 )
-from trioqueue.cli._escape import say, visible, visible_lines
+from trioqueue.cli._commands.matching import Operation, add_matching, given_filters, run_matching
+from trioqueue.cli._escape import say, visible
 from trioqueue.cli._words import job_is
 
 
 def add(commands: Subparsers) -> None:
-    """``cancel ID``, ``retry ID``, ``delete ID`` and ``show ID``, in that order."""
+    """``cancel ID``, ``retry ID`` and ``delete ID``, in that order."""
     _add_cancel(commands)
     _add_job_commands(commands)
-    _add_show(commands)
 
 
 def _add_cancel(commands: Subparsers) -> None:
@@ -78,108 +77,31 @@ def cancel_report(job_id: int, accepted: bool, info: trioqueue.JobInfo) -> str:
 
 
 def _add_job_commands(commands: Subparsers) -> None:
-    """``retry ID`` and ``delete ID``: one operation on one job, refused by some states."""
-    for name, operation, done, refused, about in (
+    """``retry ID`` and ``delete ID``: one operation on one job, refused by some states;
+    or ``--all-matching`` filters: on every job they match (matching.py)."""
+    operations: tuple[tuple[Operation, JobOperation, str, str, str], ...] = (
         ("retry", trioqueue.PostgresBackend.retry, "back on its queue",
          "only a failed job can be retried",
          "put a failed job back on its queue for another attempt"),
         ("delete", trioqueue.PostgresBackend.delete_job, "deleted",
          "a running job cannot be deleted (cancel it first)",
          "delete a job that is not running (cancel it first)"),
-    ):  # fmt: skip
-        run = functools.partial(_on_job, operation=operation, done=done, refused=refused)
-        command = subcommand(commands, name, run, about)
-        command.add_argument("job_id", metavar="ID", type=job_id_type)
-
-
-def _add_show(commands: Subparsers) -> None:
-    """``show ID [--wait [--timeout S]]``: one job, with its result (docs/flow.rst)."""
-    show = subcommand(
-        commands, "show", _run_show, "show one job: its state, error, group and result"
-    )
-    show.add_argument("job_id", metavar="ID", type=job_id_type)
-    show.add_argument(
-        "--wait", action="store_true", help="wait until the job has succeeded or failed"
-    )
-    show.add_argument(
-        "--timeout",
-        type=float,
-        metavar="S",
-        help="with --wait: give up after S seconds (exit 1); default: wait as long as it takes",
-    )
-
-
-def _run_show(args: argparse.Namespace) -> int:
-    if args.timeout is not None and not (
-        args.wait and math.isfinite(args.timeout) and args.timeout >= 0
-    ):
-        raise CliError("--timeout needs --wait, and a finite number of seconds >= 0")
-    info, timed_out = run_on_database(args, show_job, args.job_id, args.wait, args.timeout)
-    if info is None:
-        raise CliError(f"no job with id {args.job_id}", EXIT_FAILED)
-    say(*job_report(info))
-    if timed_out:
-        raise CliError(
-            f"job {args.job_id} is still {info.status} after {args.timeout:g} s", EXIT_FAILED
+    )  # fmt: skip
+    for name, operation, done, refused, about in operations:
+        run = functools.partial(
+            _on_job_or_matching, name=name, operation=operation, done=done, refused=refused
         )
-    return 0
+        command = subcommand(commands, name, run, about)
+        command.add_argument("job_id", metavar="ID", type=job_id_type, nargs="?")
+        add_matching(command, name)
 
 
-async def show_job(
-    dsn: str, schema: str, job_id: int, wait: bool, seconds: float | None
-) -> tuple[trioqueue.JobInfo | None, bool]:
-    """The job (None: unknown), after waiting for it to finish if asked; and whether the
-    wait timed out (then the job as it is now)."""
-    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=2) as backend:
-        try:
-            if wait:
-                try:
-                    return await backend.wait_for(job_id, timeout=seconds), False
-                except TimeoutError:
-                    return await backend.get_job(job_id), True
-            return await backend.get_job(job_id), False
-        except trioqueue.UnknownJobError:
-            return None, False
-
-
-def job_report(info: trioqueue.JobInfo) -> list[str]:
-    """``show``'s lines: a headline, then one ``name  value`` line per detail it has."""
-    head = visible(
-        f"job {info.id} in queue {info.queue}: {info.status} "
-        f"(attempt {info.attempts} of {info.max_attempts})"
-    )
-    details: list[tuple[str, object]] = [
-        ("payload", _json_text(info.payload)),
-        ("priority", info.priority),
-        ("group", info.group),
-        ("created", info.created_at),
-        ("finished", info.finished_at),
-        ("progress", info.progress),
-        ("worker", info.worker_id),
-        ("cancel", info.cancel_requested_at and f"requested at {info.cancel_requested_at}"),
-        ("error", info.last_error),
-        ("result", None if info.status != "succeeded" else _json_text(info.result)),
-    ]
-    lines = [head]
-    for name, value in details:
-        if value is not None:
-            lines += _field_lines(name, str(value))
-    return lines
-
-
-def _field_lines(name: str, value: str) -> list[str]:
-    """``  name      value``, made visible; a value of several lines (an error with a
-    traceback) goes on below, indented past every field name, so that no line of it can
-    pass for a field (docs/cli.rst, ``show``)."""
-    first, *more = visible_lines(value)
-    return [f"  {name:<9} {first}", *(" " * 12 + line for line in more)]
-
-
-def _json_text(value: Any) -> str:
-    """A payload or result as JSON text (one that cannot be decoded: its stored text)."""
-    if isinstance(value, trioqueue.UndecodablePayload):
-        return str(value)
-    return json.dumps(value, ensure_ascii=False)
+def _on_job_or_matching(args: argparse.Namespace, *, name: Operation, **one: Any) -> int:
+    """``retry ID`` or ``retry --all-matching ...`` (and ``delete``'s)."""
+    given_filters(args)
+    if args.job_id is None:
+        return run_matching(args, name)
+    return _on_job(args, **one)
 
 
 JobOperation = Callable[[trioqueue.PostgresBackend, int], Awaitable[bool]]

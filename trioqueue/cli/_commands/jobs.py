@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
 import math
 import sys
@@ -16,16 +17,19 @@ import trioqueue
 from trioqueue.cli import _watch
 from trioqueue.cli._commands.common import (
     JOB_STATUSES,
+    CliError,
     Subparsers,
     bounded_int,
     only_interrupts,
     run_on_database,
     subcommand,
 )
+from trioqueue.cli._commands.filters import add_cancelled
 from trioqueue.cli._escape import say
 from trioqueue.cli._terminal import (
     LiveBlock,
     clip,
+    format_age,
     format_table,
     marked_if_cut,
     stop_on_signals,
@@ -42,6 +46,7 @@ def add(commands: Subparsers) -> None:
     jobs = subcommand(commands, "jobs", _run_jobs, "list jobs, oldest first")
     jobs.add_argument("--queue", help="only this queue")
     jobs.add_argument("--status", choices=JOB_STATUSES, help="only jobs in this state")
+    add_cancelled(jobs)
     jobs.add_argument("--limit", type=bounded_int(1, 10_000), default=50, metavar="N")
     jobs.add_argument("--offset", type=bounded_int(0, 2**63 - 1), default=0, metavar="N")
     jobs.add_argument(
@@ -70,9 +75,18 @@ def _positive_seconds(text: str) -> float:
 
 def _run_jobs(args: argparse.Namespace) -> int:
     if args.watch:
+        if args.cancelled is not None:
+            raise CliError("--watch shows every job: not with --no-cancelled or --cancelled-only")
         return _run_jobs_watch(args)
     infos = run_on_database(
-        args, list_jobs, args.queue, args.status, args.limit, args.offset, LIST_PREVIEW
+        args,
+        list_jobs,
+        args.queue,
+        args.status,
+        args.limit,
+        args.offset,
+        LIST_PREVIEW,
+        args.cancelled,
     )
     if not infos:
         say("no jobs")
@@ -89,11 +103,18 @@ async def list_jobs(
     limit: int,
     offset: int,
     preview: int | None = None,
+    cancelled: bool | None = None,
 ) -> list[trioqueue.JobInfo]:
-    """One page of jobs, as ``list_jobs`` (``preview``: how much of each long text)."""
+    """One page of jobs, as ``list_jobs`` (``preview``: how much of each long text;
+    ``cancelled``: cancellations kept, left out or alone)."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
         return await backend.list_jobs(
-            queue=queue, status=status, limit=limit, offset=offset, preview=preview
+            queue=queue,
+            status=status,
+            limit=limit,
+            offset=offset,
+            preview=preview,
+            cancelled=cancelled,
         )
 
 
@@ -166,8 +187,12 @@ async def watch_jobs(dsn: str, schema: str, args: argparse.Namespace, out: TextI
 
 
 def jobs_table(infos: Sequence[trioqueue.JobInfo]) -> list[str]:
-    """Jobs as a table, long cells clipped (and those the read cut marked as cut)."""
-    headers = ("ID", "QUEUE", "STATUS", "TRIES", "PRIO", "PROGRESS", "CREATED", "ERROR", "PAYLOAD")
+    """Jobs as a table, long cells clipped (and those the read cut marked as cut), with
+    when each finished and how long it took from its enqueue."""
+    headers = (
+        "ID", "QUEUE", "STATUS", "TRIES", "PRIO", "PROGRESS", "CREATED", "FINISHED", "TOOK",
+        "ERROR", "PAYLOAD",
+    )  # fmt: skip
     rows = [
         [
             str(info.id),
@@ -176,13 +201,27 @@ def jobs_table(infos: Sequence[trioqueue.JobInfo]) -> list[str]:
             f"{info.attempts}/{info.max_attempts}",
             str(info.priority),
             "-" if info.progress is None else f"{info.progress:.0%}",
-            info.created_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
+            _local(info.created_at),
+            "-" if info.finished_at is None else _local(info.finished_at),
+            _took(info),
             clip(marked_if_cut(info.last_error or ""), 40),
             clip(_list_payload(info.payload), 40),
         ]
         for info in infos
     ]
     return format_table(headers, rows)
+
+
+def _local(at: datetime.datetime) -> str:
+    return at.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _took(info: trioqueue.JobInfo) -> str:
+    """From enqueued to finished (every attempt and wait), as the dashboard's list has it;
+    ``-`` for a job not finished."""
+    if info.finished_at is None:
+        return "-"
+    return format_age(max(0.0, (info.finished_at - info.created_at).total_seconds()))
 
 
 def _list_payload(payload: Any) -> str:

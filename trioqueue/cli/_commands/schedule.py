@@ -1,4 +1,4 @@
-"""``trioqueue schedule set|delete|list``: the subcommand; its arguments and database work
+"""``trioqueue schedule set|delete|list|enable|disable|run``: the subcommand; its arguments and database work
 are in trioqueue/cli/_schedule.py.
 """
 
@@ -44,6 +44,16 @@ def _run_schedule(args: argparse.Namespace) -> int:
             args, _schedule.set_schedule, args.name, args.queue, args.cron, options
         )
         say(_schedule.schedule_report(info))
+    elif args.action in ("enable", "disable"):
+        enabled = args.action == "enable"
+        if not run_on_database(args, _schedule.enable_schedule, args.name, enabled):
+            raise CliError(f"no schedule named {args.name!r}", EXIT_FAILED)
+        say(f"schedule {args.name!r} {args.action}d")
+    elif args.action == "run":
+        job_id = run_on_database(args, _schedule.run_schedule_now, args.name)
+        if job_id is None:
+            raise CliError(f"no schedule named {args.name!r}", EXIT_FAILED)
+        say(str(job_id))
     elif args.action == "delete":
         if not run_on_database(args, _schedule.delete_schedule, args.name):
             raise CliError(f"no schedule named {args.name!r}", EXIT_FAILED)

@@ -16,6 +16,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any, TypeAlias
 
 import trio
@@ -38,6 +39,7 @@ from trioqueue.cli._commands.worker_imports import (
     import_object,
     pool_specs,
 )
+from trioqueue.cli._health import StartedTo, WorkerHealth, watching
 from trioqueue.cli._install import install_hint
 from trioqueue.cli._terminal import check_migrated
 from trioqueue.cli._worker_defaults import CONCURRENCY_HELP, default_concurrency, default_help
@@ -139,14 +141,21 @@ def add(commands: Subparsers) -> None:
         "--metrics-port",
         type=int,
         metavar="N",
-        help="serve Prometheus metrics on http://HOST:N/metrics (needs the metrics extra; "
-        "default: none)",
+        help="serve Prometheus metrics on http://HOST:N/metrics, and the health checks "
+        "/livez and /readyz (needs the metrics extra; default: none)",
     )
     worker.add_argument(
         "--metrics-host",
         default="127.0.0.1",
         metavar="HOST",
         help="the address --metrics-port binds, 0.0.0.0 for any (default: %(default)s)",
+    )
+    worker.add_argument(
+        "--liveness-file",
+        type=Path,
+        metavar="PATH",
+        help="touch PATH every few seconds while the process is live, for probes that "
+        "cannot use HTTP (docs/howto/deploy.rst; default: none)",
     )
     worker.add_argument(
         "--log-format",
@@ -201,8 +210,11 @@ def _run_worker(args: argparse.Namespace) -> int:
             raise CliError(f"--metrics-port needs prometheus-client; {install_hint('metrics')}")
         metrics = (args.metrics_host, args.metrics_port)
     work = functools.partial(run_worker, listen_dsn=listen_dsn, metrics=metrics)
-    if resources is not None:  # only when given: stand-ins of serve_worker need not know it
+    # Only when given: stand-ins of serve_worker need not know them.
+    if resources is not None:
         work = functools.partial(work, resources=resources)
+    if args.liveness_file is not None:
+        work = functools.partial(work, liveness_file=args.liveness_file)
     # One pool goes as its config alone, as before several could run (serve_worker takes
     # either).
     pools: Configs = configs[0] if len(configs) == 1 else configs
@@ -272,6 +284,7 @@ async def run_worker(
     listen_dsn: str | None = None,
     metrics: tuple[str, int] | None = None,
     resources: Any = None,
+    liveness_file: Path | None = None,
 ) -> bool:
     """Run the pools until SIGINT or SIGTERM, then shut them down gracefully (see
     :func:`supervise_worker`); True when a second signal stopped them at once."""
@@ -281,6 +294,8 @@ async def run_worker(
         )
         if resources is not None:
             serve = functools.partial(serve, resources=resources)
+        if liveness_file is not None:
+            serve = functools.partial(serve, liveness_file=liveness_file)
         return await supervise_worker(serve, configs, signals, out, where=f"schema {schema}")
 
 
@@ -367,6 +382,7 @@ async def serve_worker(
     metrics: tuple[str, int] | None = None,
     out: WorkerOut | None = None,
     resources: Any = None,
+    liveness_file: Path | None = None,
     stop_now: trio.Event | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -374,40 +390,60 @@ async def serve_worker(
     cancelled (graceful shutdown; ``stop_now`` ends the grace at once, see
     ``run_worker_pool``). ``listen_dsn``: where to LISTEN when ``dsn`` is a transaction
     pooler (docs/pgbouncer.rst). ``metrics``: the ``(host, port)`` to serve ``/metrics`` on
-    while the pools run (docs/metrics.rst); its address is written to ``out``.
-    ``resources``: the async context manager (or factory) whose value handlers get as
-    ``ctx.resources``, entered once the backend is open and exited before it closes."""
+    while the pools run (docs/metrics.rst), and the health checks ``/livez`` and
+    ``/readyz``; its address is written to ``out``. ``liveness_file``: a file touched while
+    the process is live (trioqueue/cli/_health.py). ``resources``: the async context
+    manager (or factory) whose value handlers get as ``ctx.resources``, entered once the
+    backend is open and exited before it closes."""
     every = _config_list(configs)
     async with trioqueue.open_postgres(
         dsn, schema=schema, max_connections=worker_connections(every), listen_dsn=listen_dsn
     ) as backend:
         await check_migrated(backend)
-        run = functools.partial(
-            trioqueue.run_workers,
-            backend,
-            every,
-            resources=resources,
-            stop_now=stop_now,
-            task_status=task_status,
-        )
-        if metrics is None:
-            await run()
-            return
-        from trioqueue.metrics import serve_metrics  # the metrics extra: imported when asked
-
-        host, port = metrics
+        health = None
+        if metrics is not None or liveness_file is not None:
+            health = WorkerHealth([config.queue for config in every])
+            task_status = StartedTo(health, task_status)  # started: every pool is claiming
         async with AsyncExitStack() as stack:
-            try:
-                served = await stack.enter_async_context(
-                    serve_metrics(backend, host=host, port=port)
-                )
-            except OSError as exc:  # in use, or not an address of this machine
-                where = f"{_url_host(host)}:{port}"
-                raise CliError(f"cannot serve metrics on {where}: {exc}", EXIT_FAILED) from exc
-            if out is not None:
-                where = f"{_url_host(served.host)}:{served.port}"
-                say_line(out, f"metrics on http://{where}/metrics", "metrics_serving")
-            await run(observer=served.observer)
+            if health is not None:
+                await stack.enter_async_context(watching(health, backend, liveness_file))
+            observer = None
+            if metrics is not None:
+                observer = await _serve_metrics(stack, backend, metrics, out, health)
+            await trioqueue.run_workers(
+                backend,
+                every,
+                resources=resources,
+                stop_now=stop_now,
+                observer=observer,
+                task_status=task_status,
+            )
+
+
+async def _serve_metrics(
+    stack: AsyncExitStack,
+    backend: trioqueue.PostgresBackend,
+    metrics: tuple[str, int],
+    out: WorkerOut | None,
+    health: WorkerHealth | None,
+) -> trioqueue.PoolObserver:
+    """Serve ``/metrics`` (and the health checks) until ``stack`` closes; the observer the
+    pools report to."""
+    from trioqueue.metrics import serve_metrics  # the metrics extra: imported when asked
+
+    host, port = metrics
+    routes = {} if health is None else {"/livez": health.livez, "/readyz": health.readyz}
+    try:
+        served = await stack.enter_async_context(
+            serve_metrics(backend, host=host, port=port, routes=routes)
+        )
+    except OSError as exc:  # in use, or not an address of this machine
+        where = f"{_url_host(host)}:{port}"
+        raise CliError(f"cannot serve metrics on {where}: {exc}", EXIT_FAILED) from exc
+    if out is not None:
+        where = f"{_url_host(served.host)}:{served.port}"
+        say_line(out, f"metrics on http://{where}/metrics", "metrics_serving")
+    return served.observer
 
 
 def _url_host(host: str) -> str:
