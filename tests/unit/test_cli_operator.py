@@ -169,6 +169,21 @@ def test_retry_all_matching_counts_first_and_acts_with_yes(
     assert [info.status for info in after[-1]] == ["ready", "succeeded", "failed", "ready"]
 
 
+def test_retry_all_matching_can_leave_cancellations_out(
+    on_memory: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    after = on_memory(jobs_seed)
+    assert main([*DSN, "retry", "--all-matching", "--no-cancelled", "--yes"]) == 0
+    assert capsys.readouterr().out == (
+        "1 job(s) matching --no-cancelled --status failed retried (back on their queues)\n"
+    )
+    # job 1 (a real failure) is back; job 3 (cancelled before it ran) stays failed
+    assert [info.status for info in after[-1]] == ["ready", "succeeded", "failed", "ready"]
+    assert main([*DSN, "delete", "--all-matching", "--cancelled-only", "--yes"]) == 0
+    assert capsys.readouterr().out == "1 job(s) matching --cancelled-only deleted\n"
+    assert [info.id for info in after[-1]] == [1, 2, 4]
+
+
 def test_delete_all_matching_deletes_only_what_matches(
     on_memory: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -32,8 +32,7 @@ def add_matching(parser: argparse.ArgumentParser, operation: Operation) -> None:
         action="store_true",
         help=f"{operation} every job the filters below match, in batches",
     )
-    # No cancellation filter yet: the backends' bulk operations do not take one so far.
-    add_filters(group, status=operation == "delete", cancelled=False)
+    add_filters(group, status=operation == "delete")
     group.add_argument(
         "--yes", action="store_true", help="do it (without: count the jobs that match, exit 1)"
     )
