@@ -244,6 +244,34 @@ async def test_an_attempt_that_is_not_sampled_has_no_spans(autojump_clock: objec
     assert spans.get_finished_spans() == ()
 
 
+async def test_without_a_provider_an_attempt_starts_no_span(
+    autojump_clock: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the API installed but no SDK set as the provider (the default), the pool asks
+    for no span at all: starting a non-recording one would cost each job for nothing."""
+    from trioqueue import _otel
+
+    started: list[str] = []
+    real_start = trace.ProxyTracer.start_span
+
+    def counting(self: trace.ProxyTracer, name: str, *args: Any, **kwargs: Any) -> trace.Span:
+        started.append(name)
+        return real_start(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(trace.ProxyTracer, "start_span", counting)
+    with global_provider(TracerProvider()):
+        pass  # leaves no provider set, whatever an earlier test set
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    tracer = _otel.AttemptTracer("w", "q", 0.0)
+    [info] = await run_jobs(config(Recorder()), [None])
+    assert info.status == "succeeded"
+    assert started == []
+    # the same tracer, once an SDK is the provider, records (the check is per attempt)
+    with global_provider(TracerProvider()):
+        job = trioqueue.Job(1, "q", None, 1, 1, 1)
+        assert tracer.start(job, 0.0, 0.0, 1) is not None
+
+
 class Broken(SpanProcessor):
     def on_start(self, span: Span, parent_context: Any = None) -> None:
         if span.name == "trioqueue handler":
