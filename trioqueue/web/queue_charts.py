@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trioqueue.web.attempts import Bucket
+import trioqueue
 from trioqueue.web.charts import Series, bar_chart, line_chart
 from trioqueue.web.visible import Html
 
@@ -14,7 +14,7 @@ __all__ = ["queue_charts"]
 HOUR = "per minute over the last hour, newest on the right"
 
 
-def queue_charts(name: str, history: Sequence[Bucket]) -> list[tuple[str, Html]]:
+def queue_charts(name: str, history: Sequence[trioqueue.AttemptBucket]) -> list[tuple[str, Html]]:
     """The queue page's four charts of the last hour, one bucket a minute: attempts that
     succeeded, those that failed or were cancelled, and the run time and wait medians and
     95th percentiles."""

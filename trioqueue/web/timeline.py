@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import pairwise
 
-from trioqueue.web.attempts import Attempt
+import trioqueue
 
 __all__ = ["OUTCOME_LABELS", "Step", "error_attempt", "steps"]
 
@@ -39,7 +39,7 @@ class Step:
     after: float | None = None
 
 
-def steps(attempt: Attempt) -> list[Step]:
+def steps(attempt: trioqueue.AttemptInfo) -> list[Step]:
     """The moments of one attempt the row knows, oldest first."""
     moments = []
     if attempt.wait_seconds is not None:
@@ -55,7 +55,7 @@ def steps(attempt: Attempt) -> list[Step]:
     return out
 
 
-def error_attempt(last_error: str | None, attempts: Sequence[Attempt]) -> int | None:
+def error_attempt(last_error: str | None, attempts: Sequence[trioqueue.AttemptInfo]) -> int | None:
     """Which attempt the job's ``last_error`` is from: the latest one with an error (a
     later success keeps the error of the attempt before). None when there is no error,
     or no recorded attempt has one (an error written before attempts were recorded)."""

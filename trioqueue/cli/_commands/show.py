@@ -10,7 +10,7 @@ import datetime
 import json
 import math
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import trioqueue
 from trioqueue.cli._commands.common import (
@@ -24,33 +24,6 @@ from trioqueue.cli._commands.common import (
 from trioqueue.cli._escape import say, visible, visible_lines
 
 Backend = trioqueue.MemoryBackend | trioqueue.PostgresBackend
-
-
-class Attempt(Protocol):
-    """What ``show`` reads of an attempt (``Backend.list_attempts``' rows)."""
-
-    @property
-    def attempt(self) -> int: ...
-    @property
-    def outcome(self) -> str: ...
-    @property
-    def worker_id(self) -> str | None: ...
-    @property
-    def host(self) -> str | None: ...
-    @property
-    def claimed_at(self) -> datetime.datetime: ...
-    @property
-    def started_at(self) -> datetime.datetime | None: ...
-    @property
-    def finished_at(self) -> datetime.datetime: ...
-    @property
-    def run_seconds(self) -> float | None: ...
-    @property
-    def wait_seconds(self) -> float | None: ...
-    @property
-    def error(self) -> str | None: ...
-    @property
-    def traceback(self) -> str | None: ...
 
 
 def add(commands: Subparsers) -> None:
@@ -90,7 +63,7 @@ def _run_show(args: argparse.Namespace) -> int:
 
 async def show_job(
     dsn: str, schema: str, job_id: int, wait: bool, seconds: float | None
-) -> tuple[trioqueue.JobInfo | None, bool, list[Attempt]]:
+) -> tuple[trioqueue.JobInfo | None, bool, list[trioqueue.AttemptInfo]]:
     """:func:`read_job` on the database at ``dsn``."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=2) as backend:
         return await read_job(backend, job_id, wait, seconds)
@@ -98,7 +71,7 @@ async def show_job(
 
 async def read_job(
     backend: Backend, job_id: int, wait: bool, seconds: float | None
-) -> tuple[trioqueue.JobInfo | None, bool, list[Attempt]]:
+) -> tuple[trioqueue.JobInfo | None, bool, list[trioqueue.AttemptInfo]]:
     """The job (None: unknown), after waiting for it to finish if asked; whether the wait
     timed out (then the job as it is now); and its attempts, oldest first."""
     try:
@@ -109,13 +82,15 @@ async def read_job(
                 info, timed_out = await backend.get_job(job_id), True
         else:
             info, timed_out = await backend.get_job(job_id), False
-        attempts: list[Attempt] = list(await backend.list_attempts(job_id))
+        attempts: list[trioqueue.AttemptInfo] = list(await backend.list_attempts(job_id))
     except trioqueue.UnknownJobError:  # none, or deleted between the reads
         return None, False, []
     return info, timed_out, attempts
 
 
-def job_report(info: trioqueue.JobInfo, attempts: Sequence[Attempt] = ()) -> list[str]:
+def job_report(
+    info: trioqueue.JobInfo, attempts: Sequence[trioqueue.AttemptInfo] = ()
+) -> list[str]:
     """``show``'s lines: a headline, one ``name  value`` line per detail it has, then a
     line per attempt (:func:`attempt_lines`) and the last failure's traceback."""
     cancelled = " (cancelled)" if info.cancelled else ""
@@ -157,7 +132,7 @@ def _error_text(info: trioqueue.JobInfo) -> str | None:
     return f"(of an earlier attempt) {info.last_error}"
 
 
-def attempt_lines(attempt: Attempt) -> list[str]:
+def attempt_lines(attempt: trioqueue.AttemptInfo) -> list[str]:
     """One attempt as a timeline: its number, outcome and moments (claimed, then the
     handler's start and the outcome, as offsets), its wait and run time, the pool and
     host; its error on a line below. Made visible, and indented past the field names."""
