@@ -555,7 +555,8 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         Route("/api/queues", guard.api(queues), methods=["GET"]),
         on_queue("pause"),
         on_queue("resume"),
-        Route("/api/queues/{queue:path}/limits", guard.api(limits), methods=["POST"]),
+        # PUT too: setting a queue's limits is idempotent, as PUT says (docs/dashboard.rst).
+        Route("/api/queues/{queue:path}/limits", guard.api(limits), methods=["POST", "PUT"]),
         Route("/api/queues/{queue:path}/timings", guard.api(timings), methods=["GET"]),
         Route("/api/queues/{queue:path}/history", guard.api(history), methods=["GET"]),
         Route("/api/jobs", guard.api(jobs), methods=["GET"]),

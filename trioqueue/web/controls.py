@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 import trioqueue
-from trioqueue.web.api import JobQuery, parse_limits, read_json, schedule_json, set_limits
+from trioqueue.web.api import JobQuery, read_json, schedule_json, set_limits
 from trioqueue.web.auditor import record
 from trioqueue.web.auth import Guard, error, safe_next
 from trioqueue.web.pages import Form
@@ -201,17 +201,6 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         path = f"/api/schedules/{{name:path}}/{action}"
         return Route(path, guard.api(endpoint), methods=["POST"])
 
-    async def limits_put(request: Request) -> Response:
-        """``PUT /api/queues/{queue}/limits``: as the POST of :mod:`trioqueue.web.api`."""
-        queue = request.path_params["queue"]
-        try:
-            changes = parse_limits(await read_json(request))
-            done = await set_limits(backend, queue, changes)
-        except (TypeError, ValueError) as exc:
-            return error(400, str(exc))
-        await record(request, "queue.limits", queue, changes)
-        return JSONResponse({"ok": True} | done)
-
     async def bulk_page(request: Request) -> Response:
         """Retry or delete all N matching jobs: the jobs list's form, confirmed first."""
         try:
@@ -314,7 +303,6 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         schedule_api("enable"),
         schedule_api("disable"),
         schedule_api("run"),
-        Route("/api/queues/{queue:path}/limits", guard.api(limits_put), methods=["PUT"]),
         Route("/jobs/matching", guard.page(bulk_page), methods=["POST"]),
         Route("/schedules/actions", guard.page(schedule_page), methods=["POST"]),
         Route("/queues/limits", guard.page(limits_page), methods=["POST"]),
