@@ -13,6 +13,7 @@ from starlette.routing import Route
 import trioqueue
 from trioqueue.web.api import iso, parse_digits
 from trioqueue.web.auth import Guard, error
+from trioqueue.web.pages import environment
 from trioqueue.web.render import Renderer
 
 __all__ = ["audit_json", "routes"]
@@ -47,7 +48,7 @@ def _page_params(request: Request, default_limit: int) -> tuple[int, int, str | 
 
 
 def routes(backend: Backend, guard: Guard) -> list[Route]:
-    renderer = Renderer(guard)
+    renderer = Renderer(guard, environment())
 
     async def api_audit(request: Request) -> Response:
         try:

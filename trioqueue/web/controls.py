@@ -29,7 +29,7 @@ import trioqueue
 from trioqueue.web.api import JobQuery, read_json, schedule_json, set_limits
 from trioqueue.web.auditor import record
 from trioqueue.web.auth import Guard, error, safe_next
-from trioqueue.web.pages import Form
+from trioqueue.web.pages import Form, environment
 from trioqueue.web.render import Renderer
 
 __all__ = ["BulkResult", "describe", "routes", "run_bulk"]
@@ -167,7 +167,7 @@ def _form_limit(form: Form, name: str) -> int | float | None:
 
 
 def routes(backend: Backend, guard: Guard) -> list[Route]:
-    renderer = Renderer(guard)
+    renderer = Renderer(guard, environment())
 
     def bulk_api(action: BulkAction) -> Route:
         async def endpoint(request: Request) -> Response:

@@ -45,6 +45,7 @@ from trioqueue.web.auditor import record
 from trioqueue.web.auth import Guard, Handler, safe_next
 from trioqueue.web.charts import seconds_text
 from trioqueue.web.queue_charts import queue_charts
+from trioqueue.web.render import Renderer
 from trioqueue.web.timeline import OUTCOME_LABELS, error_attempt, steps
 from trioqueue.web.visible import finalize, verbatim, visible_lines
 
@@ -233,18 +234,8 @@ def _page_url(query: JobQuery, offset: int) -> str:
 def routes(backend: Backend, guard: Guard) -> list[Route]:
     env = environment()
 
-    def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-        context.setdefault("events_url", None)
-        html = env.get_template(template).render(
-            read_only=guard.read_only,
-            logged_in=guard.token is not None and guard.authorised(request),
-            title=context.pop("title", ""),
-            **context,
-        )
-        return HTMLResponse(html, status_code=status)
-
-    def problem(request: Request, status: int, title: str, message: str) -> HTMLResponse:
-        return render(request, "error.html", status, page="error", title=title, message=message)
+    renderer = Renderer(guard, env)
+    render, problem, confirm = renderer.page, renderer.problem, renderer.confirm
 
     async def overview(request: Request) -> Response:
         stats = await backend.queue_stats()
@@ -359,25 +350,6 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             for info in await backend.list_schedules()
         ]
         return render(request, "schedules.html", page="schedules", title="Schedules", rows=rows)
-
-    def confirm(
-        request: Request, question: str, button: str, fields: list[tuple[str, str]], back: str
-    ) -> HTMLResponse:
-        """The page a plain form post gets before it acts: the same fields, confirmed."""
-        post_to = request.url.path
-        if request.url.query:
-            post_to += "?" + urlencode({"next": safe_next(request.query_params.get("next"))})
-        return render(
-            request,
-            "confirm.html",
-            page="confirm",
-            title="Confirm",
-            question=question,
-            button=button,
-            fields=fields,
-            post_to=post_to,
-            back=back,
-        )
 
     def confirmed(request: Request, form: Form) -> bool:
         return bool(request.headers.get("hx-request")) or form.get("confirmed") == "yes"

@@ -1,18 +1,18 @@
-"""Rendering the pages of the controls, the audit log and table health: the templates and
-helpers of :mod:`trioqueue.web.pages` (the same environment, so the same escaping), with
-the confirmation page a plain form post gets before it acts (docs/dashboard.rst, "Controls").
-"""
+"""Rendering a page of the dashboard from its template (the one environment of
+:func:`trioqueue.web.pages.environment`, so the same escaping everywhere), its error page,
+and the confirmation page a plain form post gets before it acts (docs/dashboard.rst,
+"Controls")."""
 
 from __future__ import annotations
 
 from typing import Any
 from urllib.parse import urlencode
 
+import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from trioqueue.web.auth import Guard, safe_next
-from trioqueue.web.pages import environment
 
 __all__ = ["Renderer"]
 
@@ -20,9 +20,9 @@ __all__ = ["Renderer"]
 class Renderer:
     """Renders templates as the other pages do (read-only flag, login state, title)."""
 
-    def __init__(self, guard: Guard) -> None:
+    def __init__(self, guard: Guard, env: jinja2.Environment) -> None:
         self.guard = guard
-        self.env = environment()
+        self.env = env
 
     def page(
         self, request: Request, template: str, status: int = 200, **context: Any

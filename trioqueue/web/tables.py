@@ -16,6 +16,7 @@ from starlette.routing import Route
 import trioqueue
 from trioqueue.web.api import iso
 from trioqueue.web.auth import Guard
+from trioqueue.web.pages import environment
 from trioqueue.web.render import Renderer
 
 __all__ = ["human_bytes", "routes", "table_health_json"]
@@ -65,7 +66,7 @@ def dead_share(size: trioqueue.TableSize) -> str:
 
 
 def routes(backend: Backend, guard: Guard) -> list[Route]:
-    renderer = Renderer(guard)
+    renderer = Renderer(guard, environment())
 
     async def api_tables(request: Request) -> Response:
         return JSONResponse(table_health_json(await backend.table_health()))
