@@ -81,4 +81,9 @@ def log_outcome(
 
 
 def _exc_info(raised: Raised | None) -> BaseException | None:
-    return None if raised is None else raised.exception
+    """The exception to print under the line: none for a handler that asked the process to
+    exit (``SystemExit``, ``KeyboardInterrupt``: docs/protocol.rst §4.1), which is a request
+    the worker carries out, not a crash; its attempt row keeps the traceback all the same."""
+    if raised is None or not isinstance(raised.exception, Exception):
+        return None
+    return raised.exception
