@@ -20,8 +20,8 @@ import trio
 from trioqueue import cli
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._backends.postgres.driver import (
-    MAX_CACHED_STATEMENT_BYTES,
     DEFAULT_CONNECT_TIMEOUT,
+    MAX_CACHED_STATEMENT_BYTES,
     Dsn,
     DsnError,
     mask_dsn,
