@@ -1,7 +1,7 @@
 """Attempt history: one fenced row per attempt, cancellations told apart (docs/protocol.rst
 §14, invariant I15).
 
-Each outcome statement whose fence matches leaves exactly one row in the attempts table,
+Each outcome statement whose fence matches leaves exactly one attempt (an ack: the job's row),
 with the outcome it recorded; a claim that takes over (or dead-letters) a lapsed attempt
 leaves a ``lost`` row for it; a stale write leaves none. ``JobInfo.cancelled`` marks the
 jobs that failed for good with a cancel asked, and ``list_jobs``/``count_jobs`` filter on it.
@@ -14,7 +14,15 @@ import pytest
 from trioqueue._backends.interface import Backend
 from trioqueue._core.tracebacks import MAX_TRACEBACK_CHARS
 from trioqueue._errors import UnknownJobError
-from trioqueue._types import Ack, AttemptTiming, Claimed, Failure, Recorded, Release
+from trioqueue._types import (
+    Ack,
+    AttemptTiming,
+    Claimed,
+    Failure,
+    PoolRegistration,
+    Recorded,
+    Release,
+)
 from trioqueue.testing._conformance._base import WORKER, ConformanceBase, Q
 
 __all__ = ["AttemptConformance"]
@@ -77,6 +85,23 @@ class AttemptConformance(ConformanceBase):
         info = await backend.get_job(job_id)
         assert info.finished_by == WORKER
         assert not info.cancelled
+
+    async def test_an_attempt_names_the_host_of_the_pool_that_claimed_it(
+        self, backend: Backend, clock: object
+    ) -> None:
+        """The host is the claim's (§14): kept when the pool unregisters before the outcome,
+        and none for an attempt whose pool never registered."""
+        await backend.register_pool(PoolRegistration(WORKER, "host-a", 1, Q, 1, 30.0))
+        job_id = await backend.enqueue(Q, "x")
+        first = await self._claim_one(backend)
+        assert await backend.unregister_pool(WORKER)
+        assert await backend.fail([Failure(job_id, first.job.claim_seq, "E: x", 0.0)]) == [
+            Recorded.RETRY
+        ]
+        second = await self._claim_one(backend)
+        assert await backend.ack([Ack(job_id, second.job.claim_seq)]) == [True]
+        attempts = await backend.list_attempts(job_id)
+        assert [(a.outcome, a.host) for a in attempts] == [("retry", "host-a"), ("succeeded", None)]
 
     async def test_the_claim_hands_out_the_wait(self, backend: Backend, clock: object) -> None:
         job_id = await backend.enqueue(Q, "x")
