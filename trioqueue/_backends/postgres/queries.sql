@@ -789,7 +789,7 @@ WHERE (SELECT t.renewed + t.locked - t.renewable FROM tally AS t)
 -- $5 and $6 are each handler's start (seconds after the claim's answer) and run time, or
 -- NULL arrays when no item has them. A succeeded attempt is the job's row (docs/protocol.rst
 -- §14): the fenced update writes its started_at and run_seconds with the outcome, and no
--- attempts row is inserted; none of the columns it writes is indexed, so it stays HOT.
+-- attempts row is inserted (neither of those two columns is indexed).
 WITH items AS (
     SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.progress, i.result,
            i.started_after, i.run_seconds, i.n

@@ -52,9 +52,9 @@ CREATE TRIGGER jobs_delete_attempts
 -- claimed_at, wait_seconds and host (its pool's, as it registered) and clears started_at and
 -- run_seconds; the ack writes those two (a succeeded attempt has no row of its own). The
 -- enqueue stores trace_context, and a cancellation is told apart from a failure (cancelled).
--- None is indexed: the claim and the ack write them, and their updates (and a renewal's,
--- migration 0006) must stay HOT; the cancelled filter reads rows the status filter found
--- anyway. Constant defaults, so adding them rewrites no row. (Who finished a job needs no
+-- None is indexed: the claim and the ack write them, which must cost those updates no
+-- index entry (they move status anyway), and a renewal's update must stay HOT (migration
+-- 0006); the cancelled filter reads rows the status filter found anyway. Constant defaults, so adding them rewrites no row. (Who finished a job needs no
 -- column: worker_id stays on a finished row until a retry clears it.)
 ALTER TABLE {schema}.jobs
     ADD COLUMN claimed_at timestamptz,
