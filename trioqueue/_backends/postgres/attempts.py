@@ -30,23 +30,24 @@ __all__ = [
 _INF = math.inf
 
 
-def timing_arrays(
-    items: Sequence[Ack | Failure | Release],
-) -> tuple[list[str | None] | None, list[str | None] | None]:
-    """Each item's handler start and run time as two text[] parameters; None (SQL NULL)
-    for both when no item has a timing, as the progress array is sent (backend.py).
+def timing_arrays(items: Sequence[Ack | Failure | Release]) -> tuple[str | None, str | None]:
+    """Each item's handler start and run time as two float8[] literals, sent as text
+    parameters (queries.sql, ``ack``); None (SQL NULL) for both when no item has a
+    timing, as the progress array is sent (backend.py).
 
     On the hot path (every ack of a drain): one pass, and a worker's usual timing (an
     AttemptTiming of two positive finite floats) costs two ``repr`` and no validation
-    call; anything else goes through ``timing_values``, which never raises."""
-    starts: list[str | None] = []
-    runs: list[str | None] = []
+    call; anything else goes through ``timing_values``, which never raises. One literal
+    rather than a text[] of one element per item: asyncpg checks each element of an
+    array parameter in Python."""
+    starts: list[str] = []
+    runs: list[str] = []
     timed = False
     for item in items:
         timing = item.timing
         if timing is None:
-            starts.append(None)
-            runs.append(None)
+            starts.append("NULL")
+            runs.append("NULL")
             continue
         timed = True
         if type(timing) is AttemptTiming:
@@ -62,9 +63,11 @@ def timing_arrays(
                 runs.append(repr(run))
                 continue
         checked_start, checked_run = timing_values(timing)
-        starts.append(_float(checked_start))
-        runs.append(_float(checked_run))
-    return (starts, runs) if timed else (None, None)
+        starts.append(_literal(checked_start))
+        runs.append(_literal(checked_run))
+    if not timed:
+        return None, None
+    return "{" + ",".join(starts) + "}", "{" + ",".join(runs) + "}"
 
 
 def failure_texts(
@@ -80,8 +83,9 @@ def failure_texts(
     return types, tracebacks
 
 
-def _float(value: float | None) -> str | None:
-    return None if value is None else repr(value)
+def _literal(value: float | None) -> str:
+    """A checked value (finite, or None) as an element of a float8[] literal."""
+    return "NULL" if value is None else repr(value)
 
 
 def attempt_infos(job_id: int, rows: Sequence[Any]) -> list[AttemptInfo] | None:

@@ -786,15 +786,17 @@ WHERE (SELECT t.renewed + t.locked - t.renewable FROM tally AS t)
 -- NULL per item); so is the progress array of fail and release.
 -- A row someone waits for sends f: (in the RETURNING, evaluated for every updated row);
 -- the others send nothing, so an ack nobody waits for takes no notify lock at commit.
--- $5 and $6 are each handler's start (seconds after the claim's answer) and run time, or
--- NULL arrays when no item has them. A succeeded attempt is the job's row (docs/protocol.rst
+-- $5 and $6 are each handler's start (seconds after the claim's answer) and run time, each
+-- one array literal in a text parameter (asyncpg checks every element of a text[] in
+-- Python: two of them cost an ack of 50 jobs 200 such checks), or NULL when no item has
+-- them. A succeeded attempt is the job's row (docs/protocol.rst
 -- §14): the fenced update writes its started_at and run_seconds with the outcome, and no
 -- attempts row is inserted (neither of those two columns is indexed).
 WITH items AS (
     SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.progress, i.result,
            i.started_after, i.run_seconds, i.n
     FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[], $4::text[],
-                $5::text[]::float8[], $6::text[]::float8[])
+                $5::text::float8[], $6::text::float8[])
          WITH ORDINALITY AS i (id, claim_seq, progress, result, started_after, run_seconds, n)
     ORDER BY i.id, i.claim_seq, i.n
 ),
@@ -819,7 +821,7 @@ SELECT a.n FROM acked AS a;
 -- the job was asked to cancel (never retried): then it is final. Answers the positions
 -- that applied with the status each row got; one notice per queue that got a job back.
 -- $6 and $7 are each error's type and (bounded) traceback, $8 and $9 the handler's start
--- and run time as ack's $5 and $6 (NULL arrays when no item has them). A failure for good
+-- and run time as ack's $5 and $6 (NULL when no item has them). A failure for good
 -- with a cancel asked is a cancellation (`cancelled`, docs/protocol.rst §14); `recorded`
 -- writes the attempt's row, with the outcome the update decided.
 WITH items AS (
@@ -827,7 +829,7 @@ WITH items AS (
            i.error_type, i.traceback, i.started_after, i.run_seconds, i.n
     FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[],
                 $4::text[]::float8[], $5::text[]::float8[], $6::text[], $7::text[],
-                $8::text[]::float8[], $9::text[]::float8[])
+                $8::text::float8[], $9::text::float8[])
          WITH ORDINALITY AS i (id, claim_seq, error, retry_delay, progress, error_type, traceback,
                                started_after, run_seconds, n)
     ORDER BY i.id, i.claim_seq, i.n
@@ -891,7 +893,7 @@ WITH items AS (
     SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.progress, i.started_after,
            i.run_seconds, i.n
     FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[],
-                $4::text[]::float8[], $5::text[]::float8[])
+                $4::text::float8[], $5::text::float8[])
          WITH ORDINALITY AS i (id, claim_seq, progress, started_after, run_seconds, n)
     ORDER BY i.id, i.claim_seq, i.n
 ),

@@ -9,6 +9,8 @@ jobs that failed for good with a cancel asked, and ``list_jobs``/``count_jobs`` 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from trioqueue._backends.interface import Backend
@@ -85,6 +87,31 @@ class AttemptConformance(ConformanceBase):
         info = await backend.get_job(job_id)
         assert info.finished_by == WORKER
         assert not info.cancelled
+
+    async def test_odd_timings_are_stored_as_unknown_or_clamped_and_the_outcomes_apply(
+        self, backend: Backend, clock: object
+    ) -> None:
+        """A worker's odd measurement never keeps an outcome from being written (§14):
+        NaN, infinity and a bool are unknown, a negative time is 0, an int is a float."""
+        ids = [await backend.enqueue(Q, n) for n in range(4)]
+        claimed = await self._claim(backend, limit=4)
+        timings = [
+            AttemptTiming(math.nan, 1.0),
+            AttemptTiming(-1.0, math.inf),
+            AttemptTiming(2, True),  # an int, and a bool
+            None,
+        ]
+        items = [
+            Ack(c.job.id, c.job.claim_seq, timing=t) for c, t in zip(claimed, timings, strict=True)
+        ]
+        assert await backend.ack(items) == [True] * 4
+        seen = []
+        for job_id in ids:
+            [attempt] = await backend.list_attempts(job_id)
+            started = attempt.started_at
+            after = None if started is None else (started - attempt.claimed_at).total_seconds()
+            seen.append((after, attempt.run_seconds))
+        assert seen == [(None, 1.0), (0.0, None), (pytest.approx(2.0), None), (None, None)]
 
     async def test_an_attempt_names_the_host_of_the_pool_that_claimed_it(
         self, backend: Backend, clock: object
