@@ -3,10 +3,12 @@
 
 An attempt's row is written by the statement that ends the attempt, in the same
 transaction: one call, and the job's row and the attempt's row carry the same ``xmin`` (the
-id of the transaction that wrote them). That holds for ack, fail, release, the claim that
-takes a lapsed attempt over, and the transactional ack. Migration 0009 marks existing
-cancellations, the percentiles are the reference model's, and text a client sends is
-stored escaped and bounded.
+id of the transaction that wrote them). That holds for fail, release and the claim that
+takes a lapsed attempt over. A succeeded attempt is the job's row itself: the ack (and the
+transactional ack) writes its columns there and inserts no attempts row, and the reads
+(the view ``attempt_rows``) show it as one. Migration 0009 marks existing cancellations,
+the percentiles are the reference model's, and text a client sends is stored escaped and
+bounded.
 """
 
 from __future__ import annotations
@@ -53,7 +55,73 @@ async def same_transaction(backend: PostgresBackend, job_id: int, claim_seq: int
     return row is not None and row["job"] == row["attempt"]
 
 
-@pytest.mark.parametrize("outcome", ["ack", "fail", "release"])
+async def attempt_rows(backend: PostgresBackend, job_id: int) -> int:
+    """How many rows the attempts table holds for the job."""
+    row = await fetchrow(
+        backend, "SELECT count(*) AS n FROM {schema}.attempts WHERE job_id = $1", job_id
+    )
+    return int(row["n"])
+
+
+async def succeeded_on_its_row(backend: PostgresBackend, job_id: int) -> Any:
+    """The job row's attempt columns: its start's offset from the claim, run time, host."""
+    return await fetchrow(
+        backend,
+        "SELECT extract(epoch FROM started_at - claimed_at)::float8 AS started_after, "
+        "run_seconds, host FROM {schema}.jobs WHERE id = $1 AND status = 'succeeded'",
+        job_id,
+    )
+
+
+async def test_the_ack_writes_the_attempt_on_the_job_row_and_no_attempts_row(
+    backend: PostgresBackend,
+) -> None:
+    await backend.register_pool(POOL)
+    job_id = await backend.enqueue(Q, "x")
+    claimed = await claim(backend)
+    calls = dict(backend.statistics().calls)
+    item = Ack(job_id, claimed.job.claim_seq, timing=AttemptTiming(0.5, 2.0))
+    assert await backend.ack([item]) == [True]
+    after = backend.statistics().calls
+    assert {op: after[op] - calls[op] for op in after if after[op] != calls[op]} == {"ack": 1}
+    assert await attempt_rows(backend, job_id) == 0
+    row = await succeeded_on_its_row(backend, job_id)
+    assert (row["started_after"], row["run_seconds"], row["host"]) == (0.5, 2.0, POOL.host)
+    [attempt] = await backend.list_attempts(job_id)
+    assert (attempt.outcome, attempt.claim_seq, attempt.attempt) == ("succeeded", 1, 1)
+    assert attempt.host == POOL.host  # the claim's, from the pool's registration
+    assert attempt.run_seconds == 2.0
+
+
+async def test_a_new_claim_clears_the_last_attempts_run_from_the_job_row(
+    backend: PostgresBackend,
+) -> None:
+    """A retried job's next claim is a new attempt: the row's started_at and run_seconds
+    are cleared, and its host is the new claimer's (NULL: that pool never registered)."""
+    job_id = await backend.enqueue(Q, "x")
+    await backend.register_pool(POOL)
+    first = await claim(backend)
+    await backend.fail(
+        [Failure(job_id, first.job.claim_seq, "E: x", 0.0, timing=AttemptTiming(0.0, 1.0))]
+    )
+    async with backend.acquire() as connection:
+        await connection.execute(
+            f'UPDATE "{backend.schema}".jobs SET started_at = now(), run_seconds = 1 WHERE id = $1',
+            job_id,
+        )
+    [second] = await backend.claim(Q, limit=1, worker_id="other", visibility_timeout=V)
+    row = await fetchrow(
+        backend, "SELECT started_at, run_seconds, host FROM {schema}.jobs WHERE id = $1", job_id
+    )
+    assert (row["started_at"], row["run_seconds"], row["host"]) == (None, None, None)
+    assert await backend.ack([Ack(job_id, second.job.claim_seq)]) == [True]
+    retry, succeeded = await backend.list_attempts(job_id)
+    assert (retry.outcome, retry.host, retry.run_seconds) == ("retry", POOL.host, 1.0)
+    assert (succeeded.outcome, succeeded.worker_id, succeeded.host) == ("succeeded", "other", None)
+    assert (succeeded.started_at, succeeded.run_seconds) == (None, None)  # it sent no timing
+
+
+@pytest.mark.parametrize("outcome", ["fail", "release"])
 async def test_an_outcome_and_its_attempt_row_are_one_statement(
     backend: PostgresBackend, outcome: str
 ) -> None:
@@ -62,9 +130,7 @@ async def test_an_outcome_and_its_attempt_row_are_one_statement(
     claimed = await claim(backend)
     seq, timing = claimed.job.claim_seq, AttemptTiming(0.5, 2.0)
     calls = dict(backend.statistics().calls)
-    if outcome == "ack":
-        assert await backend.ack([Ack(job_id, seq, timing=timing)]) == [True]
-    elif outcome == "fail":
+    if outcome == "fail":
         assert await backend.fail([Failure(job_id, seq, "E: x", None, timing=timing)]) != [None]
     else:
         assert await backend.release([Release(job_id, seq, timing=timing)]) == [True]
@@ -97,15 +163,17 @@ async def test_a_takeover_writes_the_lost_row_in_the_claim_statement(
     assert second.job.waited >= 1.0  # visible since its lease ran out, a second ago
 
 
-async def test_the_transactional_ack_writes_the_attempt_row_with_the_commit(
+async def test_the_transactional_ack_writes_the_attempt_on_the_job_row_with_the_commit(
     backend: PostgresBackend,
 ) -> None:
     job_id = await backend.enqueue(Q, "x")
     claimed = await claim(backend)
     async with backend.job_transaction() as tx:
-        item = Ack(job_id, claimed.job.claim_seq, timing=AttemptTiming(0.0, 1.0))
+        item = Ack(job_id, claimed.job.claim_seq, timing=AttemptTiming(0.25, 1.0))
         assert await tx.commit_with_ack(item)
-    assert await same_transaction(backend, job_id, claimed.job.claim_seq)
+    assert await attempt_rows(backend, job_id) == 0
+    row = await succeeded_on_its_row(backend, job_id)
+    assert (row["started_after"], row["run_seconds"]) == (0.25, 1.0)
     [attempt] = await backend.list_attempts(job_id)
     assert (attempt.outcome, attempt.run_seconds) == ("succeeded", 1.0)
 
@@ -192,7 +260,7 @@ async def test_attempts_go_with_their_job_whatever_deletes_it(backend: PostgresB
     ids = [await backend.enqueue(Q, n) for n in range(3)]
     for job_id in ids:
         claimed = await claim(backend)
-        assert await backend.ack([Ack(job_id, claimed.job.claim_seq)]) == [True]
+        assert await backend.fail([Failure(job_id, claimed.job.claim_seq, "E: x", None)]) != [None]
     async with backend.acquire() as connection:
         await connection.execute(
             f'UPDATE "{backend.schema}".jobs SET finished_at = now() - interval '
@@ -203,3 +271,31 @@ async def test_attempts_go_with_their_job_whatever_deletes_it(backend: PostgresB
         await connection.execute(f'DELETE FROM "{backend.schema}".jobs WHERE id = $1', ids[1])
         left = await connection.fetch(f'SELECT job_id FROM "{backend.schema}".attempts')
     assert [row["job_id"] for row in left] == [ids[2]]
+
+
+async def test_the_attempt_rows_view_reads_both_sources_and_a_pruned_job_leaves_it(
+    backend: PostgresBackend,
+) -> None:
+    """Operators' SQL sees every attempt in ``attempt_rows``: the attempts table's rows and
+    one per succeeded job; pruning a succeeded job takes its attempt with its row."""
+    await backend.register_pool(POOL)
+    ok, bad = await backend.enqueue(Q, 1), await backend.enqueue(Q, 2)
+    first = await claim(backend)
+    assert await backend.ack([Ack(ok, first.job.claim_seq, timing=AttemptTiming(0.0, 3.0))])
+    second = await claim(backend)
+    assert await backend.fail([Failure(bad, second.job.claim_seq, "E: x", None)]) != [None]
+    sql = 'SELECT job_id, outcome, host, run_seconds FROM "{}".attempt_rows ORDER BY job_id'
+    async with backend.acquire() as connection:
+        rows = await connection.fetch(sql.format(backend.schema))
+        assert [tuple(row) for row in rows] == [
+            (ok, "succeeded", POOL.host, 3.0),
+            (bad, "failed", POOL.host, None),
+        ]
+        await connection.execute(
+            f'UPDATE "{backend.schema}".jobs SET finished_at = now() - interval '
+            "'2 hours' WHERE id = $1",
+            ok,
+        )
+        assert await backend.prune(3600.0) == 1
+        rows = await connection.fetch(sql.format(backend.schema))
+    assert [row["job_id"] for row in rows] == [bad]

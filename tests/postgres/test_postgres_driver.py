@@ -21,6 +21,7 @@ from trioqueue import cli
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._backends.postgres.driver import (
     DEFAULT_CONNECT_TIMEOUT,
+    MAX_CACHED_STATEMENT_BYTES,
     Dsn,
     DsnError,
     mask_dsn,
@@ -45,6 +46,31 @@ async def backend(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[Post
     async with open_postgres(postgres_dsn, schema=postgres_schema, max_connections=2) as backend:
         await backend.migrate()
         yield backend
+
+
+def test_every_named_query_fits_the_statement_cache() -> None:
+    """Rendered for the longest schema name, no named query is too long for asyncpg to
+    keep prepared (a longer one would be prepared again on every call)."""
+    longest = "s" * 63
+    sizes = {name: len(render(sql, longest).encode()) for name, sql in QUERIES.items()}
+    assert max(sizes.values()) <= MAX_CACHED_STATEMENT_BYTES / 2, sizes
+
+
+async def test_the_claim_statement_is_prepared_once(
+    postgres_dsn: str, postgres_schema: str
+) -> None:
+    """Claims on one connection reuse one prepared claim statement."""
+    async with open_postgres(postgres_dsn, schema=postgres_schema, max_connections=1) as backend:
+        await backend.migrate()
+        for _ in range(3):
+            await backend.claim(Q, limit=1, worker_id="w", visibility_timeout=60)
+        async with backend.acquire() as connection:
+            plans = await connection.fetch(
+                "SELECT generic_plans + custom_plans AS runs FROM pg_prepared_statements "
+                "WHERE statement = $1",
+                render(QUERIES["claim"], postgres_schema),
+            )
+    assert [row["runs"] for row in plans] == [3]
 
 
 async def test_driver_statements_leave_no_session_reset_behind(backend: PostgresBackend) -> None:

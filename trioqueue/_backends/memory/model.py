@@ -24,7 +24,9 @@ hands them over.
 The attempts table (docs/protocol.rst §14) is a list of
 :class:`~trioqueue._backends.memory.attempts.AttemptRow` per job, written by
 ``_record_attempt`` from the same method that records the outcome, as the SQL writes it
-from the same statement, and deleted with the job.
+from the same statement, and deleted with the job. A succeeded attempt gets its row in that
+list too, where PostgreSQL keeps it on the job's row and reads both through the view
+``attempt_rows``: the reads cannot tell the two apart.
 
 A job is a :class:`Row` with the columns the PostgreSQL table has. A row is *claimable* when
 it is not finished and its ``not_visible_until`` has passed; there is no other "running"
@@ -159,11 +161,12 @@ class Row:
     # the current attempt was claimed to run alone (docs/protocol.rst §13; migration 0007).
     lapses: int = 0
     alone: bool = False
-    # The current attempt's claim, and how long the row had been claimable before it; a
-    # failure for good with a cancel asked; the enqueue's trace context, JSON text
-    # (docs/protocol.rst §14; migration 0009).
+    # The current attempt's claim, how long the row had been claimable before it, and its
+    # pool's host (as it registered, at the claim); a failure for good with a cancel asked;
+    # the enqueue's trace context, JSON text (docs/protocol.rst §14; migration 0009).
     claimed_at: float | None = None
     wait_seconds: float | None = None
+    host: str | None = None
     cancelled: bool = False
     trace_context: str | None = None
     in_ready: bool = False  # an entry for it is in its queue's ready heap
@@ -769,7 +772,8 @@ class MemoryModel:
 
     def ack(self, now: float, items: Sequence[Ack]) -> list[bool]:
         """Mark attempts succeeded, fenced by ``claim_seq`` (I9); mirrors ``ack``. Each
-        applied item writes its ``succeeded`` attempt row (§14)."""
+        applied item writes its ``succeeded`` attempt row (§14: on PostgreSQL, the
+        attempt's columns on the job's row)."""
         return [self._ack_one(item, now) for item in items]
 
     def fail(self, now: float, items: Sequence[Failure]) -> list[Recorded | None]:
@@ -894,14 +898,13 @@ class MemoryModel:
         rows = self._attempts.setdefault(row.id, [])
         if any(r.claim_seq == row.claim_seq for r in rows):
             return
-        pool = None if row.worker_id is None else self._pools.get(row.worker_id)
         start = AttemptStart(
             job_id=row.id,
             queue=row.queue,
             attempt=row.attempts,
             claim_seq=row.claim_seq,
             worker_id=row.worker_id,
-            host=None if pool is None else pool.pool.host,
+            host=row.host,
             claimed_at=now if row.claimed_at is None else row.claimed_at,
             wait_seconds=row.wait_seconds,
         )
@@ -1152,6 +1155,8 @@ class MemoryModel:
         row.last_renewed_at = now
         row.claimed_at = now
         row.wait_seconds = max(0.0, now - row.not_visible_until)
+        pool = self._pools.get(worker_id)  # the claim's pool, as the SQL's subselect reads it
+        row.host = None if pool is None else pool.pool.host
         row.progress = None  # the new attempt has reported none; an old attempt's is not its own
         self._show_at(row, lease_until)
         # Job(id, queue, payload, attempt, max_attempts, claim_seq, waited, trace_context):

@@ -1,21 +1,23 @@
 """The attempts table on PostgreSQL (docs/protocol.rst §14, migration 0009): the parameters
 the outcome statements send for it, and the operator's reads of it.
 
-The rows themselves are written by queries.sql's ``claim``, ``ack``, ``fail`` and
-``release``, in the statement that ends the attempt: this module only builds the extra
+The rows themselves are written by queries.sql's ``claim``, ``fail`` and ``release``, in
+the statement that ends the attempt; a succeeded attempt is the job's row, which ``ack``
+finishes (the view ``attempt_rows`` reads both). This module only builds the extra
 arrays those statements take (the handler's timing, the error's type and traceback) and
 turns the reads' rows into :mod:`trioqueue._operator_types` values.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from trioqueue._backends.validation import timing_values
 from trioqueue._core.tracebacks import bound_traceback
 from trioqueue._operator_types import AttemptBucket, AttemptInfo, QueueTimings
-from trioqueue._types import Ack, Failure, Release
+from trioqueue._types import Ack, AttemptTiming, Failure, Release
 
 __all__ = [
     "attempt_buckets",
@@ -25,16 +27,47 @@ __all__ = [
     "timing_arrays",
 ]
 
+_INF = math.inf
 
-def timing_arrays(
-    items: Sequence[Ack | Failure | Release],
-) -> tuple[list[str | None] | None, list[str | None] | None]:
-    """Each item's handler start and run time as two text[] parameters; None (SQL NULL)
-    for both when no item has a timing, as the progress array is sent (backend.py)."""
-    if all(item.timing is None for item in items):
+
+def timing_arrays(items: Sequence[Ack | Failure | Release]) -> tuple[str | None, str | None]:
+    """Each item's handler start and run time as two float8[] literals, sent as text
+    parameters (queries.sql, ``ack``); None (SQL NULL) for both when no item has a
+    timing, as the progress array is sent (backend.py).
+
+    On the hot path (every ack of a drain): one pass, and a worker's usual timing (an
+    AttemptTiming of two positive finite floats) costs two ``repr`` and no validation
+    call; anything else goes through ``timing_values``, which never raises. One literal
+    rather than a text[] of one element per item: asyncpg checks each element of an
+    array parameter in Python."""
+    starts: list[str] = []
+    runs: list[str] = []
+    timed = False
+    for item in items:
+        timing = item.timing
+        if timing is None:
+            starts.append("NULL")
+            runs.append("NULL")
+            continue
+        timed = True
+        if type(timing) is AttemptTiming:
+            started, run = timing.started_after, timing.run_seconds
+            # (type() is: no abc isinstance; the chained compare rejects NaN and inf.)
+            if (
+                type(started) is float
+                and type(run) is float
+                and 0.0 < started < _INF
+                and 0.0 < run < _INF
+            ):
+                starts.append(repr(started))
+                runs.append(repr(run))
+                continue
+        checked_start, checked_run = timing_values(timing)
+        starts.append(_literal(checked_start))
+        runs.append(_literal(checked_run))
+    if not timed:
         return None, None
-    pairs = [timing_values(item.timing) for item in items]
-    return [_float(s) for s, _ in pairs], [_float(r) for _, r in pairs]
+    return "{" + ",".join(starts) + "}", "{" + ",".join(runs) + "}"
 
 
 def failure_texts(
@@ -50,8 +83,9 @@ def failure_texts(
     return types, tracebacks
 
 
-def _float(value: float | None) -> str | None:
-    return None if value is None else repr(value)
+def _literal(value: float | None) -> str:
+    """A checked value (finite, or None) as an element of a float8[] literal."""
+    return "NULL" if value is None else repr(value)
 
 
 def attempt_infos(job_id: int, rows: Sequence[Any]) -> list[AttemptInfo] | None:

@@ -1210,12 +1210,12 @@ class PostgresBackend:
         return [row is not None for row in applied]
 
     async def _fenced_write(
-        self, op: str, items: Sequence[object], *arrays: list[Any] | None
+        self, op: str, items: Sequence[object], *arrays: list[Any] | str | None
     ) -> list[Any]:
         """Run a batched, fenced write: per item, the row its statement returned for it (the
         rows name the 1-based positions that applied), or None where the fence kept it out.
         ``arrays`` are the statement's parameters, one value per item (None: SQL NULL, a
-        NULL for every item)."""
+        NULL for every item; a str: an array literal, ``timing_arrays``)."""
         if not items:
             await trio.lowlevel.checkpoint()
             return []
@@ -1437,7 +1437,7 @@ class _JobTransaction:
             *timing_arrays(items),
         )
 
-    async def _aio_commit_with_ack(self, connection: Any, *arrays: list[Any] | None) -> bool:
+    async def _aio_commit_with_ack(self, connection: Any, *arrays: list[Any] | str | None) -> bool:
         if not connection.is_in_transaction():
             # The handler ran COMMIT or ROLLBACK itself: its writes were not made together
             # with the ack, so the ack must not be made as if they were.

@@ -92,6 +92,12 @@ CLOSE_TIMEOUT = 5.0
 #: own default is 60 s). docs/postgres.rst documents it.
 DEFAULT_CONNECT_TIMEOUT = 10.0
 
+#: The largest statement asyncpg keeps prepared (bytes). Its default, 15 KiB, is less than
+#: the claim statement with its comments and a long schema name: such a statement is
+#: parsed, planned and described again on every call, which doubled a drain's time per
+#: job. Every named query fits well within this (tests/postgres/test_postgres_driver.py).
+MAX_CACHED_STATEMENT_BYTES = 64 * 1024
+
 #: What the DSN's connections keep between transactions: ``"session"`` (a direct server
 #: connection, or a pooler in session mode) or ``"transaction"`` (a pooler that may hand
 #: each transaction to another server connection).
@@ -620,7 +626,11 @@ class Driver:
         transaction_pooling = self._pooling == "transaction"
         # Without a statement cache asyncpg runs every query as the unnamed statement: parsed
         # and executed in one exchange that a pooler keeps on one server connection.
-        options = {"statement_cache_size": 0} if transaction_pooling else {}
+        options: dict[str, int] = (
+            {"statement_cache_size": 0}
+            if transaction_pooling
+            else {"max_cacheable_statement_size": MAX_CACHED_STATEMENT_BYTES}
+        )
         connection = await self._connect_to(self._dsn, connection_class=PooledConnection, **options)
         connection.keep_session_reset(not transaction_pooling)
         # A CancelRequest opens a connection: what bounds opening one bounds it too, and a

@@ -375,11 +375,12 @@ FROM {schema}.queues AS q WHERE q.queue = $1::text FOR UPDATE;
 -- in flight), by itself (`lone`); any other claim leaves it and answers a row with a NULL
 -- id and alone_waiting. A row whose run alone lapsed too is parked by `dead`.
 --
--- Attempt history (docs/protocol.rst §14, migration 0009): each row taken gets claimed_at
--- and wait_seconds; every lapsed attempt, taken over (`claimed`) or dead-lettered
+-- Attempt history (docs/protocol.rst §14, migration 0009): each row taken gets claimed_at,
+-- wait_seconds and its pool's host, and loses the started_at and run_seconds a previous
+-- succeeded attempt left; every lapsed attempt, taken over (`claimed`) or dead-lettered
 -- (`dead`), gets its 'lost' row in `attempts` (`lost`), under its own claim_seq. The
--- lapsed attempt's worker and times are read where its row is locked (`lone`, `expired`),
--- since the update overwrites them.
+-- lapsed attempt's worker, host and times are read where its row is locked (`lone`,
+-- `expired`), since the update overwrites them.
 WITH settings AS (
     SELECT coalesce(bool_or(q.paused), false) AS paused,
            bool_or(q.max_running IS NOT NULL OR q.max_per_second IS NOT NULL) IS TRUE AS limited,
@@ -432,15 +433,15 @@ dead AS (
           AND NOT (SELECT paused FROM settings)
         FOR UPDATE SKIP LOCKED
     ))
-    RETURNING j.id, j.queue, j.attempts, j.claim_seq, j.worker_id, j.claimed_at,
+    RETURNING j.id, j.queue, j.attempts, j.claim_seq, j.worker_id, j.host, j.claimed_at,
               j.wait_seconds, j.last_error,
               CASE WHEN j.awaited THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END
                   AS finished
 ),
 lone AS (
     -- Alone: the first quarantined row, and then nothing else (`rest` is 0).
-    SELECT e.id, e.worker_id AS lapsed_worker, e.claimed_at AS lapsed_claimed_at,
-           e.wait_seconds AS lapsed_wait
+    SELECT e.id, e.worker_id AS lapsed_worker, e.host AS lapsed_host,
+           e.claimed_at AS lapsed_claimed_at, e.wait_seconds AS lapsed_wait
     FROM {schema}.jobs AS e
     WHERE $7::boolean AND e.queue = $1::text AND e.status = 'running' AND e.lease_floor <= now()
       AND e.not_visible_until <= now()
@@ -455,7 +456,8 @@ rest AS (
 ),
 waiting AS (
     SELECT w.id, w.priority, false AS lapsed, NULL::text AS lapsed_worker,
-           NULL::timestamptz AS lapsed_claimed_at, NULL::float8 AS lapsed_wait
+           NULL::text AS lapsed_host, NULL::timestamptz AS lapsed_claimed_at,
+           NULL::float8 AS lapsed_wait
     FROM {schema}.jobs AS w
     WHERE w.queue = $1::text AND w.status = 'queued' AND w.not_visible_until <= now()
       AND (w.group_key IS NULL OR (
@@ -478,7 +480,8 @@ waiting AS (
 ),
 expired AS (
     SELECT e.id, e.priority, true AS lapsed, e.worker_id AS lapsed_worker,
-           e.claimed_at AS lapsed_claimed_at, e.wait_seconds AS lapsed_wait
+           e.host AS lapsed_host, e.claimed_at AS lapsed_claimed_at,
+           e.wait_seconds AS lapsed_wait
     FROM {schema}.jobs AS e
     WHERE e.queue = $1::text AND e.status = 'running' AND e.lease_floor <= now()
       AND e.not_visible_until <= now()
@@ -506,11 +509,12 @@ quarantined AS (
     ) AS q
 ),
 picked AS (
-    SELECT l.id, true AS alone, true AS lapsed, l.lapsed_worker, l.lapsed_claimed_at,
-           l.lapsed_wait
+    SELECT l.id, true AS alone, true AS lapsed, l.lapsed_worker, l.lapsed_host,
+           l.lapsed_claimed_at, l.lapsed_wait
     FROM lone AS l
     UNION ALL
-    (SELECT c.id, false, c.lapsed, c.lapsed_worker, c.lapsed_claimed_at, c.lapsed_wait
+    (SELECT c.id, false, c.lapsed, c.lapsed_worker, c.lapsed_host, c.lapsed_claimed_at,
+            c.lapsed_wait
      FROM (SELECT * FROM waiting UNION ALL SELECT * FROM expired) AS c
      ORDER BY c.priority DESC, c.id
      LIMIT (SELECT n FROM rest))
@@ -545,13 +549,18 @@ claimed AS (
         -- How long the row had been claimable: from the not_visible_until it had (docs/
         -- protocol.rst §14); not indexed, so a renewal stays HOT (migration 0009).
         claimed_at = clock_timestamp(),
-        wait_seconds = greatest(0, extract(epoch FROM clock_timestamp() - j.not_visible_until))
+        wait_seconds = greatest(0, extract(epoch FROM clock_timestamp() - j.not_visible_until)),
+        -- The new attempt's pool (an InitPlan: one lookup per statement), and no run yet:
+        -- the ack writes these two (a succeeded attempt is this row, §14).
+        host = (SELECT w.host FROM {schema}.workers AS w WHERE w.worker_id = $3::text),
+        started_at = NULL,
+        run_seconds = NULL
     FROM picked AS p
     WHERE j.id = p.id
     RETURNING j.id, j.queue, j.payload::text AS payload, j.priority, j.attempts,
               j.max_attempts, j.claim_seq, j.alone, j.wait_seconds::float8 AS waited,
               j.trace_context::text AS trace_context, j.claimed_at, j.last_error,
-              p.lapsed, p.lapsed_worker, p.lapsed_claimed_at, p.lapsed_wait,
+              p.lapsed, p.lapsed_worker, p.lapsed_host, p.lapsed_claimed_at, p.lapsed_wait,
               extract(epoch FROM j.not_visible_until)::float8 AS lease_until,
               -- How long after the statement began the lease started, on the database's
               -- own clock (the worker adds it to the local time it sent the claim).
@@ -564,16 +573,15 @@ lost AS (
     INSERT INTO {schema}.attempts AS a
         (job_id, claim_seq, attempt, queue, outcome, worker_id, host, claimed_at, finished_at,
          wait_seconds, error)
-    SELECT x.id, x.claim_seq, x.attempt, x.queue, 'lost', x.worker_id, w.host,
+    SELECT x.id, x.claim_seq, x.attempt, x.queue, 'lost', x.worker_id, x.host,
            coalesce(x.claimed_at, x.finished_at), x.finished_at, x.wait_seconds, x.error
-    FROM (SELECT d.id, d.claim_seq, d.attempts AS attempt, d.queue, d.worker_id, d.claimed_at,
-                 now() AS finished_at, d.wait_seconds, d.last_error AS error
+    FROM (SELECT d.id, d.claim_seq, d.attempts AS attempt, d.queue, d.worker_id, d.host,
+                 d.claimed_at, now() AS finished_at, d.wait_seconds, d.last_error AS error
           FROM dead AS d
           UNION ALL
-          SELECT c.id, c.claim_seq - 1, c.attempts - 1, c.queue, c.lapsed_worker,
+          SELECT c.id, c.claim_seq - 1, c.attempts - 1, c.queue, c.lapsed_worker, c.lapsed_host,
                  c.lapsed_claimed_at, c.claimed_at, c.lapsed_wait, c.last_error
           FROM claimed AS c WHERE c.lapsed) AS x
-    LEFT JOIN {schema}.workers AS w ON w.worker_id = x.worker_id
     ON CONFLICT (job_id, claim_seq) DO NOTHING
 ),
 spent AS (
@@ -778,14 +786,17 @@ WHERE (SELECT t.renewed + t.locked - t.renewable FROM tally AS t)
 -- NULL per item); so is the progress array of fail and release.
 -- A row someone waits for sends f: (in the RETURNING, evaluated for every updated row);
 -- the others send nothing, so an ack nobody waits for takes no notify lock at commit.
--- $5 and $6 are each handler's start (seconds after the claim's answer) and run time, or
--- NULL arrays when no item has them; the attempt's row (docs/protocol.rst §14) is written
--- by `recorded` from the rows the fence let through, so a stale ack writes none.
+-- $5 and $6 are each handler's start (seconds after the claim's answer) and run time, each
+-- one array literal in a text parameter (asyncpg checks every element of a text[] in
+-- Python: two of them cost an ack of 50 jobs 200 such checks), or NULL when no item has
+-- them. A succeeded attempt is the job's row (docs/protocol.rst
+-- §14): the fenced update writes its started_at and run_seconds with the outcome, and no
+-- attempts row is inserted (neither of those two columns is indexed).
 WITH items AS (
     SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.progress, i.result,
            i.started_after, i.run_seconds, i.n
     FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[], $4::text[],
-                $5::text[]::float8[], $6::text[]::float8[])
+                $5::text::float8[], $6::text::float8[])
          WITH ORDINALITY AS i (id, claim_seq, progress, result, started_after, run_seconds, n)
     ORDER BY i.id, i.claim_seq, i.n
 ),
@@ -794,25 +805,14 @@ acked AS (
     SET status = 'succeeded',
         finished_at = now(),
         progress = coalesce(i.progress, j.progress),
-        result = i.result::jsonb
+        result = i.result::jsonb,
+        started_at = j.claimed_at + make_interval(secs => i.started_after),
+        run_seconds = i.run_seconds
     FROM items AS i
     WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
-    RETURNING i.n, j.id, j.claim_seq, j.attempts, j.queue, j.worker_id, j.claimed_at,
-              j.wait_seconds, i.started_after, i.run_seconds,
+    RETURNING i.n,
               CASE WHEN j.awaited THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END
                   AS finished
-),
-recorded AS (
-    INSERT INTO {schema}.attempts
-        (job_id, claim_seq, attempt, queue, outcome, worker_id, host, claimed_at, started_at,
-         finished_at, run_seconds, wait_seconds)
-    SELECT r.id, r.claim_seq, r.attempts, r.queue, 'succeeded', r.worker_id, w.host,
-           coalesce(r.claimed_at, now()),
-           coalesce(r.claimed_at, now()) + make_interval(secs => r.started_after),
-           now(), r.run_seconds, r.wait_seconds
-    FROM acked AS r
-    LEFT JOIN {schema}.workers AS w ON w.worker_id = r.worker_id
-    ON CONFLICT (job_id, claim_seq) DO NOTHING
 )
 SELECT a.n FROM acked AS a;
 
@@ -821,7 +821,7 @@ SELECT a.n FROM acked AS a;
 -- the job was asked to cancel (never retried): then it is final. Answers the positions
 -- that applied with the status each row got; one notice per queue that got a job back.
 -- $6 and $7 are each error's type and (bounded) traceback, $8 and $9 the handler's start
--- and run time as ack's $5 and $6 (NULL arrays when no item has them). A failure for good
+-- and run time as ack's $5 and $6 (NULL when no item has them). A failure for good
 -- with a cancel asked is a cancellation (`cancelled`, docs/protocol.rst §14); `recorded`
 -- writes the attempt's row, with the outcome the update decided.
 WITH items AS (
@@ -829,7 +829,7 @@ WITH items AS (
            i.error_type, i.traceback, i.started_after, i.run_seconds, i.n
     FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[],
                 $4::text[]::float8[], $5::text[]::float8[], $6::text[], $7::text[],
-                $8::text[]::float8[], $9::text[]::float8[])
+                $8::text::float8[], $9::text::float8[])
          WITH ORDINALITY AS i (id, claim_seq, error, retry_delay, progress, error_type, traceback,
                                started_after, run_seconds, n)
     ORDER BY i.id, i.claim_seq, i.n
@@ -861,8 +861,8 @@ failed AS (
         cancelled = j.cancel_requested_at IS NOT NULL
     FROM items AS i
     WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
-    RETURNING i.n, j.queue, j.status, j.id, j.claim_seq, j.attempts, j.worker_id, j.claimed_at,
-              j.wait_seconds, j.last_error, j.cancelled, i.error_type, i.traceback,
+    RETURNING i.n, j.queue, j.status, j.id, j.claim_seq, j.attempts, j.worker_id, j.host,
+              j.claimed_at, j.wait_seconds, j.last_error, j.cancelled, i.error_type, i.traceback,
               i.started_after, i.run_seconds,
               CASE WHEN j.awaited AND j.status = 'failed'
                    THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END AS finished
@@ -874,11 +874,10 @@ recorded AS (
     SELECT r.id, r.claim_seq, r.attempts, r.queue,
            CASE WHEN r.cancelled THEN 'cancelled' WHEN r.status = 'queued' THEN 'retry'
                 ELSE 'failed' END,
-           r.worker_id, w.host, coalesce(r.claimed_at, now()),
+           r.worker_id, r.host, coalesce(r.claimed_at, now()),
            coalesce(r.claimed_at, now()) + make_interval(secs => r.started_after),
            now(), r.run_seconds, r.wait_seconds, r.error_type, r.last_error, r.traceback
     FROM failed AS r
-    LEFT JOIN {schema}.workers AS w ON w.worker_id = r.worker_id
     ON CONFLICT (job_id, claim_seq) DO NOTHING
 )
 SELECT f.n, f.status,
@@ -894,7 +893,7 @@ WITH items AS (
     SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.progress, i.started_after,
            i.run_seconds, i.n
     FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[],
-                $4::text[]::float8[], $5::text[]::float8[])
+                $4::text::float8[], $5::text::float8[])
          WITH ORDINALITY AS i (id, claim_seq, progress, started_after, run_seconds, n)
     ORDER BY i.id, i.claim_seq, i.n
 ),
@@ -915,8 +914,9 @@ released AS (
         cancelled = j.cancel_requested_at IS NOT NULL
     FROM items AS i
     WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
-    RETURNING i.n, j.queue, j.status, j.id, j.claim_seq, j.attempts, j.worker_id, j.claimed_at,
-              j.wait_seconds, j.last_error, j.cancelled, i.started_after, i.run_seconds,
+    RETURNING i.n, j.queue, j.status, j.id, j.claim_seq, j.attempts, j.worker_id, j.host,
+              j.claimed_at, j.wait_seconds, j.last_error, j.cancelled, i.started_after,
+              i.run_seconds,
               CASE WHEN j.awaited AND j.status = 'failed'
                    THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END AS finished
 ),
@@ -927,12 +927,11 @@ recorded AS (
          finished_at, run_seconds, wait_seconds, error)
     SELECT r.id, r.claim_seq, CASE WHEN r.cancelled THEN r.attempts ELSE r.attempts + 1 END,
            r.queue, CASE WHEN r.cancelled THEN 'cancelled' ELSE 'released' END,
-           r.worker_id, w.host, coalesce(r.claimed_at, now()),
+           r.worker_id, r.host, coalesce(r.claimed_at, now()),
            coalesce(r.claimed_at, now()) + make_interval(secs => r.started_after),
            now(), r.run_seconds, r.wait_seconds,
            CASE WHEN r.cancelled THEN r.last_error END
     FROM released AS r
-    LEFT JOIN {schema}.workers AS w ON w.worker_id = r.worker_id
     ON CONFLICT (job_id, claim_seq) DO NOTHING
 )
 SELECT r.n,
@@ -1048,19 +1047,21 @@ ORDER BY i.id;
 -- Attempt history (docs/protocol.rst §14, migration 0009): the operator's reads.
 
 -- name: list_attempts
--- One job's attempts, oldest first; `known` tells an unknown job (no row at all) from a
--- job with no attempt yet (one row of NULLs).
+-- One job's attempts, oldest first (its attempts rows, and the job's row when it succeeded:
+-- the view attempt_rows); an unknown job answers no row at all, a job with no attempt yet
+-- one row of NULLs.
 SELECT a.claim_seq, a.attempt, a.outcome, a.worker_id, a.host, a.claimed_at, a.started_at,
        a.finished_at, a.run_seconds, a.wait_seconds, a.error_type, a.error, a.traceback
 FROM {schema}.jobs AS j
-LEFT JOIN {schema}.attempts AS a ON a.job_id = j.id
+LEFT JOIN {schema}.attempt_rows AS a ON a.job_id = j.id
 WHERE j.id = $1::bigint
 ORDER BY a.claim_seq;
 
 -- name: queue_timings
 -- Per queue (or only $2), the run time and wait percentiles of the attempts finished in the
 -- $1 seconds before now(), lost ones left out (they told nothing of their run): a range
--- scan of attempts_finished_idx per queue.
+-- scan of attempts_finished_idx per queue for the attempts rows, and of jobs_finished_idx
+-- for the succeeded jobs (the view attempt_rows).
 SELECT a.queue, count(*) AS attempts,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY a.run_seconds) AS run_p50,
        percentile_cont(0.95) WITHIN GROUP (ORDER BY a.run_seconds) AS run_p95,
@@ -1068,7 +1069,7 @@ SELECT a.queue, count(*) AS attempts,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY a.wait_seconds) AS wait_p50,
        percentile_cont(0.95) WITHIN GROUP (ORDER BY a.wait_seconds) AS wait_p95,
        percentile_cont(0.99) WITHIN GROUP (ORDER BY a.wait_seconds) AS wait_p99
-FROM {schema}.attempts AS a
+FROM {schema}.attempt_rows AS a
 WHERE a.finished_at >= now() - make_interval(secs => $1::float8)
   AND a.outcome <> 'lost'
   AND ($2::text IS NULL OR a.queue = $2::text)
@@ -1089,7 +1090,7 @@ WITH counted AS (
            percentile_cont(0.95) WITHIN GROUP (ORDER BY a.run_seconds) AS run_p95,
            percentile_cont(0.5) WITHIN GROUP (ORDER BY a.wait_seconds) AS wait_p50,
            percentile_cont(0.95) WITHIN GROUP (ORDER BY a.wait_seconds) AS wait_p95
-    FROM {schema}.attempts AS a
+    FROM {schema}.attempt_rows AS a
     WHERE a.finished_at >= now() - make_interval(secs => $1::float8)
       AND a.outcome <> 'lost'
       AND ($3::text IS NULL OR a.queue = $3::text)

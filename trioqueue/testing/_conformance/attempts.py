@@ -1,7 +1,7 @@
 """Attempt history: one fenced row per attempt, cancellations told apart (docs/protocol.rst
 §14, invariant I15).
 
-Each outcome statement whose fence matches leaves exactly one row in the attempts table,
+Each outcome statement whose fence matches leaves exactly one attempt (an ack: the job's row),
 with the outcome it recorded; a claim that takes over (or dead-letters) a lapsed attempt
 leaves a ``lost`` row for it; a stale write leaves none. ``JobInfo.cancelled`` marks the
 jobs that failed for good with a cancel asked, and ``list_jobs``/``count_jobs`` filter on it.
@@ -9,12 +9,22 @@ jobs that failed for good with a cancel asked, and ``list_jobs``/``count_jobs`` 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from trioqueue._backends.interface import Backend
 from trioqueue._core.tracebacks import MAX_TRACEBACK_CHARS
 from trioqueue._errors import UnknownJobError
-from trioqueue._types import Ack, AttemptTiming, Claimed, Failure, Recorded, Release
+from trioqueue._types import (
+    Ack,
+    AttemptTiming,
+    Claimed,
+    Failure,
+    PoolRegistration,
+    Recorded,
+    Release,
+)
 from trioqueue.testing._conformance._base import WORKER, ConformanceBase, Q
 
 __all__ = ["AttemptConformance"]
@@ -77,6 +87,48 @@ class AttemptConformance(ConformanceBase):
         info = await backend.get_job(job_id)
         assert info.finished_by == WORKER
         assert not info.cancelled
+
+    async def test_odd_timings_are_stored_as_unknown_or_clamped_and_the_outcomes_apply(
+        self, backend: Backend, clock: object
+    ) -> None:
+        """A worker's odd measurement never keeps an outcome from being written (§14):
+        NaN, infinity and a bool are unknown, a negative time is 0, an int is a float."""
+        ids = [await backend.enqueue(Q, n) for n in range(4)]
+        claimed = await self._claim(backend, limit=4)
+        timings = [
+            AttemptTiming(math.nan, 1.0),
+            AttemptTiming(-1.0, math.inf),
+            AttemptTiming(2, True),  # an int, and a bool
+            None,
+        ]
+        items = [
+            Ack(c.job.id, c.job.claim_seq, timing=t) for c, t in zip(claimed, timings, strict=True)
+        ]
+        assert await backend.ack(items) == [True] * 4
+        seen = []
+        for job_id in ids:
+            [attempt] = await backend.list_attempts(job_id)
+            started = attempt.started_at
+            after = None if started is None else (started - attempt.claimed_at).total_seconds()
+            seen.append((after, attempt.run_seconds))
+        assert seen == [(None, 1.0), (0.0, None), (pytest.approx(2.0), None), (None, None)]
+
+    async def test_an_attempt_names_the_host_of_the_pool_that_claimed_it(
+        self, backend: Backend, clock: object
+    ) -> None:
+        """The host is the claim's (§14): kept when the pool unregisters before the outcome,
+        and none for an attempt whose pool never registered."""
+        await backend.register_pool(PoolRegistration(WORKER, "host-a", 1, Q, 1, 30.0))
+        job_id = await backend.enqueue(Q, "x")
+        first = await self._claim_one(backend)
+        assert await backend.unregister_pool(WORKER)
+        assert await backend.fail([Failure(job_id, first.job.claim_seq, "E: x", 0.0)]) == [
+            Recorded.RETRY
+        ]
+        second = await self._claim_one(backend)
+        assert await backend.ack([Ack(job_id, second.job.claim_seq)]) == [True]
+        attempts = await backend.list_attempts(job_id)
+        assert [(a.outcome, a.host) for a in attempts] == [("retry", "host-a"), ("succeeded", None)]
 
     async def test_the_claim_hands_out_the_wait(self, backend: Backend, clock: object) -> None:
         job_id = await backend.enqueue(Q, "x")
