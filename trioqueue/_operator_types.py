@@ -18,7 +18,8 @@ __all__ = [
     "TableSize",
 ]
 
-#: How one attempt ended, as its row in the attempts table says:
+#: How one attempt ended, as its attempt history says (a succeeded attempt is its job's row,
+#: the others rows of the attempts table):
 #:
 #: - ``succeeded``: acknowledged; ``retry``: failed, back in the queue for another attempt;
 #: - ``failed``: failed for good; ``cancelled``: failed for good because a cancel was asked
@@ -35,7 +36,7 @@ ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = (
 @final
 @dataclass(frozen=True, slots=True)
 class AttemptInfo:
-    """One attempt of a job, from the attempts table (``Backend.list_attempts``).
+    """One attempt of a job, from its attempt history (``Backend.list_attempts``).
 
     Times are the database's (aware, UTC). ``started_at`` and ``run_seconds`` come from the
     worker's monotonic clock, offset from ``claimed_at``; None where the handler never
@@ -62,7 +63,7 @@ class AttemptInfo:
 @dataclass(frozen=True, slots=True)
 class QueueTimings:
     """Run time and wait percentiles of one queue's attempts over a recent window
-    (``Backend.queue_timings``), from the attempts table's finished attempts.
+    (``Backend.queue_timings``), from the finished attempts of its attempt history.
 
     Percentiles are continuous (linear interpolation, PostgreSQL's ``percentile_cont``);
     None where no attempt of the window had the value.
