@@ -161,6 +161,24 @@ RETRY_WAKE_FLOOR = 0.05
 RETRY_WAKES_KEPT = 1024
 
 
+class _Serving:
+    """The batches' nursery, handed from a pool's services (``serve``) to its claim loop
+    once the services run."""
+
+    def __init__(self) -> None:
+        self._nursery: trio.Nursery | None = None
+        self._ready = trio.Event()
+
+    def ready(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+        self._ready.set()
+
+    async def batches(self) -> trio.Nursery:
+        await self._ready.wait()
+        assert self._nursery is not None
+        return self._nursery
+
+
 class _Pool:
     runner: BatchRunner  # made in run(), with the run's shared blocking monitor
     siblings: Siblings  # joined in run(): this run's pools on the same backend and queue
@@ -285,9 +303,15 @@ class _Pool:
 
     async def _run(self, task_status: trio.TaskStatus[None]) -> None:
         async with trio.open_nursery() as nursery:
-            batches = await nursery.start(self.serve)
+            # Not nursery.start(self.serve): a pool cancelled while its services start would
+            # wait for ever. serve runs shielded until the pool stops, and trio's start, when
+            # cancelled first, neither moves it nor returns until it ends, so stop() below
+            # would never run. Waiting for the batches' nursery here is cancellable instead.
+            serving = _Serving()
+            nursery.start_soon(self.serve, serving)
             stopped_by = None  # stays None when a batch's exception cancels the claims
             try:
+                batches = await serving.batches()
                 with self.claiming:
                     stopped_by = await self.claim_loop(batches, task_status)
             finally:
@@ -306,7 +330,7 @@ class _Pool:
             self.guard.begin_shutdown(self.config.shutdown_grace)
             self.stopping.set()
 
-    async def serve(self, *, task_status: trio.TaskStatus[trio.Nursery]) -> None:
+    async def serve(self, serving: _Serving) -> None:
         with trio.CancelScope(shield=True):
             async with trio.open_nursery() as services:
                 await services.start(self.guard.run)
@@ -324,7 +348,7 @@ class _Pool:
                 if self.stop_now is not None:
                     services.start_soon(self._end_grace, self.stop_now)
                 async with trio.open_nursery() as batches:
-                    task_status.started(batches)
+                    serving.ready(batches)
                     try:
                         await self.stopping.wait()
                     finally:
