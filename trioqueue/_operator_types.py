@@ -1,5 +1,6 @@
 """Plain data of what operators read about past attempts and the store: attempt history,
-timings, the audit log and table health (docs/dashboard.rst, docs/api.rst)."""
+timings, the audit log, table health, retention and the maintainer (docs/dashboard.rst,
+docs/api.rst)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,18 @@ from typing import Any, Literal, final
 
 __all__ = [
     "ATTEMPT_OUTCOMES",
+    "DEFAULT_KEEP_AUDIT",
+    "DEFAULT_KEEP_FAILED",
+    "DEFAULT_KEEP_SUCCEEDED",
     "AttemptBucket",
     "AttemptInfo",
     "AttemptOutcome",
     "AuditEntry",
+    "MaintainerInfo",
+    "PruneBatch",
     "QueueTimings",
+    "Retention",
+    "RetentionPolicy",
     "TableHealth",
     "TableSize",
 ]
@@ -133,3 +141,68 @@ class TableHealth:
     oldest_running_id: int | None
     oldest_ready_since: datetime | None  # the job ready the longest: when it became visible
     oldest_ready_id: int | None
+
+
+#: Retention's defaults (docs/protocol.rst §15), in seconds: succeeded jobs are kept a week,
+#: failed ones (cancellations too) thirty days, audit entries ninety days.
+DEFAULT_KEEP_SUCCEEDED = 7 * 86_400.0
+DEFAULT_KEEP_FAILED = 30 * 86_400.0
+DEFAULT_KEEP_AUDIT = 90 * 86_400.0
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    """How long one queue's finished jobs are kept (``Backend.get_retention``).
+
+    Each is seconds after ``finished_at``, or None: kept for ever. ``failed`` covers every
+    job that failed for good, cancellations included. A job that is not finished is never
+    pruned, whatever its age (docs/protocol.rst §15).
+    """
+
+    queue: str | None  # None: the default, for every queue without a policy of its own
+    succeeded: float | None
+    failed: float | None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """Every retention setting of a store (``Backend.get_retention``)."""
+
+    default: RetentionPolicy  # queue None
+    queues: tuple[RetentionPolicy, ...]  # the queues with a policy of their own, by name
+    audit: float | None  # audit entries are kept this many seconds; None: for ever
+
+    def for_queue(self, queue: str) -> RetentionPolicy:
+        """The policy that applies to ``queue``: its own, else the default."""
+        for policy in self.queues:
+            if policy.queue == queue:
+                return policy
+        return self.default
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class PruneBatch:
+    """What one bounded batch of retention deleted (``Backend.prune_retained``)."""
+
+    deleted: dict[tuple[str, str], int]  # (queue, "succeeded" | "failed") -> jobs deleted
+    audit_deleted: int  # audit entries past their retention
+    more: bool  # the batch hit its limit: another batch would find more
+    oldest_finished_age: float | None  # seconds since the oldest finished job still kept
+
+    @property
+    def jobs_deleted(self) -> int:
+        return sum(self.deleted.values())
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class MaintainerInfo:
+    """The maintainer lease of a store (``Backend.maintainer``): which pool prunes."""
+
+    holder: str  # the pool's worker_id
+    seq: int  # the lease's fence, incremented by each claim of it
+    acquired_at: datetime
+    expires_at: datetime  # the lease runs out then unless renewed

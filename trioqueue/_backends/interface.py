@@ -25,7 +25,11 @@ from trioqueue._operator_types import (
     AttemptBucket,
     AttemptInfo,
     AuditEntry,
+    MaintainerInfo,
+    PruneBatch,
     QueueTimings,
+    Retention,
+    RetentionPolicy,
     TableHealth,
 )
 from trioqueue._types import (
@@ -95,6 +99,20 @@ READ_OPERATIONS = (
     "list_attempts",
     "queue_timings",
     "attempt_history",
+    # retention and the maintainer (docs/protocol.rst §15)
+    "get_retention",
+    "set_retention",
+    "clear_retention",
+    "set_audit_retention",
+    "maintainer",
+)
+
+#: The maintainer's calls (docs/protocol.rst §15), counted like :data:`OPERATIONS`.
+MAINTENANCE_OPERATIONS = (
+    "claim_maintainer",
+    "renew_maintainer",
+    "release_maintainer",
+    "prune_retained",
 )
 
 
@@ -307,6 +325,65 @@ class Backend(Protocol):
 
         Raises:
             ValueError: ``window`` not > 0, ``buckets`` outside 1..1000.
+        """
+        ...
+
+    # -- retention and the maintainer (docs/protocol.rst §15) ------------------------------
+
+    async def get_retention(self) -> Retention:
+        """Every retention setting: the default policy, the queues' own, the audit log's."""
+        ...
+
+    async def set_retention(
+        self, queue: str | None, *, succeeded: float | None, failed: float | None
+    ) -> RetentionPolicy:
+        """Set how long ``queue``'s finished jobs are kept (``queue`` None: the default for
+        every queue without a policy of its own). Each value is seconds after the job
+        finished, > 0, or None: kept for ever. Returns the policy as stored.
+
+        Raises:
+            TypeError, ValueError: a bad queue name or value, naming every one; nothing is
+                written.
+        """
+        ...
+
+    async def clear_retention(self, queue: str) -> bool:
+        """Drop ``queue``'s own policy, so the default applies again; False if it had none."""
+        ...
+
+    async def set_audit_retention(self, seconds: float | None) -> None:
+        """Keep audit entries ``seconds`` (> 0), or for ever (None)."""
+        ...
+
+    async def maintainer(self) -> MaintainerInfo | None:
+        """The maintainer lease as it stands (None: never taken); it may have run out."""
+        ...
+
+    async def claim_maintainer(self, holder: str, lease: float) -> int | None:
+        """Take the maintainer lease for ``lease`` seconds if it is free or has run out
+        (by the store's clock), incrementing its fence. Returns the new fence (``seq``), or
+        None when another holder's lease is live (a holder whose lease is live gets None
+        too: it renews instead)."""
+        ...
+
+    async def renew_maintainer(self, holder: str, seq: int, lease: float) -> bool:
+        """Extend the lease to ``lease`` seconds from now, fenced by ``seq``: False (and
+        nothing written) when the fence moved on or the lease ran out first."""
+        ...
+
+    async def release_maintainer(self, holder: str, seq: int) -> bool:
+        """Give the lease up at once (a graceful stop), fenced by ``seq``."""
+        ...
+
+    async def prune_retained(self, seq: int, *, limit: int = 1000) -> PruneBatch | None:
+        """One bounded batch of retention, fenced by the maintainer lease ``seq``: delete up
+        to ``limit`` finished jobs past their queue's policy (oldest first, skipping locked
+        rows; their attempts and results go with them) and up to ``limit`` audit entries
+        past the audit log's. Never a job that is not finished. None, and nothing deleted,
+        when ``seq`` is not the live lease's fence.
+
+        Raises:
+            ValueError: ``limit`` outside 1..100000.
         """
         ...
 

@@ -72,7 +72,11 @@ from trioqueue._operator_types import (
     AttemptBucket,
     AttemptInfo,
     AuditEntry,
+    MaintainerInfo,
+    PruneBatch,
     QueueTimings,
+    Retention,
+    RetentionPolicy,
     TableHealth,
 )
 from trioqueue._types import (
@@ -1045,6 +1049,37 @@ class MemoryBackend:
         return await self._execute(
             "list_audit", lambda now, _: self._model.list_audit(now, limit, offset, action)
         )
+
+    # -- retention and the maintainer (docs/protocol.rst §15): contract stubs ----------
+
+    async def get_retention(self) -> Retention:
+        raise NotImplementedError
+
+    async def set_retention(
+        self, queue: str | None, *, succeeded: float | None, failed: float | None
+    ) -> RetentionPolicy:
+        raise NotImplementedError
+
+    async def clear_retention(self, queue: str) -> bool:
+        raise NotImplementedError
+
+    async def set_audit_retention(self, seconds: float | None) -> None:
+        raise NotImplementedError
+
+    async def maintainer(self) -> MaintainerInfo | None:
+        raise NotImplementedError
+
+    async def claim_maintainer(self, holder: str, lease: float) -> int | None:
+        raise NotImplementedError
+
+    async def renew_maintainer(self, holder: str, seq: int, lease: float) -> bool:
+        raise NotImplementedError
+
+    async def release_maintainer(self, holder: str, seq: int) -> bool:
+        raise NotImplementedError
+
+    async def prune_retained(self, seq: int, *, limit: int = 1000) -> PruneBatch | None:
+        raise NotImplementedError
 
     async def table_health(self) -> TableHealth:
         """Row counts (sizes are 0: nothing is on disk) and the oldest running and ready

@@ -82,6 +82,7 @@ from trioqueue._backends.postgres.driver import (
     open_driver,
 )
 from trioqueue._backends.postgres.finishes import FinishWatch, Waiter, parse_finished
+from trioqueue._backends.postgres.retention import RetentionCalls
 from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, channel_name, check_schema, render
 from trioqueue._backends.postgres.sqlstate import connection_refused, never_sent
 from trioqueue._backends.validation import (
@@ -269,7 +270,7 @@ def _check_max_connections(value: object) -> int:
     return check_int("max_connections", value, minimum=1)
 
 
-class PostgresBackend:
+class PostgresBackend(RetentionCalls):
     """A :class:`~trioqueue._backends.interface.Backend` on PostgreSQL. Create it with :func:`open_postgres`.
 
     Jobs live in ``<schema>.jobs`` (columns documented in docs/api.rst and in the first migration).
