@@ -247,7 +247,9 @@ async def _insert_chunks(
 
     async def worker() -> None:
         nonlocal attempt_rows
-        connection = await asyncpg.connect(dsn, server_settings={"synchronous_commit": "off"})
+        connection = await asyncpg.connect(
+            dsn, server_settings={"synchronous_commit": "off", "jit": "off"}
+        )
         try:
             await connection.execute(_PAYLOADS)
             await connection.execute("ANALYZE pg_temp.fill_payloads")
