@@ -14,7 +14,8 @@ bench/bench_postgres.py, run there (``ON_SCHEMA``) rather than on a fresh schema
 - drain: ``--jobs`` no-op jobs drained by one pool (``--concurrency`` batches) at batch 1, 10
   and 50: jobs/s;
 - renewal: 10,000 jobs claimed at once, renewed 3 times by one statement each: ms (p50);
-- status: ``queue_stats()`` (what ``trioqueue status`` shows), 3 calls: s (median);
+- status: ``queue_stats()`` (what ``trioqueue status`` shows), ``--status-calls`` calls: s
+  (median);
 - sizes: the jobs table's heap and indexes, the attempts table's (MB), and n_dead_tup.
 
 Rounds interleave the fills (0, 1M, 10M, 0, 1M, 10M, ...): the machine's noise (other
@@ -138,9 +139,9 @@ async def sizes(backend: trioqueue.PostgresBackend) -> dict[str, int]:
     return dict(row)
 
 
-async def status_time(backend: trioqueue.PostgresBackend) -> float:
+async def status_time(backend: trioqueue.PostgresBackend, calls: int) -> float:
     times = []
-    for _ in range(3):
+    for _ in range(calls):
         began = time.perf_counter()
         await backend.queue_stats()
         times.append(time.perf_counter() - began)
@@ -158,7 +159,7 @@ async def measure(dsn: str, fill: Fill, args: argparse.Namespace, clean: bool) -
         drain[batch] = rate
     renewal = await renewal_rounds(dsn, RENEWED, 3, None)
     async with trioqueue.open_postgres(dsn, schema=fill.schema, max_connections=2) as backend:
-        status = await status_time(backend)
+        status = await status_time(backend, args.status_calls)
         if clean:
             async with backend.acquire() as connection:
                 await connection.execute(f'VACUUM "{fill.schema}".jobs')
@@ -309,6 +310,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=200, help="latency samples")
     parser.add_argument("--jobs", type=int, default=5000, help="drain: jobs per batch size")
     parser.add_argument("--concurrency", type=int, default=4, help="drain: batches at once")
+    parser.add_argument("--status-calls", type=int, default=3, help="queue_stats calls")
     parser.add_argument("--churn-minutes", type=float, default=10)
     parser.add_argument("--churn-rate", type=float, default=200, help="jobs/s per schema")
     parser.add_argument("--drop", action="store_true", help="drop the schemas at the end")
