@@ -17,10 +17,10 @@ one ``retry`` row per succeeded job that was retried.
 Rows are written by ``INSERT ... SELECT ... FROM generate_series`` in chunks of
 ``--chunk`` rows, ``--parallel`` connections at once (one chunk each in flight), each chunk
 its own transaction (so a big fill neither holds one snapshot for minutes nor needs one
-huge WAL segment range). By default the indexes that finished rows enter (``jobs`` by
-``finished_at``, the ``attempts`` ones) are dropped first and rebuilt at the end, the
-claim path's partial indexes over unfinished rows get no entry from a finished row anyway,
-and the primary key stays (ids only grow: appending to it is cheap). Then ``VACUUM
+huge WAL segment range). By default the non-unique indexes of both tables (those finished
+rows enter: ``jobs`` by ``finished_at``, the ``attempts`` ones; and the claim path's
+partial ones, which cost nothing to rebuild) are dropped first and rebuilt at the end, and
+the primary keys stay (ids only grow: appending to them is cheap). Then ``VACUUM
 ANALYZE`` of both tables: it sets the visibility map (so later index scans skip the heap)
 and gives the planner statistics, as autovacuum would have by then.
 
@@ -41,9 +41,13 @@ import asyncpg
 
 DEFAULT_QUEUES = ("bench", "email", "reports", "webhooks", "billing", "thumbnails")
 DEFAULT_CHUNK = 250_000
-#: The indexes finished rows enter, besides the primary keys: dropped during a fill (when
-#: asked) and rebuilt after, with the definitions PostgreSQL reports for them.
-FILL_INDEXES = ("jobs_finished_idx", "attempts_finished_idx")
+#: The tables a fill writes: their indexes that are neither a primary key nor unique are
+#: dropped during a fill (when asked) and rebuilt after, from the definitions PostgreSQL
+#: reports for them. Those are the ones finished rows enter (jobs_finished_idx, the
+#: attempts' and retention's); the claim path's partial indexes over unfinished rows get no
+#: entry from a finished row and cost nothing to rebuild. Unique ones stay: they are
+#: constraints (the dedup key, the schedule tick) and finished rows do not enter them.
+FILL_TABLES = ("jobs", "attempts")
 
 # The row number inside the fill (0 .. rows-1) is g; everything is a function of it, so the
 # jobs and the attempts statements agree on which job failed, how often it ran, and when.
@@ -220,15 +224,23 @@ async def _fill(
 
 
 async def _drop_indexes(connection: asyncpg.Connection, schema: str) -> list[str]:
-    """Drop FILL_INDEXES of ``schema``; answer the statements that recreate them."""
+    """Drop the non-unique indexes of FILL_TABLES; answer the statements that recreate them."""
     found = await connection.fetch(
-        "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = ANY($2)",
+        """
+        SELECT c.relname AS name, pg_get_indexdef(i.indexrelid) AS definition
+        FROM pg_index AS i
+        JOIN pg_class AS c ON c.oid = i.indexrelid
+        JOIN pg_class AS t ON t.oid = i.indrelid
+        JOIN pg_namespace AS n ON n.oid = t.relnamespace
+        WHERE n.nspname = $1 AND t.relname = ANY($2::text[])
+          AND NOT i.indisunique AND NOT i.indisprimary
+        """,
         schema,
-        list(FILL_INDEXES),
+        list(FILL_TABLES),
     )
     for row in found:
-        await connection.execute(f"DROP INDEX {_quoted(schema)}.{_quoted(row['indexname'])}")
-    return [row["indexdef"] for row in found]
+        await connection.execute(f"DROP INDEX {_quoted(schema)}.{_quoted(row['name'])}")
+    return [row["definition"] for row in found]
 
 
 async def _insert_chunks(
