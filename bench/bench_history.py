@@ -12,7 +12,9 @@ bench/bench_postgres.py, run there (``ON_SCHEMA``) rather than on a fresh schema
 
 - latency: enqueue -> handler start with one idle pool (``--samples``): p50, p99;
 - drain: ``--jobs`` no-op jobs drained by one pool (``--concurrency`` batches) at batch 1, 10
-  and 50: jobs/s;
+  and 50: jobs/s; and the jobs table's buffer accesses per job over the three drains
+  (``pg_statio_user_tables``: heap and index blocks hit or read; enqueue, claim, renewals,
+  ack), a number the machine's noise does not change;
 - renewal: 10,000 jobs claimed at once, renewed 3 times by one statement each: ms (p50);
 - status: ``queue_stats()`` (what ``trioqueue status`` shows), ``--status-calls`` calls: s
   (median);
@@ -61,6 +63,14 @@ QUEUE = "bench"
 BATCHES = (1, 10, 50)
 RENEWED = 10_000
 
+#: Buffer accesses of the jobs table and its indexes (hits and reads), from the statistics:
+#: unlike a time, the same on a busy machine as on an idle one.
+_BUFFERS = """
+SELECT coalesce(heap_blks_read, 0) + coalesce(heap_blks_hit, 0)
+       + coalesce(idx_blks_read, 0) + coalesce(idx_blks_hit, 0)
+FROM pg_statio_user_tables WHERE schemaname = $1::text AND relname = 'jobs'
+"""
+
 _SIZES = """
 SELECT pg_relation_size(s.relid) AS heap, pg_indexes_size(s.relid) AS indexes,
        pg_total_relation_size(format('%I.attempts', $1::text)::regclass) AS attempts,
@@ -77,6 +87,7 @@ class Measure:
     p50_ms: float
     p99_ms: float
     drain: dict[int, float]
+    drain_buffers: float
     renewal_ms: float
     status_s: float
     heap_mb: float
@@ -90,6 +101,7 @@ class Measure:
             "p50 ms": self.p50_ms,
             "p99 ms": self.p99_ms,
             **{f"drain b{b} /s": rate for b, rate in self.drain.items()},
+            "buffers/job": self.drain_buffers,
             "renew 10k ms": self.renewal_ms,
             "status s": self.status_s,
             "heap MB": self.heap_mb,
@@ -139,7 +151,20 @@ async def sizes(backend: trioqueue.PostgresBackend) -> dict[str, int]:
     return dict(row)
 
 
+async def buffers(dsn: str, schema: str) -> int:
+    """The jobs table's buffer accesses so far. The sessions that drained have closed,
+    and a closing session flushes its statistics; a moment later they are counted."""
+    await trio.sleep(1)
+    async with (
+        trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend,
+        backend.acquire() as connection,
+    ):
+        return int(await connection.fetchval(_BUFFERS, schema))
+
+
 async def status_time(backend: trioqueue.PostgresBackend, calls: int) -> float:
+    if calls <= 0:
+        return float("nan")
     times = []
     for _ in range(calls):
         began = time.perf_counter()
@@ -154,9 +179,11 @@ async def measure(dsn: str, fill: Fill, args: argparse.Namespace, clean: bool) -
     KEEP_ADDED.set(not clean)
     latencies = await start_latency(dsn, args.samples)
     drain = {}
+    before = await buffers(dsn, fill.schema)
     for batch in BATCHES:
         rate, _ = await drain_pools(dsn, args.jobs, batch, 1, args.concurrency)
         drain[batch] = rate
+    drain_buffers = (await buffers(dsn, fill.schema) - before) / (args.jobs * len(BATCHES))
     renewal = await renewal_rounds(dsn, RENEWED, 3, None)
     async with trioqueue.open_postgres(dsn, schema=fill.schema, max_connections=2) as backend:
         status = await status_time(backend, args.status_calls)
@@ -168,6 +195,7 @@ async def measure(dsn: str, fill: Fill, args: argparse.Namespace, clean: bool) -
         p50_ms=percentile(latencies, 0.5) * 1000,
         p99_ms=percentile(latencies, 0.99) * 1000,
         drain=drain,
+        drain_buffers=drain_buffers,
         renewal_ms=renewal["ms_p50"],
         status_s=status,
         heap_mb=size["heap"] / 2**20,
