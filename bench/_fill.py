@@ -36,6 +36,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 
@@ -223,7 +224,7 @@ async def _fill(
     )
 
 
-async def _drop_indexes(connection: asyncpg.Connection, schema: str) -> list[str]:
+async def _drop_indexes(connection: Any, schema: str) -> list[str]:
     """Drop the non-unique indexes of FILL_TABLES; answer the statements that recreate them."""
     found = await connection.fetch(
         """
