@@ -1,0 +1,268 @@
+"""Which database each of ``trioqueue worker``'s queues runs on (docs/cli.rst, "worker over
+several databases"; docs/howto/beyond-one-server.rst).
+
+The options, read before connecting:
+
+- ``--dsn`` (else ``$TRIOQUEUE_DSN``) is the database named ``default``: every queue not
+  placed elsewhere runs there;
+- ``--database NAME=DSN`` (repeatable) names a further database; ``--database-schema
+  NAME=SCHEMA`` gives it a schema of its own (else ``--schema``);
+- a queue is placed on one with ``--queue Q=MODULE:HANDLER@NAME`` (a module path cannot
+  hold an ``@``, so the suffix cannot be read as part of it; a queue name can, so there is
+  no ``Q@NAME`` form), or with ``--queues-on NAME=Q1,Q2`` for the queues of
+  ``MODULE:HANDLER --queue Q`` or of a mapping.
+
+Every problem of these options is found and reported at once, in one error (exit 2), before
+anything connects: a malformed ``NAME=VALUE``, a name that is not one, a database named
+twice or given twice, a DSN that is not one, a queue placed on an unknown database or on
+two, a queue placed that the worker does not run, a database that serves no queue, queues
+left on ``default`` with no DSN for it. A DSN is only ever shown with its password masked.
+
+Without ``--database`` or ``--queues-on`` or an ``@NAME``, :func:`database_groups` returns
+None and the worker runs as it always did, on one database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import trioqueue
+from trioqueue._backends.postgres.driver import DsnError, mask_dsn, parse_dsn
+from trioqueue.cli._commands.common import CliError, resolve_dsn, schema_of
+
+__all__ = [
+    "DEFAULT_DATABASE",
+    "Database",
+    "Group",
+    "add_arguments",
+    "database_groups",
+    "take_placements",
+]
+
+#: The name of the database of ``--dsn``.
+DEFAULT_DATABASE = "default"
+#: A database's name: it is shown in lines and logs, and typed after ``@``.
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,62}\Z")
+NAME_RULE = "a letter, then up to 62 letters, digits, '_', '.' or '-'"
+
+
+@dataclass(frozen=True)
+class Database:
+    """A database the worker connects to: its name, DSN, schema and LISTEN DSN."""
+
+    name: str
+    dsn: str
+    schema: str
+    listen_dsn: str | None = None
+
+    @property
+    def shown(self) -> str:
+        """How lines name it: the DSN, its password masked, and the schema."""
+        return f"{mask_dsn(self.dsn)}, schema {self.schema}"
+
+
+@dataclass(frozen=True)
+class Group:
+    """A database and the pools that run on it."""
+
+    database: Database
+    configs: tuple[trioqueue.WorkerConfig, ...]
+
+
+def add_arguments(worker: argparse.ArgumentParser) -> None:
+    """The options of queues over several databases, as a group of ``worker``'s."""
+    group = worker.add_argument_group(
+        "several databases (docs/howto/beyond-one-server.rst)",
+        f"--dsn is the database named {DEFAULT_DATABASE!r}; the queues not placed elsewhere "
+        "run there",
+    )
+    group.add_argument(
+        "--database",
+        action="append",
+        default=[],
+        metavar="NAME=DSN",
+        help="a further database, named NAME, for the queues placed on it (repeatable; "
+        "default: none, every queue on --dsn's)",
+    )
+    group.add_argument(
+        "--database-schema",
+        action="append",
+        default=[],
+        metavar="NAME=SCHEMA",
+        help="the schema of database NAME (default: --schema)",
+    )
+    group.add_argument(
+        "--queues-on",
+        action="append",
+        default=[],
+        metavar="NAME=Q1,Q2",
+        help="run these queues (of MODULE:HANDLER --queue Q or of a mapping) on database "
+        "NAME; --queue Q=MODULE:HANDLER@NAME places one queue and its handler (repeatable; "
+        f"default: a queue not placed runs on {DEFAULT_DATABASE!r})",
+    )
+
+
+@dataclass(frozen=True)
+class _Placed:
+    queue: str
+    database: str
+    how: str  # the option that placed it, as typed, for the error that names it
+
+
+def take_placements(args: argparse.Namespace) -> list[_Placed]:
+    """The ``@NAME`` of each ``--queue Q=MODULE:HANDLER@NAME``, taken off ``args.queue`` (which
+    then reads as it always did), with the queues of ``--queues-on``."""
+    placed: list[_Placed] = []
+    queues: list[str] = []
+    for option in args.queue:
+        queue, equals, spec = option.partition("=")
+        target, at, name = spec.rpartition("@")
+        if equals and at:
+            placed.append(_Placed(queue, name, f"--queue {option}"))
+            option = f"{queue}={target}"
+        queues.append(option)
+    args.queue = queues
+    for option in getattr(args, "queues_on", []):
+        name, equals, listed = option.partition("=")
+        for queue in listed.split(",") if equals else []:
+            placed.append(_Placed(queue.strip(), name, f"--queues-on {option}"))
+    return placed
+
+
+def database_groups(
+    args: argparse.Namespace,
+    configs: Sequence[trioqueue.WorkerConfig],
+    placed: Sequence[_Placed],
+    listen_dsn: str | None,
+) -> list[Group] | None:
+    """Each database and its pools, or None when the worker runs on one database.
+
+    ``listen_dsn`` is the LISTEN DSN of the default database (``--listen-dsn``).
+
+    Raises:
+        CliError: listing every problem of the options (exit 2), before connecting.
+    """
+    if not (args.database or getattr(args, "queues_on", []) or placed):
+        return None
+    problems: list[str] = []
+    databases = _databases(args, listen_dsn, problems)
+    where = _where(configs, placed, databases, problems)
+    groups = [
+        Group(database, tuple(c for c in configs if where.get(c.queue) == database.name))
+        for database in databases.values()
+    ]
+    for group in groups:
+        if not group.configs and group.database.name != DEFAULT_DATABASE:
+            problems.append(
+                f"database {group.database.name!r} serves no queue: place queues on it with "
+                f"--queue Q=MODULE:HANDLER@{group.database.name} or --queues-on "
+                f"{group.database.name}=Q1,Q2"
+            )
+    unplaced = [c.queue for c in configs if c.queue not in where]
+    if unplaced:
+        names = ", ".join(repr(queue) for queue in unplaced)
+        problems.append(
+            f"no database for queue{'s' if len(unplaced) > 1 else ''} {names}: give --dsn "
+            "(or $TRIOQUEUE_DSN) for the default database, or place them with @NAME or "
+            "--queues-on"
+        )
+    if problems:
+        raise CliError(str(trioqueue.ConfigError(problems)))
+    return [group for group in groups if group.configs]
+
+
+def _databases(
+    args: argparse.Namespace, listen_dsn: str | None, problems: list[str]
+) -> dict[str, Database]:
+    """The databases by name (``default`` first, when there is a DSN for it); each problem
+    of ``--database`` and ``--database-schema`` appended to ``problems``."""
+    schema = schema_of(args)
+    schemas = _pairs(args.database_schema, "--database-schema", "NAME=SCHEMA", problems)
+    databases: dict[str, Database] = {}
+    default = resolve_dsn(args)
+    if default is not None:
+        databases[DEFAULT_DATABASE] = Database(DEFAULT_DATABASE, default, schema, listen_dsn)
+    for name, dsn in _pairs(args.database, "--database", "NAME=DSN", problems).items():
+        if name in databases:
+            problems.append(f"database {name!r} is given twice: one DSN per name")
+            continue
+        try:
+            parse_dsn(dsn)
+        except DsnError as exc:
+            problems.append(f"database {name!r}: {exc}")
+            continue
+        databases[name] = Database(name, dsn, schemas.get(name, schema))
+    for name in schemas.keys() - databases.keys():
+        problems.append(f"--database-schema {name}: no database is named {name!r}")
+    _same_database_twice(databases, problems)
+    return databases
+
+
+def _pairs(options: Sequence[str], option: str, form: str, problems: list[str]) -> dict[str, str]:
+    """``NAME=VALUE`` options as a mapping; a malformed one, or a bad name, is a problem
+    (shown with its value masked: a DSN may hold a password)."""
+    pairs: dict[str, str] = {}
+    for text in options:
+        name, equals, value = text.partition("=")
+        if not equals or not value:
+            problems.append(f"{option} {mask_dsn(text)!r}: give {form}")
+        elif not _NAME.match(name):
+            problems.append(f"{option}: the name {name!r} is not one ({NAME_RULE})")
+        elif name in pairs and option != "--database":
+            problems.append(f"{option} {name}: given twice")
+        elif name in pairs:
+            problems.append(f"database {name!r} is given twice: one DSN per name")
+        else:
+            pairs[name] = value
+    return pairs
+
+
+def _same_database_twice(databases: Mapping[str, Database], problems: list[str]) -> None:
+    """Two names for one DSN and schema would run two pools of a queue's jobs under names
+    that hide it: refused."""
+    seen: dict[tuple[str, str], str] = {}
+    for database in databases.values():
+        key = (database.dsn, database.schema)
+        if key in seen:
+            problems.append(
+                f"databases {seen[key]!r} and {database.name!r} are the same DSN and schema: "
+                "give each database once"
+            )
+        seen.setdefault(key, database.name)
+
+
+def _where(
+    configs: Sequence[trioqueue.WorkerConfig],
+    placed: Sequence[_Placed],
+    databases: Mapping[str, Database],
+    problems: list[str],
+) -> dict[str, str]:
+    """Each queue's database name; the problems of the placements appended."""
+    run = {config.queue for config in configs}
+    where: dict[str, str] = {}
+    how: dict[str, str] = {}
+    for place in placed:
+        if place.database not in databases and _NAME.match(place.database):
+            known = ", ".join(databases) or "none"
+            problems.append(
+                f"{place.how}: no database is named {place.database!r} (known: {known})"
+            )
+        elif place.database not in databases:
+            problems.append(f"{place.how}: the name {place.database!r} is not one ({NAME_RULE})")
+        elif place.queue not in run:
+            problems.append(f"{place.how}: queue {place.queue!r} is not one this worker runs")
+        elif place.queue in where:
+            problems.append(
+                f"queue {place.queue!r} is placed twice ({how[place.queue]}; {place.how}): "
+                "a queue runs on one database"
+            )
+        else:
+            where[place.queue] = place.database
+            how[place.queue] = place.how
+    if DEFAULT_DATABASE in databases:
+        for queue in run - where.keys():
+            where[queue] = DEFAULT_DATABASE
+    return where
