@@ -199,3 +199,15 @@ async def test_a_database_that_does_not_answer_is_named_in_the_error() -> None:
         await serve_groups(groups)
     assert str(caught.value).startswith("database 'default': ")
     assert "s3cret" not in str(caught.value)
+
+
+def test_the_dashboards_databases_are_checked_before_connecting(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["dashboard", "--dsn", A, "--database", "b c=" + B, "--database", "c=mysql://u:pw@h/c"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "invalid databases (2 problems):" in err
+    assert "  - --database: the name 'b c' is not one" in err
+    assert "  - database 'c': invalid DSN 'mysql://u:***@h/c'" in err
+    assert "hunter2" not in err and "pw@" not in err

@@ -129,7 +129,7 @@ CLI_PRIVATE_IMPORTS: dict[str, tuple[str, frozenset[str]]] = {
     # listing every problem), and shows each with its password masked, as the driver does.
     "trioqueue._backends.postgres.driver": (
         "checking and masking the DSNs of several databases before connecting",
-        frozenset({"trioqueue.cli._commands.worker_databases"}),
+        frozenset({"trioqueue.cli._databases"}),
     ),
 }
 

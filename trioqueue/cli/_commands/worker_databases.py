@@ -25,13 +25,19 @@ None and the worker runs as it always did, on one database.
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import trioqueue
-from trioqueue._backends.postgres.driver import DsnError, mask_dsn, parse_dsn
-from trioqueue.cli._commands.common import CliError, resolve_dsn, schema_of
+from trioqueue.cli._commands.common import CliError
+from trioqueue.cli._databases import (
+    DEFAULT_DATABASE,
+    NAME_PATTERN,
+    NAME_RULE,
+    Database,
+    add_database_arguments,
+    databases_of,
+)
 
 __all__ = [
     "DEFAULT_DATABASE",
@@ -41,27 +47,6 @@ __all__ = [
     "database_groups",
     "take_placements",
 ]
-
-#: The name of the database of ``--dsn``.
-DEFAULT_DATABASE = "default"
-#: A database's name: it is shown in lines and logs, and typed after ``@``.
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,62}\Z")
-NAME_RULE = "a letter, then up to 62 letters, digits, '_', '.' or '-'"
-
-
-@dataclass(frozen=True)
-class Database:
-    """A database the worker connects to: its name, DSN, schema and LISTEN DSN."""
-
-    name: str
-    dsn: str
-    schema: str
-    listen_dsn: str | None = None
-
-    @property
-    def shown(self) -> str:
-        """How lines name it: the DSN, its password masked, and the schema."""
-        return f"{mask_dsn(self.dsn)}, schema {self.schema}"
 
 
 @dataclass(frozen=True)
@@ -79,20 +64,10 @@ def add_arguments(worker: argparse.ArgumentParser) -> None:
         f"--dsn is the database named {DEFAULT_DATABASE!r}; the queues not placed elsewhere "
         "run there",
     )
-    group.add_argument(
-        "--database",
-        action="append",
-        default=[],
-        metavar="NAME=DSN",
-        help="a further database, named NAME, for the queues placed on it (repeatable; "
+    add_database_arguments(
+        group,
+        "a further database, named NAME, for the queues placed on it (repeatable; "
         "default: none, every queue on --dsn's)",
-    )
-    group.add_argument(
-        "--database-schema",
-        action="append",
-        default=[],
-        metavar="NAME=SCHEMA",
-        help="the schema of database NAME (default: --schema)",
     )
     group.add_argument(
         "--queues-on",
@@ -148,7 +123,7 @@ def database_groups(
     if not (args.database or getattr(args, "queues_on", []) or placed):
         return None
     problems: list[str] = []
-    databases = _databases(args, listen_dsn, problems)
+    databases = databases_of(args, listen_dsn, problems)
     where = _where(configs, placed, databases, problems)
     groups = [
         Group(database, tuple(c for c in configs if where.get(c.queue) == database.name))
@@ -174,66 +149,6 @@ def database_groups(
     return [group for group in groups if group.configs]
 
 
-def _databases(
-    args: argparse.Namespace, listen_dsn: str | None, problems: list[str]
-) -> dict[str, Database]:
-    """The databases by name (``default`` first, when there is a DSN for it); each problem
-    of ``--database`` and ``--database-schema`` appended to ``problems``."""
-    schema = schema_of(args)
-    schemas = _pairs(args.database_schema, "--database-schema", "NAME=SCHEMA", problems)
-    databases: dict[str, Database] = {}
-    default = resolve_dsn(args)
-    if default is not None:
-        databases[DEFAULT_DATABASE] = Database(DEFAULT_DATABASE, default, schema, listen_dsn)
-    for name, dsn in _pairs(args.database, "--database", "NAME=DSN", problems).items():
-        if name in databases:
-            problems.append(f"database {name!r} is given twice: one DSN per name")
-            continue
-        try:
-            parse_dsn(dsn)
-        except DsnError as exc:
-            problems.append(f"database {name!r}: {exc}")
-            continue
-        databases[name] = Database(name, dsn, schemas.get(name, schema))
-    for name in schemas.keys() - databases.keys():
-        problems.append(f"--database-schema {name}: no database is named {name!r}")
-    _same_database_twice(databases, problems)
-    return databases
-
-
-def _pairs(options: Sequence[str], option: str, form: str, problems: list[str]) -> dict[str, str]:
-    """``NAME=VALUE`` options as a mapping; a malformed one, or a bad name, is a problem
-    (shown with its value masked: a DSN may hold a password)."""
-    pairs: dict[str, str] = {}
-    for text in options:
-        name, equals, value = text.partition("=")
-        if not equals or not value:
-            problems.append(f"{option} {mask_dsn(text)!r}: give {form}")
-        elif not _NAME.match(name):
-            problems.append(f"{option}: the name {name!r} is not one ({NAME_RULE})")
-        elif name in pairs and option != "--database":
-            problems.append(f"{option} {name}: given twice")
-        elif name in pairs:
-            problems.append(f"database {name!r} is given twice: one DSN per name")
-        else:
-            pairs[name] = value
-    return pairs
-
-
-def _same_database_twice(databases: Mapping[str, Database], problems: list[str]) -> None:
-    """Two names for one DSN and schema would run two pools of a queue's jobs under names
-    that hide it: refused."""
-    seen: dict[tuple[str, str], str] = {}
-    for database in databases.values():
-        key = (database.dsn, database.schema)
-        if key in seen:
-            problems.append(
-                f"databases {seen[key]!r} and {database.name!r} are the same DSN and schema: "
-                "give each database once"
-            )
-        seen.setdefault(key, database.name)
-
-
 def _where(
     configs: Sequence[trioqueue.WorkerConfig],
     placed: Sequence[_Placed],
@@ -245,7 +160,7 @@ def _where(
     where: dict[str, str] = {}
     how: dict[str, str] = {}
     for place in placed:
-        if place.database not in databases and _NAME.match(place.database):
+        if place.database not in databases and NAME_PATTERN.match(place.database):
             known = ", ".join(databases) or "none"
             problems.append(
                 f"{place.how}: no database is named {place.database!r} (known: {known})"
