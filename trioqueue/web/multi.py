@@ -80,10 +80,11 @@ def create_multi_app(
     Args:
         backends: ``{name: backend}``, in the order the overview lists them; the caller
             keeps them open. A name is part of the URLs: :data:`NAME_RULE`.
-        read_only, token, allowed_origins, events_interval, allowed_hosts, max_body,
-            body_timeout, login_throttle: as for :func:`~trioqueue.web.create_app`, for
-            every database alike. One login (one session cookie) serves them all, and
-            wrong tokens count against one throttle, whichever database they were sent to.
+        read_only: as for :func:`~trioqueue.web.create_app`, and so are ``token``,
+            ``allowed_origins``, ``events_interval``, ``allowed_hosts``, ``max_body``,
+            ``body_timeout`` and ``login_throttle``, for every database alike. One login
+            (one session cookie) serves them all, and wrong tokens count against one
+            throttle, whichever database they were sent to.
 
     Raises:
         ValueError: no backend, a name that is not one (every bad name listed, each shown
