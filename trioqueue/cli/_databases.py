@@ -65,10 +65,15 @@ def add_database_arguments(group: argparse._ArgumentGroup, help: str) -> None:
 
 
 def databases_of(
-    args: argparse.Namespace, listen_dsn: str | None, problems: list[str]
+    args: argparse.Namespace,
+    listen_dsn: str | None,
+    problems: list[str],
+    refused: set[str] | None = None,
 ) -> dict[str, Database]:
     """The databases by name (``default`` first, when there is a DSN for it); each problem
-    of ``--database`` and ``--database-schema`` appended to ``problems``."""
+    of ``--database`` and ``--database-schema`` appended to ``problems``, and the names
+    given with a DSN that is not one added to ``refused`` (their queues need no problem
+    of their own)."""
     schema = schema_of(args)
     schemas = _pairs(args.database_schema, "--database-schema", "NAME=SCHEMA", problems)
     databases: dict[str, Database] = {}
@@ -83,6 +88,8 @@ def databases_of(
             parse_dsn(dsn)
         except DsnError as exc:
             problems.append(f"database {name!r}: {exc}")
+            if refused is not None:
+                refused.add(name)
             continue
         databases[name] = Database(name, dsn, schemas.get(name, schema))
     for name in schemas.keys() - databases.keys():

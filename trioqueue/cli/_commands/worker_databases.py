@@ -123,8 +123,9 @@ def database_groups(
     if not (args.database or getattr(args, "queues_on", []) or placed):
         return None
     problems: list[str] = []
-    databases = databases_of(args, listen_dsn, problems)
-    where = _where(configs, placed, databases, problems)
+    refused: set[str] = set()
+    databases = databases_of(args, listen_dsn, problems, refused)
+    where = _where(configs, placed, databases, problems, refused)
     groups = [
         Group(database, tuple(c for c in configs if where.get(c.queue) == database.name))
         for database in databases.values()
@@ -154,13 +155,17 @@ def _where(
     placed: Sequence[_Placed],
     databases: Mapping[str, Database],
     problems: list[str],
+    refused: set[str],
 ) -> dict[str, str]:
-    """Each queue's database name; the problems of the placements appended."""
+    """Each queue's database name; the problems of the placements appended (none for a
+    queue placed on a database whose DSN was refused: that problem is listed already)."""
     run = {config.queue for config in configs}
     where: dict[str, str] = {}
     how: dict[str, str] = {}
     for place in placed:
-        if place.database not in databases and NAME_PATTERN.match(place.database):
+        if place.database in refused:
+            where.setdefault(place.queue, place.database)
+        elif place.database not in databases and NAME_PATTERN.match(place.database):
             known = ", ".join(databases) or "none"
             problems.append(
                 f"{place.how}: no database is named {place.database!r} (known: {known})"

@@ -57,7 +57,8 @@ async def run_worker_groups(groups: Sequence[Group], out: WorkerOut, **options: 
         await serve_groups(groups, out=out, **options, **supervised)
 
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        where = f"{len(groups)} databases"
+        one = f"database {groups[0].database.name}"
+        where = f"{len(groups)} databases" if len(groups) > 1 else one
         return await supervise_worker(serve, configs, signals, out, where=where)
 
 
