@@ -24,6 +24,7 @@ import re
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from importlib.resources import files
+from urllib.parse import quote
 
 import trio
 from starlette.applications import Starlette
@@ -217,7 +218,7 @@ async def _overview_html(backends: Mapping[str, Backend], guard: Guard, request:
         "<title>trioqueue: databases</title>"
         '<link rel="stylesheet" href="/static/dashboard.css"></head>'
         f'<body><header><span class="brand">trioqueue</span> {logout}</header>'
-        f'<main><h1>Databases</h1>{"".join(sections)}</main></body></html>'
+        f"<main><h1>Databases</h1>{''.join(sections)}</main></body></html>"
     )
 
 
@@ -225,7 +226,9 @@ def _database_html(name: str, queues: dict[str, trioqueue.QueueStats] | str) -> 
     shown = _text(name)
     link = f'<h2><a href="{prefix_of(name)}/" data-testid="database-link">{shown}</a></h2>'
     if isinstance(queues, str):
-        return f'<section class="card" data-database="{shown}">{link}<p>{_text(queues)}</p></section>'
+        return (
+            f'<section class="card" data-database="{shown}">{link}<p>{_text(queues)}</p></section>'
+        )
     if not queues:
         rows = '<tr><td colspan="3">no queues</td></tr>'
     else:
@@ -247,8 +250,7 @@ def _text(value: str) -> str:
 
 
 def _path_part(value: str) -> str:
-    from urllib.parse import quote
-
+    """A string as one segment of a path in an attribute: percent-encoded, then escaped."""
     return html.escape(quote(value, safe=""))
 
 
