@@ -221,3 +221,33 @@ async def test_one_worker_serves_two_databases_and_outlives_one_going_away(
     assert "worker pools on queues 'qa', 'qb' (2 databases); Ctrl-C to stop" in said
     assert "worker pools stopped" in said
     assert PASSWORD not in said and PASSWORD not in errors.seen.decode()
+
+
+async def test_one_dashboard_reads_each_database_under_its_prefix(postgres_dsn: str) -> None:
+    """``create_multi_app`` over two PostgreSQL databases: the overview counts each
+    database's queues, and each database's pages and API read that database alone."""
+    from trioqueue.web import create_multi_app
+
+    from .._web_harness import client
+
+    async with (
+        two_databases(postgres_dsn) as (a, b),
+        trioqueue.open_postgres(a) as main,
+        trioqueue.open_postgres(b) as reports,
+    ):
+        await main.enqueue("emails", {})
+        job = await reports.enqueue("reports", {"n": 7})
+        app = create_multi_app({"main": main, "reports": reports})
+        async with client(app) as http:
+            overview = (await http.get("/")).text
+            page = await http.get(f"/db/reports/jobs/{job}")
+            api = await http.get(f"/db/reports/api/jobs/{job}")
+            elsewhere = await http.get(f"/db/main/api/jobs/{job}")
+            health = await http.get("/healthz")
+    assert '<a href="/db/main/queues/emails">emails</a></td><td>1</td>' in overview
+    assert '<a href="/db/reports/queues/reports">reports</a></td><td>1</td>' in overview
+    assert page.status_code == 200 and 'data-database="reports"' in page.text
+    assert api.json()["queue"] == "reports"
+    # Ids are per database: the same id on main is another job, or none (404).
+    assert elsewhere.status_code == 404 or elsewhere.json()["queue"] == "emails"
+    assert health.json() == {"status": "ok", "databases": {"main": "ok", "reports": "ok"}}
