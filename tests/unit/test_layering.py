@@ -131,7 +131,7 @@ CLI_PRIVATE_IMPORTS: dict[str, tuple[str, frozenset[str]]] = {
 #: checked like any module of the command line, and none may be missing.
 CLI_COMMAND_GROUPS = (
     "migrate", "worker", "enqueue", "job", "show", "queue", "status", "jobs", "schedule", "audit",
-    "tables", "dashboard", "demo",
+    "tables", "dashboard", "demo", "retention", "prune",
 )  # fmt: skip
 
 
