@@ -43,9 +43,7 @@ def parse_duration(text: str) -> float | None:
     if _NUMBER.fullmatch(word):
         return _finite(float(word), text)
     if not _WHOLE.fullmatch(word):
-        raise ValueError(
-            f"not a duration: {text!r} (e.g. 90s, 12h, 7d, 1d12h or {FOREVER})"
-        )
+        raise ValueError(f"not a duration: {text!r} (e.g. 90s, 12h, 7d, 1d12h or {FOREVER})")
     return _finite(sum(float(n) * UNITS[unit] for n, unit in _PART.findall(word)), text)
 
 

@@ -139,7 +139,6 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             title="Retention",
             retention=retention,
             maintainer=await backend.maintainer(),
-            keep=keep_text,
             prefill=prefill,
             kinds=KINDS,
             units=UNIT_NAMES,
@@ -215,7 +214,9 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         Route("/api/retention/default", guard.api(api_default), methods=["PUT"]),
         Route("/api/retention/audit", guard.api(api_audit), methods=["PUT"]),
         # {queue:path}: a queue name may hold a slash.
-        Route("/api/retention/queues/{queue:path}", guard.api(api_queue), methods=["PUT", "DELETE"]),
+        Route(
+            "/api/retention/queues/{queue:path}", guard.api(api_queue), methods=["PUT", "DELETE"]
+        ),
         Route("/retention", guard.page(page), methods=["GET"]),
         Route("/retention/actions", guard.page(form_post), methods=["POST"]),
     ]

@@ -144,7 +144,6 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
         title="commands", dest="command", metavar="COMMAND", required=True
     )
     groups = (migrate, worker, enqueue, job, show, queue, status, jobs, schedule, audit, tables)
-    groups += (retention, prune)
-    for group in (*groups, dashboard, demo):
+    for group in (*groups, retention, prune, dashboard, demo):
         group.add(commands)
     return parser

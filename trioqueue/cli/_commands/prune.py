@@ -197,4 +197,3 @@ def _s(count: int) -> str:
 
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
-
