@@ -162,6 +162,11 @@ async def open_memory(
         backend._close()
 
 
+#: The operations a fault can be injected into: the protocol's, and the maintainer's
+#: (docs/protocol.rst §15), so that a test can wedge a lease renewal or a prune batch.
+FAULTABLE = (*OPERATIONS, *MAINTENANCE_OPERATIONS)
+
+
 @dataclass(slots=True, eq=False)
 class _Listener:
     queue: str | None  # None: every queue, and every cancel (``watch``)
@@ -186,11 +191,11 @@ class _FaultTable:
 
     def __init__(self) -> None:
         self._injected: dict[str, _Injected] = {}
-        self._released = {op: trio.Event() for op in OPERATIONS}
+        self._released = {op: trio.Event() for op in FAULTABLE}
 
     def inject(self, op: str, fault: object) -> None:
-        if op not in OPERATIONS:
-            raise ValueError(f"op must be one of {', '.join(OPERATIONS)}, not {op!r}")
+        if op not in FAULTABLE:
+            raise ValueError(f"op must be one of {', '.join(FAULTABLE)}, not {op!r}")
         if isinstance(fault, OmitFault) and op != "renew":
             raise ValueError(f"omit() only applies to 'renew', not {op!r}")
         if fault is None:
@@ -206,7 +211,7 @@ class _FaultTable:
         self._released[op] = trio.Event()
 
     def release_all(self) -> None:
-        for op in OPERATIONS:
+        for op in FAULTABLE:
             self.release(op)
 
     def take(self, op: str) -> Fault | None:
@@ -862,7 +867,9 @@ class MemoryBackend:
 
         Args:
             op: one of ``"claim" "renew" "ack" "fail" "release" "enqueue" "cancel"
-                "beat" "register_pool" "unregister_pool" "enqueue_due"``.
+                "beat" "register_pool" "unregister_pool" "enqueue_due" "clock"``, or of the
+                maintainer's ``"claim_maintainer" "renew_maintainer" "release_maintainer"
+                "prune_retained"``.
             fault: from :func:`trioqueue.testing.hang`, ``delay``, ``error`` or ``omit``
                 (``omit`` for ``"renew"`` only). Replaces any fault already injected there.
 
@@ -919,7 +926,7 @@ class MemoryBackend:
         """
         self._check_open()
         async with self._connection(op):
-            fault = self._faults.take(op) if op in OPERATIONS else None
+            fault = self._faults.take(op) if op in FAULTABLE else None
             await self._faults.act(op, fault, after=False)
             try:
                 result = effect(trio.current_time(), fault)
