@@ -418,3 +418,25 @@ def test_prune_older_than_deletes_by_age_in_batches(
     assert capsys.readouterr().out == "pruned 6 jobs finished more than 1d ago, in 2 batches\n"
     assert calls == [(DAY, 4), (DAY, 4)]
     assert sorted(j.status for j in after[-1].jobs) == ["ready", "ready"]
+
+
+def test_prune_stops_when_its_lease_is_taken_over(
+    on_memory: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A renewal that fails between two batches (the lease ran out and a pool took it)
+    ends the pass: what was deleted is reported, and the pool prunes the rest."""
+
+    async def seed(backend: trioqueue.MemoryBackend) -> None:
+        await old_jobs(backend)
+
+        async def renew_maintainer(holder: str, seq: int, lease: float) -> bool:
+            return False
+
+        backend.renew_maintainer = renew_maintainer  # type: ignore[method-assign]
+
+    after = on_memory(seed)
+    assert main([*DSN, "prune", "--batch-size", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "pruned 2 jobs and 0 audit entries in 1 batch" in out
+    assert out[-1] == "stopped early: a pool took the maintainer lease over; it prunes the rest"
+    assert len(after[-1].jobs) == 6
