@@ -382,3 +382,22 @@ def test_keep_times_in_words_and_in_the_forms(
     number, unit = field
     assert form_keep({"k": number, "k_unit": unit}, "k", problems) == seconds
     assert problems == []
+
+
+async def test_the_default_forms_confirmation_and_its_audit_entry(
+    backend: trioqueue.MemoryBackend,
+) -> None:
+    form = {"action": "set_default", "succeeded": "2", "succeeded_unit": "d", "failed": ""}
+    async with client(create_app(backend)) as c:
+        asked = await c.post("/retention/actions", data=form, headers=SAME_SITE)
+        await c.post("/retention/actions", data=form | {"confirmed": "yes"}, headers=SAME_SITE)
+    assert (
+        "Keep the succeeded jobs of every queue without a policy of its own 2d and their "
+        "failed jobs forever?" in html.unescape(asked.text)
+    )
+    [entry] = await backend.list_audit()
+    assert entry.detail == {
+        "succeeded": 2 * DAY,
+        "failed": None,
+        "before": {"succeeded": 7 * DAY, "failed": 30 * DAY},
+    }

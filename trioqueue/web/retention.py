@@ -57,11 +57,14 @@ async def set_policy(
     before = await backend.get_retention()
     old = before.default if queue is None else before.for_queue(queue)
     await backend.set_retention(queue, **keeps)
-    detail = keeps | {"before": policy_json(old) | {"own": old.queue is not None}}
     if queue is None:
-        await record(request, "retention.set_default", "default", detail)
+        await record(
+            request, "retention.set_default", "default", keeps | {"before": policy_json(old)}
+        )
     else:
-        await record(request, "retention.set", queue, detail)
+        # "own": whether the queue had a policy of its own, or followed the default.
+        before = policy_json(old) | {"own": old.queue is not None}
+        await record(request, "retention.set", queue, keeps | {"before": before})
 
 
 async def clear_policy(request: Request, backend: Backend, queue: str) -> bool:
@@ -201,9 +204,13 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
                 "at the maintainer's next pass."
             )
         else:
-            whose = "every queue without a policy of its own" if queue is None else f"queue {queue}"
+            whose, its = (
+                ("every queue without a policy of its own", "their")
+                if queue is None
+                else (f"queue {queue}", "its")
+            )
             question = (
-                f"Keep the succeeded jobs of {whose} {keep_text(keeps['succeeded'])} and its "
+                f"Keep the succeeded jobs of {whose} {keep_text(keeps['succeeded'])} and {its} "
                 f"failed jobs {keep_text(keeps['failed'])}? Finished jobs older than that are "
                 "deleted at the maintainer's next pass. This cannot be undone."
             )
