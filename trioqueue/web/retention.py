@@ -54,8 +54,8 @@ async def set_policy(
     request: Request, backend: Backend, queue: str | None, keeps: dict[str, float | None]
 ) -> None:
     """Set ``queue``'s policy (None: the default) and record it, with what it replaced."""
-    before = await backend.get_retention()
-    old = before.default if queue is None else before.for_queue(queue)
+    current = await backend.get_retention()
+    old = current.default if queue is None else current.for_queue(queue)
     await backend.set_retention(queue, **keeps)
     if queue is None:
         await record(
