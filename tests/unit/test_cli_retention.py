@@ -29,6 +29,7 @@ from trioqueue.cli._commands.prune import LEASE_SECONDS
 from trioqueue.cli._commands.retention import maintainer_text, settings_report
 from trioqueue.cli._durations import duration_text, parse_duration
 from trioqueue.cli._escape import say
+from trioqueue.testing import hang
 
 DSN = ["--dsn", "postgresql://nobody@127.0.0.1:1/none"]
 DAY = 86_400.0
@@ -438,5 +439,27 @@ def test_prune_stops_when_its_lease_is_taken_over(
     assert main([*DSN, "prune", "--batch-size", "2"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "pruned 2 jobs and 0 audit entries in 1 batch" in out
-    assert out[-1] == "stopped early: a pool took the maintainer lease over; it prunes the rest"
+    assert (
+        out[-1]
+        == "stopped early: the maintainer lease ran out or was taken over; the maintainer prunes the rest"
+    )
     assert len(after[-1].jobs) == 6
+
+
+def test_prune_gives_up_a_batch_at_its_local_fence(
+    on_memory: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A batch that hangs past the lease the command holds is given up at the local
+    fence (docs/protocol.rst §15), without the database's answer: the lease may be
+    another holder's by then."""
+
+    async def seed(backend: trioqueue.MemoryBackend) -> None:
+        await old_jobs(backend)
+        backend.inject("prune_retained", hang())
+
+    after = on_memory(seed)
+    assert main([*DSN, "prune"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "pruned 0 jobs and 0 audit entries in 0 batches" in out
+    assert out[-1].startswith("stopped early: the maintainer lease ran out")
+    assert len(after[-1].jobs) == 8

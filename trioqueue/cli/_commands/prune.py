@@ -8,9 +8,13 @@ snapshot long enough to slow the claims of running workers.
 
 A batch is fenced by the maintainer lease, so the command takes that lease first, as a
 pool would, renews it between batches and gives it up at the end: two prunes never
-run at once, and a pool's maintainer that lost its lease to this command takes it back at
-its next claim. While a live pool holds the lease the command refuses (that pool prunes by
-the same policies already) and says who holds it until when.
+run at once, and a pool's maintainer takes the lease back at its next claim. While a live
+pool holds the lease the command refuses (that pool prunes by the same policies already)
+and says who holds it until when. Like a pool, it keeps the lease's local fence
+(docs/protocol.rst §3, §15): the time read before sending its last successful claim or
+renewal, plus the lease. Each batch runs under a cancel scope with that deadline, so a
+batch still running when the lease may have run out is given up without asking the
+database.
 
 ``--older-than`` is the older prune, by age alone whatever the policies say
 (``PostgresBackend.prune``), in batches too; it needs no lease.
@@ -23,6 +27,8 @@ import datetime
 import os
 import socket
 from dataclasses import dataclass, field
+
+import trio
 
 import trioqueue
 from trioqueue.cli._commands.common import (
@@ -120,6 +126,7 @@ async def prune_by_policy(dsn: str, schema: str, batch_size: int) -> PassReport:
     """
     holder = holder_name()
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        sent = trio.current_time()
         seq = await backend.claim_maintainer(holder, LEASE_SECONDS)
         if seq is None:
             held = maintainer_text(await backend.maintainer(), _now())
@@ -130,26 +137,39 @@ async def prune_by_policy(dsn: str, schema: str, batch_size: int) -> PassReport:
             )
         report = PassReport()
         try:
-            await _batches(backend, holder, seq, batch_size, report)
+            await _batches(backend, holder, seq, sent + LEASE_SECONDS, batch_size, report)
         finally:
             await backend.release_maintainer(holder, seq)
         return report
 
 
 async def _batches(
-    backend: trioqueue.PostgresBackend, holder: str, seq: int, limit: int, report: PassReport
+    backend: trioqueue.PostgresBackend,
+    holder: str,
+    seq: int,
+    fence: float,
+    limit: int,
+    report: PassReport,
 ) -> None:
+    """Batches until one says there is no more, renewing the lease after each; every
+    call under the local ``fence``, which moves with each renewal that succeeds (an
+    answer arriving after the fence revives nothing)."""
     while True:
-        batch = await backend.prune_retained(seq, limit=limit)
-        if batch is None:  # the fence moved on: another holder has the lease now
-            report.lost_lease = True
-            return
+        batch: trioqueue.PruneBatch | None = None
+        with trio.move_on_at(fence):
+            batch = await backend.prune_retained(seq, limit=limit)
+        if batch is None:  # past the local fence, or the fence moved on
+            break
         report.add(batch)
         if not batch.more:
             return
-        if not await backend.renew_maintainer(holder, seq, LEASE_SECONDS):
-            report.lost_lease = True
-            return
+        sent, renewed = trio.current_time(), False
+        with trio.move_on_at(fence):
+            renewed = await backend.renew_maintainer(holder, seq, LEASE_SECONDS)
+        if not renewed:
+            break
+        fence = sent + LEASE_SECONDS
+    report.lost_lease = True  # the lease may be another's now: it prunes the rest
 
 
 async def prune_by_age(
@@ -183,7 +203,10 @@ def pass_report(report: PassReport) -> list[str]:
     )
     lines.append(f"oldest finished job kept: {_oldest(report.oldest_finished_age)}")
     if report.lost_lease:
-        lines.append("stopped early: a pool took the maintainer lease over; it prunes the rest")
+        lines.append(
+            "stopped early: the maintainer lease ran out or was taken over; "
+            "the maintainer prunes the rest"
+        )
     return lines
 
 
