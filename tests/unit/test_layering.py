@@ -60,6 +60,7 @@ PROTOCOL = Component(
         "trioqueue._backends.interface",
         "trioqueue._backends.validation",
         "trioqueue._backends.operator_checks",
+        "trioqueue._backends.retention_checks",
         "trioqueue._backends.waiting",
     ),
 )
@@ -137,7 +138,7 @@ CLI_PRIVATE_IMPORTS: dict[str, tuple[str, frozenset[str]]] = {
 #: checked like any module of the command line, and none may be missing.
 CLI_COMMAND_GROUPS = (
     "migrate", "worker", "enqueue", "job", "show", "queue", "status", "jobs", "schedule", "audit",
-    "tables", "dashboard", "demo",
+    "tables", "dashboard", "demo", "retention", "prune",
 )  # fmt: skip
 
 
