@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -82,6 +83,11 @@ from trioqueue._backends.postgres.driver import (
     open_driver,
 )
 from trioqueue._backends.postgres.finishes import FinishWatch, Waiter, parse_finished
+from trioqueue._backends.postgres.replica import (
+    ReadRoute,
+    check_replica_options,
+    open_read_route,
+)
 from trioqueue._backends.postgres.retention import RetentionCalls
 from trioqueue._backends.postgres.sql import MIGRATIONS, QUERIES, channel_name, check_schema, render
 from trioqueue._backends.postgres.sqlstate import connection_refused, never_sent
@@ -212,6 +218,9 @@ async def open_postgres(
     pooling: Pooling | None = None,
     listen_dsn: str | None = None,
     connect_timeout: float | None = None,
+    read_dsn: str | None = None,
+    max_read_connections: int | None = None,
+    max_read_lag: float | None = None,
 ) -> AsyncIterator[PostgresBackend]:
     """Open a PostgreSQL backend for the duration of the block.
 
@@ -237,11 +246,19 @@ async def open_postgres(
             fall back to polling there (logged once).
         connect_timeout: how long opening a connection may take, in seconds; default: the
             DSN's ``connect_timeout``, else 10.
+        read_dsn: a streaming replica of ``dsn``'s database: the operators' read-only calls
+            read there (each one's documentation says so), and fall back to the primary
+            when it is down or too far behind. Never claims, renewals, outcomes, writes or
+            ``wait_for``. See docs/postgres.rst, "Read replicas".
+        max_read_connections: the replica's pool size (default 4; needs ``read_dsn``).
+        max_read_lag: how far behind, in seconds, the replica may be for a read to go to
+            it (None, the default: any lag); a read beyond it goes to the primary.
 
     Raises:
         TypeError, ValueError: a bad ``dsn`` (a ``ValueError`` naming it, its password
-            masked), ``listen_dsn``, ``schema``, ``max_connections``, ``pooling`` or
-            ``connect_timeout``; nothing is connected and no SQL runs.
+            masked), ``listen_dsn``, ``schema``, ``max_connections``, ``pooling``,
+            ``connect_timeout``, ``read_dsn``, ``max_read_connections`` or
+            ``max_read_lag``; nothing is connected and no SQL runs.
         BackendError: the database cannot be reached.
     """
     if not isinstance(dsn, str):
@@ -249,15 +266,19 @@ async def open_postgres(
     schema = check_schema(schema)
     size = _check_max_connections(max_connections)
     pooling, listen_dsn, connect_timeout = check_options(pooling, listen_dsn, connect_timeout)
-    async with open_driver(
-        dsn,
-        max_connections=size,
-        application_name=f"trioqueue:{schema}",
-        pooling=pooling,
-        listen_dsn=listen_dsn,
-        connect_timeout=connect_timeout,
-    ) as driver:
-        backend = PostgresBackend(driver, schema)
+    replica = check_replica_options(read_dsn, max_read_connections, max_read_lag, connect_timeout)
+    async with (
+        open_driver(
+            dsn,
+            max_connections=size,
+            application_name=f"trioqueue:{schema}",
+            pooling=pooling,
+            listen_dsn=listen_dsn,
+            connect_timeout=connect_timeout,
+        ) as driver,
+        open_read_route(driver, replica, QUERIES["replica_lag"]) as reads,
+    ):
+        backend = PostgresBackend(driver, schema, reads)
         try:
             yield backend
         finally:
@@ -281,8 +302,11 @@ class PostgresBackend(RetentionCalls):
 
     supports_transactions: bool = True
 
-    def __init__(self, driver: Driver, schema: str) -> None:
+    def __init__(self, driver: Driver, schema: str, reads: ReadRoute | None = None) -> None:
         self._driver = driver
+        #: The operators' read-only calls go through this: to a read replica when there is
+        #: one (replica.py); writes, claims and lease decisions never do.
+        self._reads = reads if reads is not None else ReadRoute(driver, None, None, "")
         # Transactional handlers share what the runtime's own operations leave over.
         self._transaction_slots = trio.CapacityLimiter(
             max(1, driver.max_connections - RUNTIME_RESERVE)
@@ -650,8 +674,13 @@ class PostgresBackend(RetentionCalls):
         retried: int = await self._driver.run("retry", _fetchval, self._sql["retry"], job_id)
         return retried == 1
 
-    async def get_job(self, job_id: int) -> JobInfo:
+    async def get_job(self, job_id: int, *, fresh: bool = False) -> JobInfo:
         """A snapshot of one job.
+
+        With a read replica (``read_dsn``) it is read there unless ``fresh=True``, so it
+        may be as old as the replica's lag; a job the replica does not know (yet) is read
+        on the primary, so a job just enqueued is never reported unknown. ``fresh=True``
+        reads the primary: what a decision that follows must see.
 
         Raises:
             UnknownJobError: (a ``LookupError``) no job has this id.
@@ -661,16 +690,22 @@ class PostgresBackend(RetentionCalls):
         if not _is_bigint(job_id):
             await trio.lowlevel.checkpoint()
             raise UnknownJobError(job_id)
-        row = await self._driver.run("get_job", _fetchrow, self._sql["get_job"], job_id)
+        row = None
+        if not fresh and self._reads.configured:
+            row = await self._reads.run("get_job", _fetchrow, self._sql["get_job"], job_id)
+        if row is None:
+            row = await self._driver.run("get_job", _fetchrow, self._sql["get_job"], job_id)
         if row is None:
             raise UnknownJobError(job_id)
         return _job_info(row)
 
     async def get_jobs(
-        self, job_ids: Sequence[int], *, preview: int | None = None
+        self, job_ids: Sequence[int], *, preview: int | None = None, fresh: bool = False
     ) -> dict[int, JobInfo]:
         """Snapshots of many jobs in one statement: each known job's JobInfo by id
-        (``preview`` as in :meth:`list_jobs`).
+        (``preview`` as in :meth:`list_jobs`). With a read replica it is read there unless
+        ``fresh=True``, and the jobs the replica does not know are read on the primary
+        (as :meth:`get_job`).
 
         Raises:
             TypeError: an id is not an int.
@@ -681,8 +716,15 @@ class PostgresBackend(RetentionCalls):
         if not ids:
             await trio.lowlevel.checkpoint()
             return {}
+        found: dict[int, JobInfo] = {}
+        if not fresh and self._reads.configured:
+            rows = await self._reads.run("get_jobs", _fetch, self._sql["get_jobs"], ids, cut)
+            found = {row["id"]: _job_info(row) for row in rows}
+            ids = [job_id for job_id in ids if job_id not in found]
+            if not ids:
+                return found
         rows = await self._driver.run("get_jobs", _fetch, self._sql["get_jobs"], ids, cut)
-        return {row["id"]: _job_info(row) for row in rows}
+        return found | {row["id"]: _job_info(row) for row in rows}
 
     async def wait_for(
         self,
@@ -712,7 +754,10 @@ class PostgresBackend(RetentionCalls):
         if timeout == 0 or not await self._can_hear_finishes():
             delays = _poll_delays()
             return await wait_finished(
-                checked_id, timeout, self.get_job, lambda: partial(trio.sleep, next(delays))
+                checked_id,
+                timeout,
+                partial(self.get_job, fresh=True),  # never a replica's: it may lag behind
+                lambda: partial(trio.sleep, next(delays)),
             )
         with self._finishes.register(checked_id) as waiter:
             read = partial(self._await_job, waiter=waiter)
@@ -781,7 +826,7 @@ class PostgresBackend(RetentionCalls):
         sql = self._list_sql[check_sort(sort)]
         cut = check_preview(preview)
         only = check_cancelled(cancelled, status)
-        rows = await self._driver.run(
+        rows = await self._reads.run(
             "list_jobs", _fetch, sql, queue, status, limit, min(offset, _INT64), pattern, cut, only
         )
         return [_job_info(row) for row in rows]
@@ -797,7 +842,7 @@ class PostgresBackend(RetentionCalls):
         """How many jobs :meth:`list_jobs` would list with these filters and no paging."""
         queue, status, search = check_filters(queue, status, search)
         only = check_cancelled(cancelled, status)
-        count: int = await self._driver.run(
+        count: int = await self._reads.run(
             "count_jobs",
             _fetchval,
             self._sql["count_jobs"],
@@ -823,7 +868,7 @@ class PostgresBackend(RetentionCalls):
 
     async def list_workers(self) -> list[WorkerInfo]:
         """Every registered worker pool, ordered by queue then start time."""
-        rows = await self._driver.run("list_workers", _fetch, self._sql["list_workers"])
+        rows = await self._reads.run("list_workers", _fetch, self._sql["list_workers"])
         return [WorkerInfo(**row) for row in rows]  # the query names WorkerInfo's fields
 
     async def finished_history(
@@ -836,7 +881,7 @@ class PostgresBackend(RetentionCalls):
             ValueError: ``window`` not > 0 (or past a century), ``buckets`` outside 1..1000.
         """
         window, buckets, queue = check_history(window, buckets, queue)
-        rows = await self._driver.run(
+        rows = await self._reads.run(
             "finished_history", _fetch, self._sql["finished_history"], window, buckets, queue
         )
         return [FinishedBucket(row["start"], row["succeeded"], row["failed"]) for row in rows]
@@ -866,7 +911,7 @@ class PostgresBackend(RetentionCalls):
 
     async def counts(self) -> dict[str, dict[JobStatus, int]]:
         """Jobs per queue and state (states with no jobs are left out)."""
-        rows = await self._driver.run("counts", _fetch, self._sql["counts"])
+        rows = await self._reads.run("counts", _fetch, self._sql["counts"])
         counts: dict[str, dict[JobStatus, int]] = {}
         for row in rows:
             counts.setdefault(row["queue"], {})[row["state"]] = row["n"]
@@ -874,7 +919,7 @@ class PostgresBackend(RetentionCalls):
 
     async def queue_stats(self) -> dict[str, QueueStats]:
         """Per queue: its counts and the age of its oldest ready job (None when none is)."""
-        rows = await self._driver.run("queue_stats", _fetch, self._sql["queue_stats"])
+        rows = await self._reads.run("queue_stats", _fetch, self._sql["queue_stats"])
         counts: dict[str, dict[JobStatus, int]] = {}
         ages: dict[str, float] = {}
         flow: dict[str, tuple[bool, int | None, float | None]] = {}
@@ -921,16 +966,23 @@ class PostgresBackend(RetentionCalls):
         )
 
     def statistics(self) -> BackendStatistics:
+        """The primary's connections; ``calls`` counts statements on the primary and the
+        read replica together, and the ``replica_*`` entries tell the replica's reads
+        apart (docs/postgres.rst, "Read replicas")."""
         driver = self._driver
+        calls = Counter(driver.calls)
+        if self._reads.replica is not None:
+            calls.update(self._reads.replica.calls)
         return BackendStatistics(
             connections_in_use=driver.connections_in_use,
             peak_connections_in_use=driver.peak_connections_in_use,
-            calls=dict(driver.calls),
+            calls=dict(calls),
             extra={
                 "connections": driver.max_connections,
                 "listeners": driver.listeners,
                 "notices_dropped": self._dropped_notices,
                 "finish_waiters": self._finishes.waiters,
+                **self._reads.statistics(),
             },
         )
 
@@ -991,7 +1043,7 @@ class PostgresBackend(RetentionCalls):
 
     async def list_schedules(self) -> list[ScheduleInfo]:
         """Every schedule, by name."""
-        rows = await self._driver.run("list_schedules", _fetch, self._sql["list_schedules"])
+        rows = await self._reads.run("list_schedules", _fetch, self._sql["list_schedules"])
         return [_schedule_info(row) for row in rows]
 
     async def enqueue_due(self) -> list[int]:
@@ -1339,7 +1391,7 @@ class PostgresBackend(RetentionCalls):
     ) -> list[AuditEntry]:
         """Audit entries, newest first, optionally of one action."""
         checked = check_list_audit(limit, offset, action)
-        return await operator.list_audit(self._driver, self._sql, *checked)
+        return await operator.list_audit(self._reads, self._sql, *checked)
 
     async def table_health(self) -> TableHealth:
         """The schema's tables and indexes (from PostgreSQL's catalogs and statistics) and
@@ -1371,7 +1423,7 @@ class PostgresBackend(RetentionCalls):
         check_job_id(job_id)
         rows = []
         if _is_bigint(job_id):
-            rows = await self._driver.run(
+            rows = await self._reads.run(
                 "list_attempts", _fetch, self._sql["list_attempts"], job_id
             )
         else:
@@ -1387,7 +1439,7 @@ class PostgresBackend(RetentionCalls):
         """Per queue (or only ``queue``): run time and wait percentiles of the attempts
         finished in the last ``window`` seconds (``percentile_cont``)."""
         window, _, queue = check_history(window, 1, queue)
-        rows = await self._driver.run(
+        rows = await self._reads.run(
             "queue_timings", _fetch, self._sql["queue_timings"], window, queue
         )
         return queue_timings(rows)
@@ -1398,7 +1450,7 @@ class PostgresBackend(RetentionCalls):
         """Attempts finished per equal time bucket over the last ``window`` seconds, with
         their percentiles: exactly ``buckets`` entries, oldest first."""
         window, buckets, queue = check_history(window, buckets, queue)
-        rows = await self._driver.run(
+        rows = await self._reads.run(
             "attempt_history", _fetch, self._sql["attempt_history"], window, buckets, queue
         )
         return attempt_buckets(rows)
