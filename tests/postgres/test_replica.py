@@ -30,6 +30,7 @@ from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._backends.postgres import replica as replica_module
 from trioqueue._core.wire import RenewItem
 from trioqueue._types import Ack
+from trioqueue.cli import main
 
 from .._replica_harness import (
     ReplicaError,
@@ -173,9 +174,10 @@ async def test_a_job_written_on_the_primary_is_read_on_the_replica_once_replayed
         # Received, not replayed: the replica lists nothing yet (the staleness documented
         # for list_jobs without max_read_lag) ...
         assert await backend.list_jobs(queue=Q) == []
-        # ... and get_job, finding no such job there, asks the primary.
+        # ... and get_job (list_attempts too), finding no such job there, asks the primary.
         assert (await backend.get_job(job_id)).id == job_id
         assert set(await backend.get_jobs([job_id])) == {job_id}
+        assert await backend.list_attempts(job_id) == []
         resume_replay(replica_up)
         await wait_for_replay(replica_up)
         assert [j.id for j in await backend.list_jobs(queue=Q)] == [job_id]
@@ -242,6 +244,40 @@ async def test_the_replica_pool_is_its_own_and_smaller(replica_up: Replicated) -
         assert stats["replica_connections"] == 2
         assert stats["replica_connections_in_use"] == 0
         assert stats["replica_calls"]["list_jobs"] == 6
+
+
+def ready_count(status: str) -> int:
+    """The READY column of ``trioqueue status``'s row for queue Q."""
+    header, *rows = status.splitlines()
+    row = next(line.split() for line in rows if line.split()[:1] == [Q])
+    return int(row[header.split().index("READY")])
+
+
+def test_the_read_commands_read_the_replica_given_by_option_or_environment(
+    replica_up: Replicated, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def run(*argv: str) -> str:
+        schema = ["--dsn", replica_up.primary_dsn, "--schema", "tq_replica_cli"]
+        assert main([*schema, *argv]) == 0
+        return capsys.readouterr().out
+
+    run("migrate")
+    run("enqueue", Q, '{"n": 1}')
+    trio.run(wait_for_replay, replica_up)
+    pause_replay(replica_up)
+    second = int(run("enqueue", Q, '{"n": 2}'))
+    trio.run(wait_for_receipt, replica_up)
+    # The replica has not replayed the second job: what reads it lists one job.
+    read = ("--read-dsn", replica_up.replica_dsn)
+    assert len(run("jobs", "--queue", Q).splitlines()) == 3  # a header and two jobs
+    assert len(run("jobs", "--queue", Q, *read).splitlines()) == 2
+    assert ready_count(run("status")) == 2
+    assert ready_count(run("status", *read)) == 1
+    monkeypatch.setenv("TRIOQUEUE_READ_DSN", replica_up.replica_dsn)
+    assert len(run("jobs", "--queue", Q).splitlines()) == 2
+    assert ready_count(run("status")) == 1
+    # show finds the job the replica does not know yet, on the primary.
+    assert f"job {second} in queue {Q}: ready" in run("show", str(second))
 
 
 # -- without the pair -----------------------------------------------------------------------

@@ -1415,20 +1415,24 @@ class PostgresBackend(RetentionCalls):
     # -- attempt history (stubs until implemented) -------------------------------
 
     async def list_attempts(self, job_id: int) -> list[AttemptInfo]:
-        """Every recorded attempt of one job, oldest first (docs/protocol.rst §14).
+        """Every recorded attempt of one job, oldest first (docs/protocol.rst §14). With a
+        read replica it is read there, and on the primary when the replica does not know
+        the job (yet), as :meth:`get_job`.
 
         Raises:
             UnknownJobError: no job has this id.
         """
         check_job_id(job_id)
-        rows = []
-        if _is_bigint(job_id):
-            rows = await self._reads.run(
-                "list_attempts", _fetch, self._sql["list_attempts"], job_id
-            )
-        else:
+        if not _is_bigint(job_id):
             await trio.lowlevel.checkpoint()
-        attempts = attempt_infos(job_id, rows)
+            raise UnknownJobError(job_id)
+        sql = self._sql["list_attempts"]
+        attempts = attempt_infos(
+            job_id, await self._reads.run("list_attempts", _fetch, sql, job_id)
+        )
+        if attempts is None and self._reads.configured:
+            rows = await self._driver.run("list_attempts", _fetch, sql, job_id)
+            attempts = attempt_infos(job_id, rows)
         if attempts is None:
             raise UnknownJobError(job_id)
         return attempts

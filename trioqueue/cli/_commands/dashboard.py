@@ -5,13 +5,16 @@ trioqueue/cli/_dashboard.py.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 
 from trioqueue.cli import _dashboard
 from trioqueue.cli._commands.common import (
     Subparsers,
+    add_read_dsn_option,
     errors_as_cli_errors,
     only_interrupts,
+    resolve_read_dsn,
     run_on_database,
     subcommand,
 )
@@ -23,6 +26,7 @@ def add(commands: Subparsers) -> None:
         commands, "dashboard", _run_dashboard, _dashboard.HELP, _dashboard.DESCRIPTION
     )
     _dashboard.add_arguments(parser)
+    add_read_dsn_option(parser)
 
 
 def _run_dashboard(args: argparse.Namespace) -> int:
@@ -32,7 +36,7 @@ def _run_dashboard(args: argparse.Namespace) -> int:
     try:  # until Ctrl-C, which exits 0 (serving has no other way to end), as jobs --watch
         run_on_database(
             args,
-            _dashboard.serve_dashboard,
+            functools.partial(_dashboard.serve_dashboard, read_dsn=resolve_read_dsn(args)),
             args.host,
             args.port,
             args.read_only,
