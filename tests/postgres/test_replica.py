@@ -4,7 +4,7 @@
 One private primary and its replica serve the whole module (``tests/_replica_harness.py``:
 ``initdb``, ``pg_basebackup -R``, free ports, stopped by pid); each test works in a schema
 of its own on them. Where the server binaries are missing, or the pair cannot start here,
-the module is skipped with the reason. The tests that need no server (bad options, a
+the module is skipped with the reason (under CI it fails instead). The tests that need no server (bad options, a
 replica nobody listens for) run anyway.
 
 What they show: the operators' reads run on the replica (which says so itself:
@@ -17,11 +17,12 @@ back to it when it answers again; a replica behind ``max_read_lag`` is not read.
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import trio
@@ -65,15 +66,23 @@ REPLICA_READS = {
 }
 
 
+def _cannot_run(reason: str) -> NoReturn:
+    """Skip, or under CI (the ``CI`` variable set) fail: CI must run these, not skip them
+    quietly (.ci/run installs the server binaries)."""
+    if os.environ.get("CI"):
+        pytest.fail(f"the replica tests cannot run under CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="module")
 def pair() -> Iterator[Replicated]:
     if server_binaries() is None:
-        pytest.skip("PostgreSQL's server binaries (initdb, pg_basebackup) are not installed")
+        _cannot_run("PostgreSQL's server binaries (initdb, pg_basebackup) are not installed")
     try:
         with run_replicated() as started:
             yield started
     except ReplicaError as exc:
-        pytest.skip(f"cannot start a primary and its replica here: {exc}")
+        _cannot_run(f"cannot start a primary and its replica here: {exc}")
 
 
 @pytest.fixture
