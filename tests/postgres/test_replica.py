@@ -219,6 +219,27 @@ async def test_a_stopped_replica_s_reads_go_to_the_primary_and_come_back(
         assert any("answers again" in r.getMessage() for r in caplog.records)
 
 
+async def test_reads_arriving_together_after_an_outage_open_one_replica_pool(
+    replica_up: Replicated, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    replica_up.stop_replica()
+    schema = f"tq_replica_{secrets.token_hex(4)}"
+    options = {"read_dsn": replica_up.replica_dsn, "max_read_connections": 2}
+    async with open_postgres(replica_up.primary_dsn, schema=schema, **options) as backend:
+        await backend.migrate()
+        assert backend.statistics()["replica_state"] == "down"  # not there at open
+        replica_up.start_replica()
+        await wait_for_replay(replica_up)
+        monkeypatch.setattr(replica_module, "RETRY_AFTER", 0.0)
+        async with trio.open_nursery() as nursery:
+            for _ in range(8):
+                nursery.start_soon(backend.list_jobs)
+        assert backend.statistics()["replica_reads"] == 8
+        # The replica itself counts this backend's connections: one pool's worth.
+        sql = f"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'trioqueue:{schema}'"
+        assert await backend._reads.run("probe", _fetchval, sql) <= 2
+
+
 async def test_a_replica_behind_max_read_lag_is_not_read(replica_up: Replicated) -> None:
     async with replicated(replica_up, max_read_lag=0.0) as backend:
         await backend.enqueue(Q, {"n": 0})

@@ -37,6 +37,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
+import trio
+
 from trioqueue._backends.postgres.driver import Driver, Dsn, parse_dsn
 from trioqueue._backends.postgres.sqlstate import connection_refused
 from trioqueue._backends.validation import MAX_SECONDS, check_int
@@ -178,6 +180,7 @@ class ReadRoute:
         self._max_lag = max_lag
         self._lag_sql = lag_sql
         self._failed_at = 0.0  # time.monotonic() of the last failure that found it down
+        self._opening = trio.Lock()  # held while the replica's pool is being opened
         self._state: ReplicaState = "up"
         self.reads = 0  #: reads the replica answered
         self.fallbacks: Counter[Fallback] = Counter()  #: reads sent to the primary instead
@@ -236,14 +239,22 @@ class ReadRoute:
         return await self._primary.run(op, fn, *args, **kwargs)
 
     async def _replica_unusable(self, replica: Driver) -> Fallback | None:
-        """ "down" while a down replica rests; else None, after opening its pool if needed."""
-        if self._state == "down" and time.monotonic() < self._failed_at + RETRY_AFTER:
+        """Why the replica cannot be asked now ("down" while a down replica rests), or None,
+        after opening its pool if needed: one task opens it, and the reads arriving
+        meanwhile wait for that rather than open pools of their own."""
+        if self._resting():
             return "down"
         if not replica.is_open:
-            await self.try_open()
+            async with self._opening:
+                if not replica.is_open and not self._resting():
+                    await self.try_open()
             if not replica.is_open:
                 return "down"
         return None
+
+    def _resting(self) -> bool:
+        """Whether the replica was found down less than ``RETRY_AFTER`` seconds ago."""
+        return self._state == "down" and time.monotonic() < self._failed_at + RETRY_AFTER
 
     async def _on_replica(
         self,
