@@ -224,8 +224,12 @@ async def test_reads_arriving_together_after_an_outage_open_one_replica_pool(
 ) -> None:
     replica_up.stop_replica()
     schema = f"tq_replica_{secrets.token_hex(4)}"
-    options = {"read_dsn": replica_up.replica_dsn, "max_read_connections": 2}
-    async with open_postgres(replica_up.primary_dsn, schema=schema, **options) as backend:
+    async with open_postgres(
+        replica_up.primary_dsn,
+        schema=schema,
+        read_dsn=replica_up.replica_dsn,
+        max_read_connections=2,
+    ) as backend:
         await backend.migrate()
         assert backend.statistics()["replica_state"] == "down"  # not there at open
         replica_up.start_replica()
