@@ -198,7 +198,6 @@ async def serve_dashboard(
     read_only: bool,
     out: TextIO,
     access: Access | None = None,
-    *,
     read_dsn: str | None = None,
 ) -> None:
     """``trioqueue dashboard``: serve until Ctrl-C or SIGTERM; with ``read_dsn``, its pages

@@ -5,7 +5,6 @@ trioqueue/cli/_dashboard.py.
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 
 from trioqueue.cli import _dashboard
@@ -36,12 +35,13 @@ def _run_dashboard(args: argparse.Namespace) -> int:
     try:  # until Ctrl-C, which exits 0 (serving has no other way to end), as jobs --watch
         run_on_database(
             args,
-            functools.partial(_dashboard.serve_dashboard, read_dsn=resolve_read_dsn(args)),
+            _dashboard.serve_dashboard,
             args.host,
             args.port,
             args.read_only,
             sys.stdout,
             access,
+            resolve_read_dsn(args),
         )
     except (KeyboardInterrupt, BaseExceptionGroup) as exc:
         if not only_interrupts(exc):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import functools
 import json
 import math
 import sys
@@ -85,13 +84,14 @@ def _run_jobs(args: argparse.Namespace) -> int:
         return _run_jobs_watch(args)
     infos = run_on_database(
         args,
-        functools.partial(list_jobs, read_dsn=resolve_read_dsn(args)),
+        list_jobs,
         args.queue,
         args.status,
         args.limit,
         args.offset,
         LIST_PREVIEW,
         args.cancelled,
+        resolve_read_dsn(args),
     )
     if not infos:
         say("no jobs")
@@ -109,7 +109,6 @@ async def list_jobs(
     offset: int,
     preview: int | None = None,
     cancelled: bool | None = None,
-    *,
     read_dsn: str | None = None,
 ) -> list[trioqueue.JobInfo]:
     """One page of jobs, as ``list_jobs`` (``preview``: how much of each long text;

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import functools
 import json
 import math
 from collections.abc import Sequence
@@ -53,8 +52,9 @@ def _run_show(args: argparse.Namespace) -> int:
         args.wait and math.isfinite(args.timeout) and args.timeout >= 0
     ):
         raise CliError("--timeout needs --wait, and a finite number of seconds >= 0")
-    show = functools.partial(show_job, read_dsn=resolve_read_dsn(args))
-    info, timed_out, attempts = run_on_database(args, show, args.job_id, args.wait, args.timeout)
+    info, timed_out, attempts = run_on_database(
+        args, show_job, args.job_id, args.wait, args.timeout, resolve_read_dsn(args)
+    )
     if info is None:
         raise CliError(f"no job with id {args.job_id}", EXIT_FAILED)
     say(*job_report(info, attempts))
@@ -71,7 +71,6 @@ async def show_job(
     job_id: int,
     wait: bool,
     seconds: float | None,
-    *,
     read_dsn: str | None = None,
 ) -> tuple[trioqueue.JobInfo | None, bool, list[trioqueue.AttemptInfo]]:
     """:func:`read_job` on the database at ``dsn`` (its replica at ``read_dsn``, if given)."""

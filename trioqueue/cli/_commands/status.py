@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
-import functools
 from collections.abc import Mapping
 
 import trioqueue
@@ -36,8 +35,7 @@ def add(commands: Subparsers) -> None:
 
 
 def _run_status(args: argparse.Namespace) -> int:
-    read = functools.partial(count_jobs, read_dsn=resolve_read_dsn(args))
-    counts, oldest, pools, flow = run_on_database(args, read)
+    counts, oldest, pools, flow = run_on_database(args, count_jobs, resolve_read_dsn(args))
     if counts:
         say(*status_table(counts, oldest, flow))
     else:
@@ -51,7 +49,7 @@ def _run_status(args: argparse.Namespace) -> int:
 
 
 async def count_jobs(
-    dsn: str, schema: str, *, read_dsn: str | None = None
+    dsn: str, schema: str, read_dsn: str | None = None
 ) -> tuple[
     dict[str, collections.Counter[str]],
     dict[str, float | None],
