@@ -54,6 +54,7 @@ import asyncpg
 import trio
 
 from trioqueue._backends.interface import (
+    MAINTENANCE_OPERATIONS,
     OPERATIONS,
     READ_OPERATIONS,
     Backend,
@@ -168,7 +169,7 @@ NOTICE_BUFFER = 1000
 
 #: Operations counted in ``statistics().calls`` besides the protocol's writes: the
 #: operators' calls, and migrations.
-COUNTED_READS = (*READ_OPERATIONS, "migrate", "prune")
+COUNTED_READS = (*READ_OPERATIONS, *MAINTENANCE_OPERATIONS, "migrate", "prune")
 
 #: The ORDER BY list of each ``list_jobs`` sort: the only text spliced into that query
 #: besides the schema, and only from this table. Ties go by id the same way; unfinished
