@@ -16,6 +16,7 @@ import trio.testing
 
 import trioqueue
 from trioqueue import PoolObserver
+from trioqueue._runtime.config import check
 from trioqueue.testing import error, hang
 
 V, H, M = 6.0, 2.0, 10.0
@@ -311,6 +312,6 @@ def test_a_bad_maintenance_interval_is_listed_with_the_other_problems(
 ) -> None:
     config = _config(maintenance_interval=value, concurrency=0)
     with pytest.raises(trioqueue.ConfigError) as raised:
-        trioqueue._runtime.config.check(config)
+        check(config)
     text = str(raised.value)
     assert message in text and "concurrency" in text
