@@ -315,3 +315,49 @@ def test_a_bad_maintenance_interval_is_listed_with_the_other_problems(
         check(config)
     text = str(raised.value)
     assert message in text and "concurrency" in text
+
+
+async def test_the_metrics_and_the_log_line_of_each_pass(
+    autojump_clock: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/metrics.rst and docs/howto/retention.rst, "What to watch"."""
+    from trioqueue.metrics import PrometheusObserver
+
+    observer = PrometheusObserver(process=False)
+
+    def sample(name: str, **labels: str) -> float | None:
+        return observer.registry.get_sample_value(name, labels)
+
+    caplog.set_level(logging.INFO, "trioqueue.maintainer")
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        await backend.set_retention("q", succeeded=5.0, failed=5.0)
+        await backend.enqueue_many("q", [{}] * 3)
+        await nursery.start(
+            lambda task_status: trioqueue.run_worker_pool(
+                backend, _config(), observer=observer, task_status=task_status
+            )
+        )
+        assert sample("trioqueue_oldest_finished_age_seconds") != 0.0  # NaN: no pass yet
+        await trio.sleep(M + 1)  # the pass at 0 (nothing old enough), the one at M
+        info = await backend.maintainer()
+        assert info is not None
+        holding = sample("trioqueue_maintainer", worker_id=info.holder)
+        nursery.cancel_scope.cancel()
+    assert holding == 1.0
+    assert sample("trioqueue_maintainer", worker_id=info.holder) is None  # the pool stopped
+    assert sample("trioqueue_pruned_jobs_total", queue="q", status="succeeded") == 3.0
+    assert sample("trioqueue_pruned_audit_entries_total") == 0.0
+    assert sample("trioqueue_maintenance_passes_total", result="complete") == 2.0
+    assert sample("trioqueue_maintenance_passes_total", result="cut") == 0.0
+    assert sample("trioqueue_oldest_finished_age_seconds") == 0.0  # none kept
+    pruned = [r for r in caplog.records if getattr(r, "event", None) == "pruned"]
+    assert [r.levelno for r in pruned] == [logging.INFO, logging.INFO]
+    assert (
+        pruned[1]
+        .getMessage()
+        .startswith("pruned 3 jobs ('q' succeeded 3) and 0 audit entries in 1 batches, ")
+    )
+    assert pruned[1].getMessage().endswith("; oldest finished job: 0s")
+    assert getattr(pruned[1], "queue", None) == "q"
+    events = [getattr(r, "event", None) for r in caplog.records if r.name == "trioqueue.maintainer"]
+    assert events == ["maintainer", "pruned", "pruned", "maintainer_released"]

@@ -195,9 +195,10 @@ class _Maintainer:
         self.core.released()
         if seq is None:
             return
+        released = False
         with trio.move_on_after(RELEASE_TIMEOUT):
             try:
-                await self.backend.release_maintainer(self.worker_id, seq)
+                released = await self.backend.release_maintainer(self.worker_id, seq)
             except Exception as exc:
                 log.warning(
                     "releasing the maintainer lease failed (it runs out within %gs): %r",
@@ -206,8 +207,9 @@ class _Maintainer:
                 )  # fmt: skip
         if held:
             log.info(
-                "worker pool %s is no longer the maintainer: it stopped and released the lease",
+                "worker pool %s is no longer the maintainer: it stopped%s",
                 self.worker_id,
+                " and released the lease" if released else "",
                 extra=pool_fields(self.queue, "maintainer_released"),
             )
         if self.observer is not None:
