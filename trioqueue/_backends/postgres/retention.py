@@ -32,7 +32,7 @@ class RetentionCalls:
     ``_driver`` and ``_sql``)."""
 
     _driver: Driver
-    _sql: Mapping[str, str]
+    _sql: dict[str, str]
 
     async def get_retention(self) -> Retention:
         """Every retention setting: the default policy, the queues' own, the audit log's."""
