@@ -98,13 +98,18 @@ queues (queue) AS (
     WHERE q.queue IS NOT NULL
 ),
 policies AS (
+    -- The settings row is read by scalar subqueries (each once), so that the planner
+    -- never multiplies its estimates by that table's.
     SELECT q.queue, k.status, now() - make_interval(secs => k.keep) AS cutoff
     FROM queues AS q
-    CROSS JOIN {schema}.retention_settings AS s
     LEFT JOIN {schema}.retention AS r ON r.queue = q.queue
     CROSS JOIN LATERAL (VALUES
-        ('succeeded', CASE WHEN r.queue IS NULL THEN s.default_succeeded ELSE r.succeeded END),
-        ('failed', CASE WHEN r.queue IS NULL THEN s.default_failed ELSE r.failed END)
+        ('succeeded', CASE WHEN r.queue IS NULL
+                           THEN (SELECT s.default_succeeded FROM {schema}.retention_settings AS s)
+                           ELSE r.succeeded END),
+        ('failed', CASE WHEN r.queue IS NULL
+                        THEN (SELECT s.default_failed FROM {schema}.retention_settings AS s)
+                        ELSE r.failed END)
     ) AS k (status, keep)
     WHERE q.queue IS NOT NULL AND k.keep IS NOT NULL AND EXISTS (SELECT FROM lease)
 ),
@@ -112,35 +117,44 @@ candidates AS MATERIALIZED (
     SELECT c.id, p.status, p.cutoff
     FROM policies AS p
     CROSS JOIN LATERAL (
+        -- The cutoff as a row comparison, which only jobs_retention_idx can take as its
+        -- bound (jobs_finished_idx would walk past every queue's older rows): the scan
+        -- starts at the oldest row of this queue and status and stops at $2 rows.
         SELECT j.id, j.finished_at FROM {schema}.jobs AS j
-        WHERE j.queue = p.queue AND j.status = p.status
-          AND j.finished_at IS NOT NULL AND j.finished_at < p.cutoff
-        ORDER BY j.finished_at
+        WHERE j.queue = p.queue AND j.status = p.status AND j.finished_at IS NOT NULL
+          AND (j.queue, j.status, j.finished_at) < (p.queue, p.status, p.cutoff)
+        ORDER BY j.queue, j.status, j.finished_at
         LIMIT $2::bigint
     ) AS c
     ORDER BY c.finished_at, c.id
     LIMIT $2::bigint
 ),
 doomed AS (
+    -- Locked by id (the array: a primary-key probe each), checked again on the locked row.
     SELECT j.id FROM {schema}.jobs AS j
     JOIN candidates AS c ON c.id = j.id
-    WHERE j.status = c.status AND j.finished_at IS NOT NULL AND j.finished_at < c.cutoff
+    WHERE j.id = ANY (ARRAY(SELECT c2.id FROM candidates AS c2))
+      AND j.status = c.status AND j.finished_at IS NOT NULL AND j.finished_at < c.cutoff
     FOR UPDATE OF j SKIP LOCKED
 ),
 deleted AS (
-    DELETE FROM {schema}.jobs AS j USING doomed AS d WHERE j.id = d.id
+    DELETE FROM {schema}.jobs AS j
+    WHERE j.id = ANY (ARRAY(SELECT d.id FROM doomed AS d))
     RETURNING j.id, j.queue, j.status
 ),
 audit_doomed AS (
-    SELECT a.id FROM {schema}.audit_log AS a, {schema}.retention_settings AS s
-    WHERE s.audit IS NOT NULL AND a.at < now() - make_interval(secs => s.audit)
+    SELECT a.id FROM {schema}.audit_log AS a
+    WHERE a.at < now() - make_interval(
+              secs => (SELECT s.audit FROM {schema}.retention_settings AS s))
       AND EXISTS (SELECT FROM lease)
     ORDER BY a.at
     LIMIT $2::bigint
     FOR UPDATE OF a SKIP LOCKED
 ),
 audit_deleted AS (
-    DELETE FROM {schema}.audit_log AS a USING audit_doomed AS d WHERE a.id = d.id RETURNING 1
+    DELETE FROM {schema}.audit_log AS a
+    WHERE a.id = ANY (ARRAY(SELECT d.id FROM audit_doomed AS d))
+    RETURNING 1
 ),
 per_kind AS (
     SELECT d.queue, d.status, count(*) AS n FROM deleted AS d GROUP BY 1, 2
