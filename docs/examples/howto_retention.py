@@ -1,4 +1,4 @@
-"""How-to: keep finished jobs for as long as you need them, and let the pools prune the rest."""
+"""How-to: keep finished jobs as long as they are needed; the pools prune the rest."""
 
 from __future__ import annotations
 
