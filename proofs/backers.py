@@ -701,6 +701,16 @@ RULES: tuple[Rule, ...] = (
             Tests("postgres/test_postgres_attempts.py", (), "one statement with the outcome"),
         ),
     ),
+    Rule(
+        "§15",
+        "retention by policy in bounded batches, fenced by the maintainer lease",
+        tests=(
+            Tests(_RETENTION_MODEL, (), "the reference model, after every step"),
+            Tests("unit/test_memory_backend.py", (), _RETENTION),
+            Tests("postgres/test_postgres_backend.py", (), _RETENTION),
+            Tests("postgres/test_postgres_retention.py", (), "bounded batches, the lease row"),
+        ),
+    ),
 )
 
 
