@@ -126,6 +126,12 @@ CLI_PRIVATE_IMPORTS: dict[str, tuple[str, frozenset[str]]] = {
         "schedule set's checks before connecting",
         frozenset({"trioqueue.cli._schedule"}),
     ),
+    # `trioqueue worker --database NAME=DSN` checks every DSN before it connects (one error
+    # listing every problem), and shows each with its password masked, as the driver does.
+    "trioqueue._backends.postgres.driver": (
+        "checking and masking the DSNs of several databases before connecting",
+        frozenset({"trioqueue.cli._databases"}),
+    ),
 }
 
 #: The command groups of `trioqueue`, one module each (trioqueue/cli/_commands/): each is
