@@ -52,7 +52,12 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from trioqueue._backends.interface import OPERATIONS, READ_OPERATIONS, Backend
+from trioqueue._backends.interface import (
+    MAINTENANCE_OPERATIONS,
+    OPERATIONS,
+    READ_OPERATIONS,
+    Backend,
+)
 from trioqueue._backends.postgres.claims import ClaimCalls
 from trioqueue._backends.postgres.controls import ControlCalls
 from trioqueue._backends.postgres.driver import Driver, Pooling, check_options, open_driver
@@ -79,7 +84,7 @@ DEFAULT_MAX_CONNECTIONS = 10
 
 #: Operations counted in ``statistics().calls`` besides the protocol's writes: the
 #: operators' calls, and migrations.
-COUNTED_READS = (*READ_OPERATIONS, "migrate", "prune")
+COUNTED_READS = (*READ_OPERATIONS, *MAINTENANCE_OPERATIONS, "migrate", "prune")
 
 
 @asynccontextmanager
