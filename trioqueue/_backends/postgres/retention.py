@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trioqueue._backends.postgres.driver import Driver
+from trioqueue._backends.postgres.base import BackendBase
 from trioqueue._backends.retention_checks import (
     check_audit_retention,
     check_clear_retention,
@@ -27,12 +27,8 @@ from trioqueue._operator_types import MaintainerInfo, PruneBatch, Retention, Ret
 __all__ = ["RetentionCalls"]
 
 
-class RetentionCalls:
-    """The PostgresBackend's retention and maintainer calls (a mixin: the backend sets
-    ``_driver`` and ``_sql``)."""
-
-    _driver: Driver
-    _sql: Mapping[str, str]
+class RetentionCalls(BackendBase):
+    """The PostgresBackend's retention and maintainer calls."""
 
     async def get_retention(self) -> Retention:
         """Every retention setting: the default policy, the queues' own, the audit log's."""
