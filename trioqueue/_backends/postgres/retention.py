@@ -112,7 +112,7 @@ class RetentionCalls(BackendBase):
         fence = check_seq(seq)
         size = check_prune_limit(limit)
         row = await self._driver.run(
-            "prune_retained", _fetchrow, self._sql["prune_retained"], fence, size
+            "prune_retained", _batch, self._sql["prune_retained"], fence, size
         )
         return None if not row["fenced"] else prune_batch(row)
 
@@ -127,6 +127,14 @@ def prune_batch(row: Mapping[str, Any]) -> PruneBatch:
         more=bool(row["more"]),
         oldest_finished_age=row["oldest_finished_age"],
     )
+
+
+async def _batch(connection: Any, query: str, *args: Any) -> Any:
+    """The batch statement in a transaction of its own with jit off (retention.sql says
+    why): one crossing, three round trips (BEGIN and SET, the batch, COMMIT)."""
+    async with connection.transaction():
+        await connection.execute("SET LOCAL jit = off")
+        return await connection.fetchrow(query, *args)
 
 
 async def _fetch(connection: Any, query: str, *args: Any) -> list[Any]:
