@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trioqueue.cli import _dashboard
+import trio
+
+from trioqueue.cli import _dashboard, _databases
 from trioqueue.cli._commands.common import (
     Subparsers,
     errors_as_cli_errors,
@@ -23,12 +25,20 @@ def add(commands: Subparsers) -> None:
         commands, "dashboard", _run_dashboard, _dashboard.HELP, _dashboard.DESCRIPTION
     )
     _dashboard.add_arguments(parser)
+    _databases.add_database_arguments(
+        parser.add_argument_group("several databases (docs/dashboard.rst)"),
+        "a further database, named NAME, shown under /db/NAME/ beside --dsn's (named "
+        f"{_databases.DEFAULT_DATABASE!r}); repeatable (default: none, one database)",
+    )
 
 
 def _run_dashboard(args: argparse.Namespace) -> int:
     with errors_as_cli_errors():
         # Before connecting: a public bind needs a token, and the names must be names.
         access = _dashboard.check(args.host, args)
+        databases = _databases.dashboard_databases(args)
+    if databases is not None:  # one dashboard over several databases (_dashboards.py)
+        return _run_dashboards(args, databases, access)
     try:  # until Ctrl-C, which exits 0 (serving has no other way to end), as jobs --watch
         run_on_database(
             args,
@@ -42,5 +52,28 @@ def _run_dashboard(args: argparse.Namespace) -> int:
     except (KeyboardInterrupt, BaseExceptionGroup) as exc:
         if not only_interrupts(exc):
             raise
+    say("dashboard stopped")
+    return 0
+
+
+def _run_dashboards(
+    args: argparse.Namespace, databases: list[_databases.Database], access: _dashboard.Access
+) -> int:
+    from trioqueue.cli._dashboards import serve_dashboards
+
+    with errors_as_cli_errors():
+        try:
+            trio.run(
+                serve_dashboards,
+                databases,
+                args.host,
+                args.port,
+                args.read_only,
+                sys.stdout,
+                access,
+            )
+        except (KeyboardInterrupt, BaseExceptionGroup) as exc:
+            if not only_interrupts(exc):
+                raise
     say("dashboard stopped")
     return 0
