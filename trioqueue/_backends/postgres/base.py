@@ -28,7 +28,7 @@ class BackendBase:
     _schema: str
     #: The NOTIFY channel of the schema.
     _channel: str
-    #: ``queries.sql`` and ``operator.sql``, rendered for the schema, by name.
+    #: ``queries.sql``, ``operator.sql`` and ``retention.sql``, rendered for the schema, by name.
     _sql: dict[str, str]
     #: The ``list_jobs`` statement for each sort (``reads.ORDER_BY``).
     _list_sql: dict[JobSort, str]
