@@ -1528,7 +1528,10 @@ class MemoryModel:
             "attempts": sum(len(rows) for rows in self._attempts.values()),
             "audit_log": len(self._audit),
             "jobs": len(self._rows),
+            "maintainer": 0 if self._maintainer_row is None else 1,
             "queues": len(self._settings),
+            "retention": len(self._policies.queues),
+            "retention_settings": 1,
             "schedules": len(self._schedules),
             "workers": len(self._pools),
         }

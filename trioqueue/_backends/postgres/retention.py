@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trioqueue._backends.postgres.driver import Driver
+from trioqueue._backends.postgres.base import BackendBase
 from trioqueue._backends.retention_checks import (
     check_audit_retention,
     check_clear_retention,
@@ -27,12 +27,8 @@ from trioqueue._operator_types import MaintainerInfo, PruneBatch, Retention, Ret
 __all__ = ["RetentionCalls"]
 
 
-class RetentionCalls:
-    """The PostgresBackend's retention and maintainer calls (a mixin: the backend sets
-    ``_driver`` and ``_sql``)."""
-
-    _driver: Driver
-    _sql: dict[str, str]  # as BackendBase declares it (base.py)
+class RetentionCalls(BackendBase):
+    """The PostgresBackend's retention and maintainer calls."""
 
     async def get_retention(self) -> Retention:
         """Every retention setting: the default policy, the queues' own, the audit log's."""
@@ -116,7 +112,7 @@ class RetentionCalls:
         fence = check_seq(seq)
         size = check_prune_limit(limit)
         row = await self._driver.run(
-            "prune_retained", _fetchrow, self._sql["prune_retained"], fence, size
+            "prune_retained", _batch, self._sql["prune_retained"], fence, size
         )
         return None if not row["fenced"] else prune_batch(row)
 
@@ -131,6 +127,14 @@ def prune_batch(row: Mapping[str, Any]) -> PruneBatch:
         more=bool(row["more"]),
         oldest_finished_age=row["oldest_finished_age"],
     )
+
+
+async def _batch(connection: Any, query: str, *args: Any) -> Any:
+    """The batch statement in a transaction of its own with jit off (retention.sql says
+    why): one crossing, three round trips (BEGIN and SET, the batch, COMMIT)."""
+    async with connection.transaction():
+        await connection.execute("SET LOCAL jit = off")
+        return await connection.fetchrow(query, *args)
 
 
 async def _fetch(connection: Any, query: str, *args: Any) -> list[Any]:

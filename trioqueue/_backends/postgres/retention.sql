@@ -83,6 +83,10 @@ RETURNING 1;
 -- I16). Their attempts rows go by the delete trigger of migration 0009; results live on
 -- the job's row. No statement reads more than about $2 rows per (queue, status) or locks
 -- more than $2 jobs, so it holds no lock or snapshot long enough to hurt claims.
+--
+-- The caller runs it with jit off (SET LOCAL, retention.py): its estimates (a recursive
+-- CTE, one bounded scan per queue and status) are far above what it reads, and past
+-- jit_above_cost PostgreSQL spent seconds compiling a statement that runs in milliseconds.
 WITH RECURSIVE lease AS MATERIALIZED (
     SELECT m.seq FROM {schema}.maintainer AS m
     WHERE m.seq = $1::bigint AND m.not_visible_until > now()
@@ -169,6 +173,6 @@ SELECT EXISTS (SELECT FROM lease) AS fenced,
        extract(epoch FROM now() - (
            SELECT j.finished_at FROM {schema}.jobs AS j
            WHERE j.finished_at IS NOT NULL
-             AND NOT EXISTS (SELECT FROM deleted AS d WHERE d.id = j.id)
+             AND j.id NOT IN (SELECT d.id FROM deleted AS d)  -- (a hashed subplan)
            ORDER BY j.finished_at
            LIMIT 1))::float8 AS oldest_finished_age;

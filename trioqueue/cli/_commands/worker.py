@@ -93,6 +93,9 @@ def add(commands: Subparsers) -> None:
          "log an async handler step longer than this as blocking the event loop"),
         ("--schedule-interval", "schedule_interval", _schedule_interval,
          "make a scheduling pass this often, or off: no part in scheduling"),
+        ("--maintenance-interval", "maintenance_interval", _schedule_interval,
+         "as the elected maintainer, prune finished jobs past their retention this often, "
+         "or off: no part in maintenance (docs/howto/retention.rst)"),
     ):  # fmt: skip
         pool.add_argument(option, type=kind, metavar="S", help=default_help(field, meaning))
     pool.add_argument(
@@ -179,6 +182,7 @@ WORKER_OPTIONS = (
     "shutdown_grace",
     "blocking_threshold",
     "schedule_interval",
+    "maintenance_interval",
     "quarantine_after",
     "transactional",
 )
@@ -275,8 +279,9 @@ def worker_options(args: argparse.Namespace) -> dict[str, Any]:
     """The WorkerConfig fields the options give (every pool built from a handler)."""
     given = {name: getattr(args, name) for name in WORKER_OPTIONS}
     options = {name: value for name, value in given.items() if value is not None}
-    if options.get("schedule_interval") == OFF:
-        options["schedule_interval"] = None  # given as "off", not left out
+    for name in ("schedule_interval", "maintenance_interval"):
+        if options.get(name) == OFF:
+            options[name] = None  # given as "off", not left out
     if options.get("quarantine_after") == OFF:
         options["quarantine_after"] = None  # (the config's check refuses a bad number)
     exponential = {
@@ -498,8 +503,8 @@ def _number_or(word: str, number: Callable[[str], float], what: str) -> Callable
     return parse
 
 
-#: ``--schedule-interval off``: the pools take no part in scheduling;
-#: ``--quarantine-after off``: ``quarantine_after=None``.
+#: ``--schedule-interval off``, ``--maintenance-interval off``: the pools take no part in
+#: scheduling, in maintenance; ``--quarantine-after off``: ``quarantine_after=None``.
 OFF = "off"
 
 #: The argparse types of the pool options that take a word beside their number.
