@@ -84,6 +84,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,11 +105,22 @@ ENQUEUE_CHUNK = 5000
 # -- the server and the schemas -----------------------------------------------------------
 
 
+#: Set (bench_history.py does), the benches run on this existing, migrated schema instead of
+#: a fresh one: its history stays, and the jobs a bench added are deleted at the end unless
+#: KEEP_ADDED is set too.
+ON_SCHEMA: ContextVar[str | None] = ContextVar("ON_SCHEMA", default=None)
+KEEP_ADDED: ContextVar[bool] = ContextVar("KEEP_ADDED", default=False)
+
+
 @asynccontextmanager
 async def fresh_backend(
     dsn: str, *, max_connections: int = 10
 ) -> AsyncIterator[trioqueue.PostgresBackend]:
-    """A backend on a new, migrated schema, dropped at the end."""
+    """A backend on a new, migrated schema, dropped at the end (or on ON_SCHEMA)."""
+    if (existing := ON_SCHEMA.get()) is not None:
+        async with _existing_backend(dsn, existing, max_connections) as backend:
+            yield backend
+        return
     schema = f"trioqueue_bench_{secrets.token_hex(4)}"
     async with trioqueue.open_postgres(
         dsn, schema=schema, max_connections=max_connections
@@ -120,6 +132,25 @@ async def fresh_backend(
             with trio.CancelScope(shield=True):
                 async with backend.acquire() as connection:
                     await connection.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@asynccontextmanager
+async def _existing_backend(
+    dsn: str, schema: str, max_connections: int
+) -> AsyncIterator[trioqueue.PostgresBackend]:
+    """A backend on ``schema``; the jobs added meanwhile deleted at the end (not KEEP_ADDED)."""
+    async with trioqueue.open_postgres(
+        dsn, schema=schema, max_connections=max_connections
+    ) as backend:
+        async with backend.acquire() as connection:
+            last = await connection.fetchval(f'SELECT coalesce(max(id), 0) FROM "{schema}".jobs')
+        try:
+            yield backend
+        finally:
+            if not KEEP_ADDED.get():
+                with trio.CancelScope(shield=True):
+                    async with backend.acquire() as connection:
+                        await connection.execute(f'DELETE FROM "{schema}".jobs WHERE id > $1', last)
 
 
 async def fill(backend: trioqueue.PostgresBackend, jobs: int) -> None:

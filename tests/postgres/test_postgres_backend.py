@@ -289,7 +289,17 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         "CREATE UNIQUE INDEX schema_migrations_pkey ON {schema}.schema_migrations USING btree (version)",
         "CREATE UNIQUE INDEX workers_pkey ON {schema}.workers USING btree (worker_id)",
     ],
-    "storage": [("jobs", ["fillfactor=60"])],  # 0006
+    "storage": [
+        (
+            "jobs",
+            [
+                "fillfactor=60",  # 0006
+                "autovacuum_vacuum_scale_factor=0.01",  # 0012
+                "autovacuum_vacuum_insert_scale_factor=0.01",  # 0012
+                "autovacuum_analyze_scale_factor=0.01",  # 0012
+            ],
+        )
+    ],
     "constraints": sorted(
         [
             (
