@@ -25,8 +25,9 @@ import trio
 import trioqueue
 from trioqueue import JobContext
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
-from trioqueue._backends.postgres.backend import _ints, _JobTransaction, _progress, _results
+from trioqueue._backends.postgres.arguments import ints, progress_texts, result_texts
 from trioqueue._backends.postgres.sqlstate import backend_error, connection_refused, never_sent
+from trioqueue._backends.postgres.transactions import PgJobTransaction
 from trioqueue._errors import BackendError
 from trioqueue._types import Ack
 
@@ -148,12 +149,14 @@ class _EndedAfterTheAck:
 def _ended_after_the_ack(backend: PostgresBackend, dsn: str, victims: set[int]) -> Any:
     """``backend.job_transaction`` whose commit of a victim job meets an ended session."""
 
-    async def ending(tx: _JobTransaction, item: Ack) -> bool:
+    async def ending(tx: PgJobTransaction, item: Ack) -> bool:
         async def commit(connection: Any) -> bool:
             proxy = _EndedAfterTheAck(connection, dsn)
             items = (item,)
-            arrays = _ints(i.job_id for i in items), _ints(i.claim_seq for i in items)
-            return await tx._aio_commit_with_ack(proxy, *arrays, _progress(items), _results(items))
+            arrays = ints(i.job_id for i in items), ints(i.claim_seq for i in items)
+            return await tx._aio_commit_with_ack(
+                proxy, *arrays, progress_texts(items), result_texts(items)
+            )
 
         return await tx.connection.run("ack", commit)
 

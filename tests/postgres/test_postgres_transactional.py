@@ -19,8 +19,8 @@ import trioqueue
 from trioqueue import JobContext
 from trioqueue._backends.interface import JobTransaction
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
-from trioqueue._backends.postgres.backend import RUNTIME_RESERVE
 from trioqueue._backends.postgres.driver import PgConnection
+from trioqueue._backends.postgres.transactions import RUNTIME_RESERVE
 from trioqueue._errors import BackendError
 from trioqueue._runtime.batch import NOT_RECORDED
 from trioqueue._types import Ack

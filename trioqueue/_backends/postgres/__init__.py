@@ -6,7 +6,11 @@
 - ``connections.py``: the asyncpg connection pool under the driver (asyncio code).
 - ``sqlstate.py``: asyncpg's errors as ``BackendError``, transient or not (the one place
   that decides).
-- ``backend.py``: :class:`PostgresBackend`, the Backend protocol on those two.
+- ``backend.py``: :class:`PostgresBackend`, the Backend protocol on those two, assembled
+  from one class of calls per topic (``base.py`` declares their shared state):
+  ``maintenance.py``, ``transactions.py``, ``producers.py``, ``controls.py``, ``reads.py``,
+  ``waits.py``, ``flow.py``, ``schedules.py``, ``claims.py``, ``outcomes.py``,
+  ``notices.py``, ``retention.py``; helpers ``statements.py``, ``arguments.py``, ``rows.py``.
 - ``embedded.py``: a PostgreSQL server shipped in a wheel (pgserver), for the demo and tests.
 """
 

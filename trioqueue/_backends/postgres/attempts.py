@@ -33,7 +33,7 @@ _INF = math.inf
 def timing_arrays(items: Sequence[Ack | Failure | Release]) -> tuple[str | None, str | None]:
     """Each item's handler start and run time as two float8[] literals, sent as text
     parameters (queries.sql, ``ack``); None (SQL NULL) for both when no item has a
-    timing, as the progress array is sent (backend.py).
+    timing, as the progress array is sent (``arguments.py``).
 
     On the hot path (every ack of a drain): one pass, and a worker's usual timing (an
     AttemptTiming of two positive finite floats) costs two ``repr`` and no validation

@@ -36,7 +36,7 @@ renewals, including at most one abandoned renewal per pool, outcome writes, prod
 transactional handlers, each of which holds one connection from before its handler starts
 until its transaction ends); each :meth:`Driver.listen` holds one more connection of its
 own, outside the pool. The backend keeps part of the pool out of the handlers' reach
-(``backend.py``), so transactional handlers can never starve the renewals that keep their
+(``transactions.py``), so transactional handlers can never starve the renewals that keep their
 leases.
 """
 

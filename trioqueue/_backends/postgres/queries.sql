@@ -172,7 +172,7 @@ RETURNING j.id, j.queue, j.payload::text AS payload,
           j.group_key, j.cancelled;
 
 -- name: list_jobs
--- {order} is one of the fixed ORDER BY lists of backend.py (never caller text). $5 is an
+-- {order} is one of the fixed ORDER BY lists of reads.py (never caller text). $5 is an
 -- ILIKE pattern with its wildcards escaped (backslash), or NULL: a search reads every row
 -- of the filtered queue, since no index serves a substring of the payload's text. $6,
 -- when not NULL, cuts the payload, result and last_error to their first $6 characters
@@ -968,7 +968,7 @@ SELECT extract(epoch FROM clock_timestamp())::float8;
 
 -- name: set_schedule
 -- Create or replace a schedule; a replaced one keeps its last_run_at. $8 is the next tick
--- after the now() read just before, on the same connection (see backend.py).
+-- after the now() read just before, on the same connection (see schedules.py).
 INSERT INTO {schema}.schedules AS s
     (name, queue, cron, timezone, payload, priority, max_attempts, next_run_at)
 VALUES ($1::text, $2::text, $3::text, $4::text, $5::text::jsonb, $6::integer, $7::integer,

@@ -1,0 +1,89 @@
+"""The PostgreSQL backend's outcomes: ack, fail and release, each one fenced, batched statement.
+
+Each statement writes only the rows whose ``claim_seq`` still matches (docs/protocol.rst
+§1), and names the 1-based positions it applied, so a stale item of a batch is told apart
+from the others. A transactional handler's ack goes with its COMMIT instead
+(``transactions.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import trio
+
+from trioqueue._backends.postgres.arguments import (
+    fences,
+    float_texts,
+    progress_texts,
+    result_texts,
+    storable_text,
+)
+from trioqueue._backends.postgres.attempts import failure_texts, timing_arrays
+from trioqueue._backends.postgres.base import BackendBase
+from trioqueue._backends.postgres.statements import fetch
+from trioqueue._backends.validation import check_retry_delay
+from trioqueue._types import Ack, Failure, Recorded, Release
+
+
+class OutcomeCalls(BackendBase):
+    """Fenced, batched outcome writes."""
+
+    async def ack(self, items: Sequence[Ack]) -> list[bool]:
+        """Mark attempts succeeded. Fenced: True for each item that was applied."""
+        items = tuple(items)
+        applied = await self._fenced_write(
+            "ack",
+            items,
+            *fences(items),
+            progress_texts(items),
+            result_texts(items),
+            *timing_arrays(items),
+        )
+        return [row is not None for row in applied]
+
+    async def fail(self, items: Sequence[Failure]) -> list[Recorded | None]:
+        """Record failed attempts. Fenced: per item, what it became (None: not applied).
+
+        A retry is recorded as final when the attempt was the last one allowed, or when the
+        job was asked to cancel (a cancelled job is never retried, docs/protocol.rst §5).
+        """
+        items = tuple(items)
+        delays = [check_retry_delay(item.retry_delay) for item in items]
+        applied = await self._fenced_write(
+            "fail",
+            items,
+            *fences(items),
+            [storable_text(item.error) for item in items],
+            float_texts(delays),
+            progress_texts(items),
+            *failure_texts(items, storable_text),
+            *timing_arrays(items),
+        )
+        return [
+            None if row is None else Recorded.RETRY if row["status"] == "queued" else Recorded.FINAL
+            for row in applied
+        ]
+
+    async def release(self, items: Sequence[Release]) -> list[bool]:
+        """Give attempts back uncharged. Fenced: True for each item that was applied."""
+        items = tuple(items)
+        applied = await self._fenced_write(
+            "release", items, *fences(items), progress_texts(items), *timing_arrays(items)
+        )
+        return [row is not None for row in applied]
+
+    async def _fenced_write(
+        self, op: str, items: Sequence[object], *arrays: list[Any] | str | None
+    ) -> list[Any]:
+        """Run a batched, fenced write: per item, the row its statement returned for it (the
+        rows name the 1-based positions that applied), or None where the fence kept it out.
+        ``arrays`` are the statement's parameters, one value per item (None: SQL NULL, a
+        NULL for every item; a str: an array literal, ``timing_arrays``)."""
+        if not items:
+            await trio.lowlevel.checkpoint()
+            return []
+        rows = await self._driver.run(op, fetch, self._sql[op], *arrays)
+        by_position = {row["n"]: row for row in rows}
+        return [by_position.get(n) for n in range(1, len(items) + 1)]

@@ -1,0 +1,199 @@
+"""The PostgreSQL backend's producer calls: enqueue, enqueue_many, dedup keys.
+
+Every enqueue is one ``INSERT`` of all its payloads (``unnest``), which also sends the
+queue's NOTIFY; inside a caller's transaction (``connection=``) both take effect only if it
+commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import trio
+
+from trioqueue._backends.postgres.base import BackendBase
+from trioqueue._backends.postgres.driver import PgConnection
+from trioqueue._backends.validation import check_enqueue
+
+
+class ProducerCalls(BackendBase):
+    """Adding jobs."""
+
+    async def enqueue(
+        self,
+        queue: str,
+        payload: Any,
+        *,
+        priority: int = 0,
+        delay: float | None = None,
+        max_attempts: int = 10,
+        dedup_key: str | None = None,
+        group: str | None = None,
+        connection: PgConnection | None = None,
+    ) -> int:
+        """Add one job; with ``dedup_key``, return the unfinished duplicate's id instead.
+
+        Args:
+            connection: enqueue inside the caller's transaction on this connection (from
+                :meth:`acquire`, or ``ctx.connection`` of a transactional handler): the job
+                exists, and its NOTIFY is sent, only if that transaction commits.
+
+        Raises:
+            TypeError: ``payload`` is not JSON-serialisable, or an option has a wrong type.
+            ValueError: an option is out of range, or ``connection`` is not one of this
+                backend's connections.
+        """
+        [job_id] = await self.enqueue_many(
+            queue,
+            [payload],
+            priority=priority,
+            delay=delay,
+            max_attempts=max_attempts,
+            dedup_key=dedup_key,
+            group=group,
+            connection=connection,
+        )
+        return job_id
+
+    async def enqueue_deduplicated(
+        self,
+        queue: str,
+        payload: Any,
+        *,
+        dedup_key: str,
+        priority: int = 0,
+        delay: float | None = None,
+        max_attempts: int = 10,
+        group: str | None = None,
+        connection: PgConnection | None = None,
+    ) -> tuple[int, bool]:
+        """:meth:`enqueue` with a ``dedup_key``, also saying whether the job was added.
+
+        Returns:
+            ``(id, True)`` for a new job; ``(id, False)`` when an unfinished job of the
+            queue already held ``dedup_key`` and nothing was added (``id`` is that job's).
+        """
+        [job_id], added = await self._enqueue(
+            queue,
+            [payload],
+            priority=priority,
+            delay=delay,
+            max_attempts=max_attempts,
+            dedup_key=dedup_key,
+            group=group,
+            connection=connection,
+        )
+        return job_id, added
+
+    async def enqueue_many(
+        self,
+        queue: str,
+        payloads: Sequence[Any],
+        *,
+        priority: int = 0,
+        delay: float | None = None,
+        max_attempts: int = 10,
+        dedup_key: str | None = None,
+        group: str | None = None,
+        connection: PgConnection | None = None,
+    ) -> list[int]:
+        """Add several jobs in one statement (counted as one ``"enqueue"`` call).
+
+        Everything is validated first: on any error nothing is written. An empty list
+        issues no statement. One NOTIFY wakes the queue's listeners.
+
+        Args:
+            connection: enqueue inside the caller's transaction on this connection; see
+                :meth:`enqueue`. Without one, the jobs are committed at once.
+
+        Raises:
+            TypeError: a payload is not JSON-serialisable, or an option has a wrong type.
+            ValueError: an option is out of range, ``dedup_key`` comes with several payloads,
+                or ``connection`` is not one of this backend's connections.
+        """
+        ids, _ = await self._enqueue(
+            queue,
+            payloads,
+            priority=priority,
+            delay=delay,
+            max_attempts=max_attempts,
+            dedup_key=dedup_key,
+            group=group,
+            connection=connection,
+        )
+        return ids
+
+    async def _enqueue(
+        self,
+        queue: str,
+        payloads: Sequence[Any],
+        *,
+        priority: int,
+        delay: float | None,
+        max_attempts: int,
+        dedup_key: str | None,
+        group: str | None,
+        connection: PgConnection | None,
+    ) -> tuple[list[int], bool]:
+        """The ids, and False when a dedup key's holder was found instead of adding."""
+        self._check_connection(connection)
+        request = check_enqueue(
+            queue,
+            payloads,
+            priority=priority,
+            delay=delay,
+            max_attempts=max_attempts,
+            dedup_key=dedup_key,
+            group=group,
+        )
+        if not request.payloads:
+            await trio.lowlevel.checkpoint()
+            return [], True
+        run = self._driver.run if connection is None else connection.run
+        return await run(
+            "enqueue",
+            self._aio_enqueue,
+            request.queue,
+            list(request.payloads),
+            request.priority,
+            request.max_attempts,
+            request.delay,
+            request.dedup_key,
+            request.group,
+            request.trace_context,
+        )
+
+    def _check_connection(self, connection: object) -> None:
+        if connection is None:
+            return
+        if not isinstance(connection, PgConnection):
+            raise TypeError(
+                f"connection must come from backend.acquire() or ctx.connection, "
+                f"not {type(connection).__name__}"
+            )
+        if connection._driver is not self._driver:
+            # asyncpg connections belong to their own event loop: another backend's is unusable.
+            raise ValueError("connection belongs to another backend")
+
+    async def _aio_enqueue(
+        self,
+        connection: Any,
+        queue: str,
+        payloads: list[str],
+        priority: int,
+        max_attempts: int,
+        delay: float,
+        dedup_key: str | None,
+        group: str | None,
+        trace_context: str | None,
+    ) -> tuple[list[int], bool]:
+        args = (queue, payloads, priority, max_attempts, delay, dedup_key, group, trace_context)
+        while True:
+            ids = [row["id"] for row in await connection.fetch(self._sql["enqueue"], *args)]
+            if ids or dedup_key is None:
+                return ids, True
+            # A duplicate holds the key. It may finish before we read it; then insert again.
+            existing = await connection.fetchval(self._sql["find_dedup"], queue, dedup_key)
+            if existing is not None:
+                return [existing], False
