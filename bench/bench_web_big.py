@@ -98,9 +98,11 @@ async def run(dsn: str, schema: str, repeat: int) -> None:
     async with trioqueue.open_postgres(dsn, schema=schema) as backend:
         async with backend.acquire() as connection:
             rows = await connection.fetchval(
-                f'SELECT reltuples::bigint FROM pg_class WHERE oid = \'"{schema}".jobs\'::regclass'
+                f"SELECT reltuples::bigint FROM pg_class WHERE oid = '\"{schema}\".jobs'::regclass"
             )
-            job_id = await connection.fetchval(f'SELECT coalesce(max(id) / 2, 1) FROM "{schema}".jobs')
+            job_id = await connection.fetchval(
+                f'SELECT coalesce(max(id) / 2, 1) FROM "{schema}".jobs'
+            )
         print(f"schema {schema}: ~{max(rows, 0):,} rows in jobs; {repeat} requests each")
         app = create_app(backend)
         transport = httpx.ASGITransport(app=app)

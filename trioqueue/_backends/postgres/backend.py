@@ -57,7 +57,7 @@ from trioqueue._backends.postgres.maintenance import MaintenanceCalls
 from trioqueue._backends.postgres.notices import NoticeCalls
 from trioqueue._backends.postgres.outcomes import OutcomeCalls
 from trioqueue._backends.postgres.producers import ProducerCalls
-from trioqueue._backends.postgres.reads import ORDER_BY, ReadCalls
+from trioqueue._backends.postgres.reads import ReadCalls
 from trioqueue._backends.postgres.retention import RetentionCalls
 from trioqueue._backends.postgres.schedules import ScheduleCalls
 from trioqueue._backends.postgres.sql import QUERIES, channel_name, check_schema, render
@@ -176,10 +176,6 @@ class PostgresBackend(
         self._schema = check_schema(schema)
         self._channel = channel_name(schema)
         self._sql = {name: render(sql, schema) for name, sql in QUERIES.items()}
-        self._list_sql = {
-            sort: self._sql["list_jobs"].replace("{order}", order)
-            for sort, order in ORDER_BY.items()
-        }
         self._dropped_notices = 0
         self._finishes = FinishWatch(driver, self._channel)
         #: Queues whose last claim found limits: their claims start by locking the queue.

@@ -8,7 +8,7 @@
 -- with the cursor moved on, so one call visits each job once: a job retried by a batch that
 -- fails again meanwhile is behind the cursor, not retried twice.
 --
--- Their filters are those of count_jobs (queue $2, state $3, search pattern $4 escaped as
+-- Their filters are those of list_jobs (job_lists.py: queue $2, state $3, search pattern $4 escaped as
 -- there, cancellations $6: docs/protocol.rst §14).
 
 -- name: retry_matching

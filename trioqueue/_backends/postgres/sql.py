@@ -173,7 +173,7 @@ def _load_queries(*names: str) -> dict[str, str]:
 
 
 #: Every named query of ``queries.sql`` and ``operator.sql``, placeholders unfilled.
-QUERIES: dict[str, str] = _load_queries("queries.sql", "operator.sql")
+QUERIES: dict[str, str] = _load_queries("queries.sql", "operator.sql", "reads.sql")
 
 #: Every migration, in order.
 MIGRATIONS: tuple[Migration, ...] = _load_migrations()
