@@ -5,7 +5,7 @@
     python bench/bench_web_big.py --schema reads_empty --repeat 20        # a migrated, empty one
 
 Each page and API call of the dashboard is asked ``--repeat`` times (after one warm-up
-request) through the ASGI app in this process (httpx), on the schema given (filled by
+request; fewer once they took ``--budget`` seconds: column n) through the ASGI app in this process (httpx), on the schema given (filled by
 ``bench/_fill.py``, or empty); prints per request its status, p50 and p95 in milliseconds
 and the body size. The requests are the ones an operator makes: the overview, the jobs list
 (each sort, a state filter, a queue filter, a search, a deep offset, and a keyset page
@@ -73,13 +73,20 @@ def requests(job_id: int) -> list[str]:
     ]
 
 
-async def _time(client: httpx.AsyncClient, path: str, repeat: int) -> tuple[int, list[float], int]:
-    response = await client.get(path)  # warm-up: plans cached, pages in shared buffers
-    took = []
+async def _time(
+    client: httpx.AsyncClient, path: str, repeat: int, budget: float
+) -> tuple[int, list[float], int]:
+    """``repeat`` timed requests after a warm-up (plans cached, pages in shared buffers),
+    fewer when they have taken ``budget`` seconds already (a page of many seconds)."""
+    response = await client.get(path)
+    took: list[float] = []
+    spent = time.perf_counter()
     for _ in range(repeat):
         start = time.perf_counter()
         response = await client.get(path)
         took.append((time.perf_counter() - start) * 1000)
+        if time.perf_counter() - spent > budget:
+            break
     return response.status_code, took, len(response.content)
 
 
@@ -94,7 +101,7 @@ async def _next_page(client: httpx.AsyncClient) -> str | None:
     return f"/api/jobs?limit=50&sort=-id&after={cursor}" if cursor else None
 
 
-async def run(dsn: str, schema: str, repeat: int) -> None:
+async def run(dsn: str, schema: str, repeat: int, budget: float, skip: list[str]) -> None:
     async with trioqueue.open_postgres(dsn, schema=schema) as backend:
         async with backend.acquire() as connection:
             rows = await connection.fetchval(
@@ -109,17 +116,18 @@ async def run(dsn: str, schema: str, repeat: int) -> None:
         async with httpx.AsyncClient(
             transport=transport, base_url="http://127.0.0.1", timeout=120
         ) as client:
-            paths = requests(job_id)
+            paths = [p for p in requests(job_id) if not any(s in p for s in skip)]
             keyset = await _next_page(client)
             if keyset is not None:
                 paths.append(keyset)
-            print(f"{'request':<58} {'code':>4} {'p50 ms':>9} {'p95 ms':>9} {'bytes':>9}")
+            print(f"{'request':<58} {'code':>4} {'p50 ms':>9} {'p95 ms':>9} {'n':>3} {'bytes':>9}")
             for path in paths:
-                code, took, size = await _time(client, path, repeat)
+                code, took, size = await _time(client, path, repeat, budget)
                 shown = path if len(path) <= 58 else path[:55] + "..."
                 print(
                     f"{shown:<58} {code:>4} {statistics.median(took):>9.1f} "
-                    f"{_p95(took):>9.1f} {size:>9,}"
+                    f"{_p95(took):>9.1f} {len(took):>3} {size:>9,}",
+                    flush=True,
                 )
 
 
@@ -128,12 +136,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dsn", default=os.environ.get("TRIOQUEUE_DSN", DEFAULT_DSN))
     parser.add_argument("--schema", required=True, help="a migrated schema (bench/_fill.py)")
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument(
+        "--budget", type=float, default=20.0, help="seconds of timed requests per path at most"
+    )
+    parser.add_argument(
+        "--skip", nargs="*", default=[], help="leave out the requests containing these texts"
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    trio.run(run, args.dsn, args.schema, args.repeat)
+    trio.run(run, args.dsn, args.schema, args.repeat, args.budget, args.skip)
 
 
 if __name__ == "__main__":
