@@ -42,7 +42,7 @@ async def _walk(plan: dict[str, Any]) -> None:
     """Page through every job with cursors, changing the table between pages: no job whose
     sort key stayed is shown twice, the pages keep the sort's order, and every job that was
     there from the start to the end with its sort key unchanged is shown."""
-    sort, queue, limit = plan["sort"], plan["queue"], plan["limit"]
+    sort, queue = plan["sort"], plan["queue"]
     async with trioqueue.open_memory() as backend:
         for q, priority in plan["jobs"]:
             await backend.enqueue(q, {}, priority=priority)
@@ -88,8 +88,9 @@ async def _page(
             plan["queue"], limit=plan["limit"] - 1, sort=sort,
             before=trioqueue.job_cursor(tail, sort),
         ), tail] if plan["limit"] > 1 else [tail]  # fmt: skip
-    key = "before" if plan["backwards"] else "after"
-    return await backend.list_jobs(plan["queue"], limit=plan["limit"], sort=sort, **{key: cursor})
+    if plan["backwards"]:
+        return await backend.list_jobs(plan["queue"], limit=plan["limit"], sort=sort, before=cursor)
+    return await backend.list_jobs(plan["queue"], limit=plan["limit"], sort=sort, after=cursor)
 
 
 async def _change(
