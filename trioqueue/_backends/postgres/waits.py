@@ -28,7 +28,6 @@ log = logging.getLogger("trioqueue.postgres")
 #: wait_for's first pause between reads, and the longest, when it cannot LISTEN (behind a
 #: transaction pooler without listen_dsn; docs/postgres.rst, "Results").
 WAIT_POLL_FIRST = 0.05
-
 WAIT_POLL_MAX = 1.0
 
 
