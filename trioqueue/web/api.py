@@ -54,7 +54,10 @@ MAX_CURSOR = 200
 #: A search of the job list looks at this many of the newest jobs (by id), not at every
 #: job: no index serves a substring of a payload, so an unbounded search on a big table
 #: reads all of it (docs/dashboard.rst, "Big tables").
-SEARCH_WINDOW = 100_000
+SEARCH_WINDOW = 20_000
+#: The deepest ``offset`` the job list takes: an offset page reads every row before it (a
+#: second at 500,000); past this, the pages' cursors (``after``/``before``) page on.
+MAX_OFFSET = 10_000
 #: The longest queue name a backend takes (``enqueue`` refuses longer ones).
 MAX_QUEUE = 128
 #: The longest window the timings and history of a queue look back over: a week.
@@ -337,7 +340,7 @@ class JobQuery:
             search=_text(params, "q", MAX_SEARCH),
             sort=sort,
             limit=_int(params, "limit", default_limit, 1, 1000),
-            offset=_int(params, "offset", 0, 0, MAX_JOB_ID),
+            offset=_int(params, "offset", 0, 0, MAX_OFFSET),
             cancelled=cancelled,
             **_cursors(params),
         )

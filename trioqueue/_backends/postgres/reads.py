@@ -47,7 +47,7 @@ from trioqueue._types import (
 EXACT_UP_TO = 10_000
 #: How long the exact part of a filtered count may take (seconds) before it gives way to
 #: the planner's estimate.
-COUNT_TIMEOUT = 0.15
+COUNT_TIMEOUT = 0.1
 
 
 class ReadCalls(BackendBase):
