@@ -54,7 +54,7 @@ MAX_CURSOR = 200
 #: A search of the job list looks at this many of the newest jobs (by id), not at every
 #: job: no index serves a substring of a payload, so an unbounded search on a big table
 #: reads all of it (docs/dashboard.rst, "Big tables").
-SEARCH_WINDOW = 20_000
+SEARCH_WINDOW = 10_000
 #: The deepest ``offset`` the job list takes: an offset page reads every row before it (a
 #: second at 500,000); past this, the pages' cursors (``after``/``before``) page on.
 MAX_OFFSET = 10_000
