@@ -30,6 +30,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Named queries the model has no method for, and why.
 POSTGRES_ONLY: dict[str, str] = {
+    "replica_lag": (
+        'how far a read replica is behind its primary (docs/postgres.rst, "Read '
+        'replicas"); the model has no replica'
+    ),
     "migrate_lock": "migrations: the model has no schema to migrate",
     "migrate_prepare": "migrations: the model has no schema to migrate",
     "applied_migrations": "migrations: the model has no schema to migrate",

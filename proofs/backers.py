@@ -1,4 +1,4 @@
-"""What backs each guarantee: invariants I1-I14 of docs/protocol.rst, and its rules §1 and §4.
+"""What backs each guarantee: invariants I1-I17 of docs/protocol.rst, and its rules §1 and §4.
 
 One source of truth for two tables: the one in proofs/README.md (section "Every invariant
 and what backs it", written by ``python proofs/backers.py --write``) and the one
@@ -80,6 +80,8 @@ _MACHINE = "state machine, after every step"
 _SUITE = "the conformance suite: stale writes, a reclaimed attempt fenced out"
 _CRASHES = "the conformance suite: attempts without an outcome, quarantine, parking"
 _ATTEMPTS = "the conformance suite: attempt rows, lost attempts, cancellations, timings"
+_RETENTION = "the conformance suite: policies, bounded fenced batches, the maintainer lease"
+_RETENTION_MODEL = "unit/test_retention_model_stateful.py"
 
 _CLAIM = Proof("(a) registration", "registration_fence")
 _RENEWAL = Proof("(a) renewal", "renewal_fence")
@@ -271,6 +273,34 @@ GUARANTEES: tuple[Guarantee, ...] = (
             Tests("unit/test_attempts_model.py", (), "the reference model, after every step"),
             Tests("unit/test_memory_backend.py", (), _ATTEMPTS),
             Tests("postgres/test_postgres_backend.py", (), _ATTEMPTS),
+        ),
+    ),
+    Guarantee(
+        "I16",
+        "retention deletes only finished jobs past their policy",
+        "Retention never deletes a job that is not finished (queued, scheduled or running, "
+        "whatever its age), nor a finished job within its queue's retention policy or kept "
+        "for ever, nor an audit entry within the audit log's keep-time; a job's attempts and "
+        "result go with it.",
+        tests=(
+            Tests(_RETENTION_MODEL, (), "the reference model, after every step"),
+            Tests("unit/test_memory_backend.py", (), _RETENTION),
+            Tests("postgres/test_postgres_backend.py", (), _RETENTION),
+            Tests("postgres/test_postgres_retention.py", (), "bounded batches, their index"),
+        ),
+    ),
+    Guarantee(
+        "I17",
+        "one maintainer prunes at a time",
+        "Prune batches are fenced by the maintainer lease: a batch deletes only while its "
+        "fence is the live lease's, by the database's clock, so at most one pool's batches "
+        "delete at a time and a pool whose lease ran out or moved on deletes nothing; only "
+        "the live lease's holder renews or releases it.",
+        tests=(
+            Tests(_RETENTION_MODEL, (), "the reference model, after every step"),
+            Tests("unit/test_memory_backend.py", (), _RETENTION),
+            Tests("postgres/test_postgres_backend.py", (), _RETENTION),
+            Tests("postgres/test_postgres_retention.py", (), "the lease row, a claim waits"),
         ),
     ),
     Guarantee(
@@ -669,6 +699,16 @@ RULES: tuple[Rule, ...] = (
             Tests("unit/test_memory_backend.py", (), _ATTEMPTS),
             Tests("postgres/test_postgres_backend.py", (), _ATTEMPTS),
             Tests("postgres/test_postgres_attempts.py", (), "one statement with the outcome"),
+        ),
+    ),
+    Rule(
+        "§15",
+        "retention by policy in bounded batches, fenced by the maintainer lease",
+        tests=(
+            Tests(_RETENTION_MODEL, (), "the reference model, after every step"),
+            Tests("unit/test_memory_backend.py", (), _RETENTION),
+            Tests("postgres/test_postgres_backend.py", (), _RETENTION),
+            Tests("postgres/test_postgres_retention.py", (), "bounded batches, the lease row"),
         ),
     ),
 )

@@ -66,6 +66,8 @@ WAIT_BUCKETS = (
 )  # fmt: skip
 #: The ``reason`` label's values, present from the start so that ``rate()`` sees a zero.
 LEASE_LOSS_REASONS = ("lease_expired", "reclaimed", "gone")
+#: The ``result`` label's values of the maintainer's passes, present from the start too.
+PASS_RESULTS = ("complete", "cut", "failed")
 #: How many queues the sampled gauges name by default; the others are summed into
 #: :data:`OTHER_QUEUES` (docs/metrics.rst, "How many series").
 MAX_QUEUES = 100
@@ -261,6 +263,39 @@ class PrometheusObserver(PoolObserver):
             "Renewal statements stuck past their timeout and abandoned",
             registry=r,
         )
+        self.pruned_jobs = Counter(
+            "trioqueue_pruned_jobs_total",
+            "Finished jobs the maintainer deleted past their queue's retention, by queue "
+            "and status",
+            ["queue", "status"],
+            registry=r,
+        )
+        self.pruned_audit = Counter(
+            "trioqueue_pruned_audit_entries_total",
+            "Audit entries the maintainer deleted past the audit log's retention",
+            registry=r,
+        )
+        self.maintenance_passes = Counter(
+            "trioqueue_maintenance_passes_total",
+            "Retention passes of this process's maintainer, by result",
+            ["result"],
+            registry=r,
+        )
+        self.oldest_finished_age = Gauge(
+            "trioqueue_oldest_finished_age_seconds",
+            "Age of the oldest finished job kept, as the maintainer's latest pass saw it "
+            "(NaN until a pass answered)",
+            registry=r,
+        )
+        self.oldest_finished_age.set(math.nan)
+        self.maintainer = Gauge(
+            "trioqueue_maintainer",
+            "1 while the worker pool is the store's maintainer (the one that prunes), else 0",
+            ["worker_id"],
+            registry=r,
+        )
+        for result in PASS_RESULTS:
+            self.maintenance_passes.labels(result)
         #: The backend's gauges, on the same registry (:class:`DatabaseGauges`).
         self.gauges = DatabaseGauges(r, max_queues=max_queues)
         self.connections_in_use = self.gauges.connections_in_use
@@ -284,6 +319,10 @@ class PrometheusObserver(PoolObserver):
         try:
             self.in_flight.remove(queue, worker_id)
         except KeyError:  # never started here (another observer's pool)
+            pass
+        try:
+            self.maintainer.remove(worker_id)  # a restart's new worker_id replaces it
+        except KeyError:  # never a candidate
             pass
 
     def job_claimed(self, queue: str, waited: float | None) -> None:
@@ -314,6 +353,25 @@ class PrometheusObserver(PoolObserver):
 
     def renewal_abandoned(self) -> None:
         self.abandoned_renewals.inc()
+
+    def maintainer_changed(self, worker_id: str, holding: bool) -> None:
+        self.maintainer.labels(worker_id).set(1 if holding else 0)
+
+    def maintenance_pass(
+        self,
+        result: str,
+        deleted: Mapping[tuple[str, str], int],
+        audit_deleted: int,
+        oldest_finished_age: float | None,
+        seconds: float,
+    ) -> None:
+        self.maintenance_passes.labels(result).inc()
+        for (queue, status), count in deleted.items():
+            self.pruned_jobs.labels(queue, status).inc(count)
+        if audit_deleted:
+            self.pruned_audit.inc(audit_deleted)
+        if oldest_finished_age is not None:  # None: no batch answered, keep the last
+            self.oldest_finished_age.set(oldest_finished_age)
 
     # -- the backend's gauges ---------------------------------------------------------
 

@@ -25,7 +25,7 @@ import trio
 
 import trioqueue
 from trioqueue import JobContext
-from trioqueue.web import create_app
+from trioqueue.web import create_app, create_multi_app
 
 from .._postgres_harness import wait_until_finished
 
@@ -97,8 +97,11 @@ class DashboardServer:
         pool: bool = False,
         concurrency: int = 2,
         app_options: dict[str, Any] | None = None,
+        database: str | None = None,
     ) -> None:
         self.dsn = dsn
+        # Serve create_multi_app({database: backend}) instead, self.url at /db/NAME/.
+        self.database = database
         self.schema = schema
         self.pool = pool
         self.concurrency = concurrency
@@ -161,12 +164,16 @@ class DashboardServer:
             self._backend = backend
             # Starlette's ASGI types are looser than hypercorn's; the app is plain ASGI 3.
             app: Any = create_app(backend, **self.app_options)
+            if self.database is not None:
+                app = create_multi_app({self.database: backend}, **self.app_options)
             async with trio.open_nursery() as nursery:
                 serve = functools.partial(
                     hypercorn.trio.serve, app, config, shutdown_trigger=self._stop.wait
                 )
                 binds: list[str] = await nursery.start(serve)
                 self.url = binds[0]
+                if self.database is not None:
+                    self.url += f"/db/{self.database}/"
                 pool_scope = trio.CancelScope()
                 if self.pool:
                     await nursery.start(self._run_pool, backend, pool_scope)

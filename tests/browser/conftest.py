@@ -171,18 +171,26 @@ def serve_dashboard(
 ) -> Iterator[Callable[..., DashboardServer]]:
     """Start dashboards on the test's schema: ``serve_dashboard(pool=True, token="t")``.
 
-    Keyword arguments other than ``pool`` and ``concurrency`` go to ``create_app``. Every
+    Keyword arguments other than ``pool``, ``concurrency`` and ``database`` (serve
+    ``create_multi_app`` with the schema as that database) go to the app. Every
     server started is stopped when the test ends.
     """
     servers: list[DashboardServer] = []
 
-    def start(*, pool: bool = False, concurrency: int = 2, **app_options: Any) -> DashboardServer:
+    def start(
+        *,
+        pool: bool = False,
+        concurrency: int = 2,
+        database: str | None = None,
+        **app_options: Any,
+    ) -> DashboardServer:
         server = DashboardServer(
             postgres_dsn,
             postgres_schema,
             pool=pool,
             concurrency=concurrency,
             app_options=app_options,
+            database=database,
         )
         server.__enter__()
         servers.append(server)

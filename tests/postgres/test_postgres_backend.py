@@ -211,6 +211,17 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("jobs", "host", "text", "YES", None),  # 0009
         ("jobs", "cancelled", "boolean", "NO", "false"),  # 0009
         ("jobs", "trace_context", "jsonb", "YES", None),  # 0009
+        ("maintainer", "id", "boolean", "NO", "true"),  # 0011
+        ("maintainer", "holder", "text", "YES", None),  # 0011
+        ("maintainer", "seq", "bigint", "NO", "0"),  # 0011
+        ("maintainer", "acquired_at", "timestamp with time zone", "YES", None),  # 0011
+        (
+            "maintainer",
+            "not_visible_until",
+            "timestamp with time zone",
+            "NO",
+            "'-infinity'::timestamp with time zone",
+        ),  # 0011
         ("queues", "queue", "text", "NO", None),
         ("queues", "paused", "boolean", "NO", "false"),
         ("queues", "max_running", "integer", "YES", None),
@@ -218,6 +229,13 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("queues", "tokens", "double precision", "NO", "0"),
         ("queues", "tokens_at", "timestamp with time zone", "NO", "now()"),
         ("queues", "updated_at", "timestamp with time zone", "NO", "now()"),
+        ("retention", "queue", "text", "NO", None),  # 0011
+        ("retention", "succeeded", "double precision", "YES", None),  # 0011
+        ("retention", "failed", "double precision", "YES", None),  # 0011
+        ("retention_settings", "id", "boolean", "NO", "true"),  # 0011
+        ("retention_settings", "default_succeeded", "double precision", "YES", None),  # 0011
+        ("retention_settings", "default_failed", "double precision", "YES", None),  # 0011
+        ("retention_settings", "audit", "double precision", "YES", None),  # 0011
         ("schedules", "name", "text", "NO", None),
         ("schedules", "queue", "text", "NO", None),
         ("schedules", "cron", "text", "NO", None),
@@ -251,6 +269,7 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         "CREATE INDEX attempts_finished_idx ON {schema}.attempts USING btree (queue, finished_at)",
         "CREATE UNIQUE INDEX attempts_pkey ON {schema}.attempts USING btree (job_id, claim_seq)",
         "CREATE INDEX audit_log_action_idx ON {schema}.audit_log USING btree (action, id)",
+        "CREATE INDEX audit_log_at_idx ON {schema}.audit_log USING btree (at)",  # 0011
         "CREATE UNIQUE INDEX audit_log_pkey ON {schema}.audit_log USING btree (id)",
         "CREATE INDEX jobs_claim_leased_floor_idx ON {schema}.jobs USING btree (queue, lease_floor) WHERE (status = 'running'::text)",
         "CREATE INDEX jobs_claim_queued_idx ON {schema}.jobs USING btree (queue, priority DESC, id) WHERE (status = 'queued'::text)",
@@ -259,8 +278,12 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         "CREATE INDEX jobs_group_queued_idx ON {schema}.jobs USING btree (queue, group_key, priority DESC, id) WHERE ((status = 'queued'::text) AND (group_key IS NOT NULL))",
         "CREATE INDEX jobs_group_running_idx ON {schema}.jobs USING btree (queue, group_key) WHERE ((status = 'running'::text) AND (group_key IS NOT NULL))",
         "CREATE UNIQUE INDEX jobs_pkey ON {schema}.jobs USING btree (id)",
+        "CREATE INDEX jobs_retention_idx ON {schema}.jobs USING btree (queue, status, finished_at) WHERE (finished_at IS NOT NULL)",  # 0011
         "CREATE UNIQUE INDEX jobs_schedule_tick_idx ON {schema}.jobs USING btree (schedule_name, schedule_tick) WHERE (schedule_name IS NOT NULL)",
+        "CREATE UNIQUE INDEX maintainer_pkey ON {schema}.maintainer USING btree (id)",  # 0011
         "CREATE UNIQUE INDEX queues_pkey ON {schema}.queues USING btree (queue)",
+        "CREATE UNIQUE INDEX retention_pkey ON {schema}.retention USING btree (queue)",  # 0011
+        "CREATE UNIQUE INDEX retention_settings_pkey ON {schema}.retention_settings USING btree (id)",  # 0011
         "CREATE INDEX schedules_next_run_idx ON {schema}.schedules USING btree (next_run_at)",
         "CREATE UNIQUE INDEX schedules_pkey ON {schema}.schedules USING btree (name)",
         "CREATE UNIQUE INDEX schema_migrations_pkey ON {schema}.schema_migrations USING btree (version)",
@@ -302,6 +325,16 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
             ("workers", "CHECK ((in_flight >= 0))"),
             ("workers", "CHECK ((pid >= 0))"),
             ("workers", "PRIMARY KEY (worker_id)"),
+            ("maintainer", "CHECK (id)"),  # 0011
+            ("maintainer", "PRIMARY KEY (id)"),  # 0011
+            ("retention", "CHECK ((failed > (0)::double precision))"),  # 0011
+            ("retention", "CHECK ((succeeded > (0)::double precision))"),  # 0011
+            ("retention", "PRIMARY KEY (queue)"),  # 0011
+            ("retention_settings", "CHECK ((audit > (0)::double precision))"),  # 0011
+            ("retention_settings", "CHECK ((default_failed > (0)::double precision))"),  # 0011
+            ("retention_settings", "CHECK ((default_succeeded > (0)::double precision))"),  # 0011
+            ("retention_settings", "CHECK (id)"),  # 0011
+            ("retention_settings", "PRIMARY KEY (id)"),  # 0011
         ]
     ),
 }

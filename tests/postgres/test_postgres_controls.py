@@ -59,7 +59,10 @@ async def test_table_health_reads_sizes_from_the_catalogs(backend: PostgresBacke
         "attempts",
         "audit_log",
         "jobs",
+        "maintainer",  # 0011
         "queues",
+        "retention",  # 0011
+        "retention_settings",  # 0011
         "schedules",
         "schema_migrations",
         "workers",

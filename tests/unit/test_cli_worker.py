@@ -513,3 +513,20 @@ def test_usage_errors_without_log_format_json_stay_argparses_text(
         err = capsys.readouterr().err
         assert err.startswith("usage: trioqueue "), argv
         assert ": error: " in err.splitlines()[-1]
+
+
+def test_worker_maintenance_interval_option(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--maintenance-interval S|off`` (docs/howto/retention.rst): 60 s when not given."""
+    [config] = configs_of(f"{HERE}:send_email", "--queue", "q")
+    assert config.maintenance_interval == 60
+    for value, expected in (("0.5", 0.5), ("off", None)):
+        [config] = configs_of(f"{HERE}:send_email", "--queue", "q", "--maintenance-interval", value)
+        assert config.maintenance_interval == expected
+    argv = ["--dsn", UNREACHABLE, "worker", f"{HERE}:send_email", "--queue", "q"]
+    with pytest.raises(SystemExit):
+        main([*argv, "--maintenance-interval", "never"])
+    assert "not a number or 'off': 'never'" in capsys.readouterr().err
+    # Listed with the other problems, before connecting.
+    assert main([*argv, "--maintenance-interval", "0", "--poll-interval", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "maintenance_interval must be" in err and "poll_interval must be" in err

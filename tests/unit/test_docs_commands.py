@@ -132,7 +132,8 @@ def test_command_parses(where: str, argv: list[str]) -> None:
 
 def worker_targets(args: argparse.Namespace) -> list[str]:
     targets = [args.handler] if args.handler else []
-    targets += [q.split("=", 1)[1] for q in args.queue if "=" in q]
+    # Q=MODULE:HANDLER, or Q=MODULE:HANDLER@NAME on database NAME (a module has no "@").
+    targets += [q.split("=", 1)[1].split("@")[0] for q in args.queue if "=" in q]
     return [*targets, args.resources] if args.resources else targets
 
 

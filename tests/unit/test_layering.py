@@ -61,6 +61,7 @@ PROTOCOL = Component(
         "trioqueue._backends.validation",
         "trioqueue._backends.operator_checks",
         "trioqueue._backends.cursors",
+        "trioqueue._backends.retention_checks",
         "trioqueue._backends.waiting",
     ),
 )
@@ -126,13 +127,19 @@ CLI_PRIVATE_IMPORTS: dict[str, tuple[str, frozenset[str]]] = {
         "schedule set's checks before connecting",
         frozenset({"trioqueue.cli._schedule"}),
     ),
+    # `trioqueue worker --database NAME=DSN` checks every DSN before it connects (one error
+    # listing every problem), and shows each with its password masked, as the driver does.
+    "trioqueue._backends.postgres.driver": (
+        "checking and masking the DSNs of several databases before connecting",
+        frozenset({"trioqueue.cli._databases"}),
+    ),
 }
 
 #: The command groups of `trioqueue`, one module each (trioqueue/cli/_commands/): each is
 #: checked like any module of the command line, and none may be missing.
 CLI_COMMAND_GROUPS = (
     "migrate", "worker", "enqueue", "job", "show", "queue", "status", "jobs", "schedule", "audit",
-    "tables", "dashboard", "demo",
+    "tables", "dashboard", "demo", "retention", "prune",
 )  # fmt: skip
 
 

@@ -253,6 +253,12 @@ async def test_the_exposition_has_exactly_the_documented_names_and_labels(
         "trioqueue_abandoned_renewals": "counter",
         "trioqueue_connections_in_use": "gauge",
         "trioqueue_oldest_ready_age_seconds": "gauge",
+        # the maintainer's (docs/howto/retention.rst)
+        "trioqueue_pruned_jobs": "counter",  # no sample: nothing was past its retention
+        "trioqueue_pruned_audit_entries": "counter",
+        "trioqueue_maintenance_passes": "counter",
+        "trioqueue_oldest_finished_age_seconds": "gauge",
+        "trioqueue_maintainer": "gauge",  # no sample once the pool has stopped
     }
     labels = {
         sample.name: set(sample.labels) - {"le"}
@@ -276,6 +282,9 @@ async def test_the_exposition_has_exactly_the_documented_names_and_labels(
         "trioqueue_abandoned_renewals_total": set(),
         "trioqueue_connections_in_use": set(),
         "trioqueue_oldest_ready_age_seconds": {"queue"},
+        "trioqueue_pruned_audit_entries_total": set(),
+        "trioqueue_maintenance_passes_total": {"result"},
+        "trioqueue_oldest_finished_age_seconds": set(),
     }
     reasons = {s.labels["reason"] for s in families["trioqueue_lease_losses"].samples}
     assert reasons == {"lease_expired", "reclaimed", "gone"}

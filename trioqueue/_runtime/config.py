@@ -57,7 +57,7 @@ MAX_ATTEMPTS_UNUSED = (
 @dataclass(frozen=True)
 class WorkerConfig:
     """How one worker pool runs. Times are seconds, at most about a century; V, H, the
-    poll interval, the blocking threshold and the schedule interval at least
+    poll interval, the blocking threshold, the schedule and maintenance intervals at least
     ``MIN_INTERVAL`` (0.01 s).
 
     Args:
@@ -80,6 +80,11 @@ class WorkerConfig:
         schedule_interval: how often the pool makes a scheduling pass, enqueueing the
             jobs of schedules that came due (docs/scheduling.rst); None: this pool takes
             no part in scheduling.
+        maintenance_interval: how often the pool, while it is the store's maintainer,
+            makes a retention pass, pruning the finished jobs past their queue's policy
+            (docs/howto/retention.rst); one pool per database is the maintainer, elected
+            with a lease of ``visibility_timeout`` renewed every ``heartbeat_interval``.
+            None: this pool takes no part in maintenance.
         quarantine_after: a job whose last this many attempts each ended without an
             outcome (its worker died) runs alone, with nothing beside it in the pool, and
             is failed if that run ends so too (docs/protocol.rst §13); None: never.
@@ -105,6 +110,7 @@ class WorkerConfig:
     blocking_threshold: float = 0.5
     schedule_interval: float | None = 5
     quarantine_after: int | None = 2
+    maintenance_interval: float | None = 60
 
     def __post_init__(self) -> None:
         if self.max_attempts != DEFAULT_MAX_ATTEMPTS:
@@ -271,6 +277,8 @@ def _timings(config: WorkerConfig) -> list[str]:
         found += _seconds("max_job_duration", config.max_job_duration)
     if config.schedule_interval is not None:
         found += _seconds("schedule_interval", config.schedule_interval, minimum=MIN_INTERVAL)
+    if config.maintenance_interval is not None:
+        found += _seconds("maintenance_interval", config.maintenance_interval, minimum=MIN_INTERVAL)
     return found
 
 

@@ -3,7 +3,8 @@
 A pool calls its observer's methods from its own trio tasks, at the moments it already
 knows about: it started and stopped, a job was claimed, its outcome settled, its claim
 hook and handler exited, a renewal statement came back, a lease was lost, a renewal was
-abandoned. The methods are plain
+abandoned, this pool became or stopped being the maintainer, a retention pass ended.
+The methods are plain
 functions: they must return quickly and must not raise (a raise would stop the task that
 called, the guard among them), so the pool wraps the observer it is given in a
 :class:`ShieldedObserver`, which logs what a method raised and goes on. Without an observer
@@ -16,12 +17,12 @@ of :class:`PoolObserver` may override just the methods it cares about.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Literal, ParamSpec
 
 from trioqueue._core.rules import OutcomeKind, StopReason
 
-__all__ = ["JobOutcome", "LeaseLoss", "PoolObserver", "ShieldedObserver"]
+__all__ = ["JobOutcome", "LeaseLoss", "PassResult", "PoolObserver", "ShieldedObserver"]
 
 logger = logging.getLogger("trioqueue.observer")
 P = ParamSpec("P")
@@ -36,6 +37,11 @@ JobOutcome = Literal["succeeded", "failed", "retried", "unavailable", "cancelled
 #: Why an attempt lost its lease: its fence passed without a renewal (``lease_expired``),
 #: a renewal found the row claimed again (``reclaimed``), or found it gone (``gone``).
 LeaseLoss = Literal["lease_expired", "reclaimed", "gone"]
+
+#: How a retention pass of the maintainer ended (docs/howto/retention.rst): ``complete``,
+#: every batch done; ``cut``, the maintainer lease ended first (its fence passed, or the
+#: store refused it); ``failed``, a batch raised (tried again at the next interval).
+PassResult = Literal["complete", "cut", "failed"]
 
 #: The ``outcome`` label of each outcome kind; a cancelled failure says ``cancelled``.
 OUTCOME_LABELS: dict[OutcomeKind, JobOutcome] = {
@@ -89,6 +95,23 @@ class PoolObserver:
     def renewal_abandoned(self) -> None:
         """A renewal stuck past its timeout was abandoned (docs/protocol.rst §6)."""
 
+    def maintainer_changed(self, worker_id: str, holding: bool) -> None:
+        """The pool ``worker_id`` became (``holding``) or stopped being the store's
+        maintainer, the one pool that prunes (docs/protocol.rst §15)."""
+
+    def maintenance_pass(
+        self,
+        result: PassResult,
+        deleted: Mapping[tuple[str, str], int],
+        audit_deleted: int,
+        oldest_finished_age: float | None,
+        seconds: float,
+    ) -> None:
+        """The maintainer's retention pass ended: ``deleted`` jobs per ``(queue, status)``
+        (status ``succeeded`` or ``failed``), audit entries deleted, the age in seconds of
+        the oldest finished job still kept (0.0 when none is; None when no batch
+        answered), and the pass's duration in seconds."""
+
 
 class ShieldedObserver(PoolObserver):
     """Passes every event on to ``inner``; what ``inner`` raises is logged, never raised.
@@ -141,3 +164,23 @@ class ShieldedObserver(PoolObserver):
 
     def renewal_abandoned(self) -> None:
         self._call(self.inner.renewal_abandoned)
+
+    def maintainer_changed(self, worker_id: str, holding: bool) -> None:
+        self._call(self.inner.maintainer_changed, worker_id, holding)
+
+    def maintenance_pass(
+        self,
+        result: PassResult,
+        deleted: Mapping[tuple[str, str], int],
+        audit_deleted: int,
+        oldest_finished_age: float | None,
+        seconds: float,
+    ) -> None:
+        self._call(
+            self.inner.maintenance_pass,
+            result,
+            deleted,
+            audit_deleted,
+            oldest_finished_age,
+            seconds,
+        )

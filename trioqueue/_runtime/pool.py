@@ -10,6 +10,8 @@ The nursery tree of a pool::
             ├── outcome writer          batches the fenced acks, failures and releases
             ├── listener                notices: new work, cancel requests
             ├── scheduler               scheduling passes (scheduler.py), until stopping
+            ├── maintainer              the maintainer lease and retention passes
+            │                           (maintainer.py), until stopping
             └── batches nursery         one task per batch (see batch.py)
 
 Shutdown: when the caller cancels, the claim loop stops, every batch's scope deadline
@@ -55,6 +57,7 @@ from trioqueue._runtime.clock import ClockWatch
 from trioqueue._runtime.config import WorkerConfig, check
 from trioqueue._runtime.guard import Guard
 from trioqueue._runtime.logfields import job_fields, pool_fields
+from trioqueue._runtime.maintainer import run_maintainer
 from trioqueue._runtime.monitor import shared_monitor
 from trioqueue._runtime.observer import PoolObserver, ShieldedObserver
 from trioqueue._runtime.scheduler import run_scheduler
@@ -344,6 +347,18 @@ class _Pool:
                         self.config.queue,
                         self.stopping,
                         name="trioqueue.scheduler",
+                    )
+                if self.config.maintenance_interval is not None:
+                    services.start_soon(
+                        run_maintainer,
+                        self.backend,
+                        self.timing,
+                        self.config.maintenance_interval,
+                        self.worker_id,
+                        self.config.queue,
+                        self.stopping,
+                        self.observer,
+                        name="trioqueue.maintainer",
                     )
                 if self.stop_now is not None:
                     services.start_soon(self._end_grace, self.stop_now)

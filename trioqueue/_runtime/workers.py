@@ -5,8 +5,15 @@ The nursery tree::
     run_workers
     └── async with resources as value       entered first, exited last
         └── pools nursery
-            ├── run_worker_pool(configs[0], resources=value)
-            └── run_worker_pool(configs[1], resources=value)  ...
+            ├── run_worker_pool(backend, configs[0], resources=value)
+            └── run_worker_pool(backend, configs[1], resources=value)  ...
+
+The pools may be on several backends (``run_workers({backend_a: [...], backend_b: [...]})``,
+queues spread over several databases, docs/howto/beyond-one-server.rst): they are still
+children of the one pools nursery, so one shutdown drains them all, and nothing else ties
+them. A backend that stops answering costs its own pools only: each pool retries its
+claims while the trouble is transient (docs/usage.rst), and the pools of the other
+backends never wait on it.
 
 Every config is checked before anything starts, so a bad one stops the whole process before
 the resources hook runs. Cancelling ``run_workers`` shuts every pool down gracefully, each
@@ -26,9 +33,9 @@ same exception.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import trio
 
@@ -44,24 +51,35 @@ Resources: TypeAlias = (
 """An async context manager, or a function of no arguments returning one (such as an
 ``@asynccontextmanager`` function): what it yields becomes ``ctx.resources``."""
 
+#: A backend's own type (a mapping is invariant in its keys: ``{pg_a: ..., pg_b: ...}``
+#: is a mapping of PostgresBackend, which must do as one of Backend).
+AnyBackend = TypeVar("AnyBackend", bound=Backend)
+#: One pool to run: its backend and its config.
+Placed: TypeAlias = tuple[Backend, WorkerConfig]
+
 
 async def run_workers(
-    backend: Backend,
-    configs: Iterable[WorkerConfig],
+    backend: Backend | Mapping[AnyBackend, Iterable[WorkerConfig]],
+    configs: Iterable[WorkerConfig] | None = None,
     *,
     resources: Resources | None = None,
     stop_now: trio.Event | None = None,
     observer: PoolObserver | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run one worker pool per config, all on ``backend``, until cancelled; then shut every
-    pool down gracefully.
+    """Run one worker pool per config, all on ``backend`` or each on its own backend, until
+    cancelled; then shut every pool down gracefully.
 
     Args:
         backend: where the jobs live, shared by every pool. On PostgreSQL, size its
             ``max_connections`` for all of them (docs/usage.rst, "Several queues in one
-            process").
-        configs: one per pool, each on a queue of its own.
+            process"). Or a mapping ``{backend: configs}`` to run pools on several backends
+            in one process (queues spread over several databases; then ``configs`` is left
+            out): one shutdown drains them all, and a backend that stops answering costs
+            only its own pools, which retry meanwhile (docs/howto/beyond-one-server.rst).
+        configs: one per pool, each on a queue of its own; a queue name is the pool's name
+            in logs and metrics, so it is given once in the whole process, whatever the
+            backend.
         resources: an async context manager, or a function of no arguments returning one
             (an ``@asynccontextmanager`` function, say). It is entered before any pool
             starts and exited after every pool has stopped, shielded from the cancellation
@@ -74,8 +92,9 @@ async def run_workers(
 
     Raises:
         ConfigError: listing every problem of every config (each prefixed with its queue),
-            a queue named twice, no config at all, or ``resources`` of the wrong kind;
-            raised before the resources are entered or the backend is touched.
+            a queue named twice (on any backends), no config at all, ``configs`` beside a
+            mapping of backends (or missing without one), or ``resources`` of the wrong
+            kind; raised before the resources are entered or any backend is touched.
         Exception: whatever entering or exiting ``resources`` raised (no pool started when
             entering failed), or a pool's own error (the other pools are then shut down).
         SystemExit: a claim hook or handler of one of the pools raised it
@@ -85,15 +104,15 @@ async def run_workers(
             wins, even over other errors of the pools; the group of them all is its
             ``__cause__`` (docs/protocol.rst §4.1).
     """
-    configs = list(configs)
-    _check_configs(backend, list(configs))
+    placed = _placed(backend, configs)
+    _check_configs(placed)
     manager = _resources_manager(resources)
     if manager is None:
-        await _run_pools(backend, configs, None, stop_now, observer, task_status)
+        await _run_pools(placed, None, stop_now, observer, task_status)
         return
     value = await manager.__aenter__()
     try:
-        await _run_pools(backend, configs, value, stop_now, observer, task_status)
+        await _run_pools(placed, value, stop_now, observer, task_status)
     except BaseException as exc:
         if _is_shutdown(exc):
             # Cancelling is how run_workers is asked to stop: the pools stopped as they
@@ -150,9 +169,37 @@ async def _cancel_when_set(event: trio.Event, scope: trio.CancelScope) -> None:
     scope.cancel()
 
 
+def _placed(
+    backend: Backend | Mapping[AnyBackend, Iterable[WorkerConfig]],
+    configs: Iterable[WorkerConfig] | None,
+) -> list[Placed]:
+    """Every pool to run, as ``(backend, config)``, in the order given.
+
+    Raises:
+        ConfigError: ``configs`` given with a mapping of backends, or left out without one.
+    """
+    if isinstance(backend, Mapping):
+        if configs is not None:
+            raise ConfigError(
+                ["configs must be left out when backend is a mapping {backend: configs}"]
+            )
+        lone = [type(each).__name__ for each, group in backend.items() if _is_config(group)]
+        if lone:
+            raise ConfigError(
+                [f"the configs of {name} must be a list of WorkerConfig, not one" for name in lone]
+            )
+        return [(each, config) for each, group in backend.items() for config in group]
+    if configs is None:
+        raise ConfigError(["no worker config given: run_workers(backend, configs)"])
+    return [(backend, config) for config in configs]
+
+
+def _is_config(value: object) -> bool:
+    return isinstance(value, WorkerConfig)
+
+
 async def _run_pools(
-    backend: Backend,
-    configs: list[WorkerConfig],
+    placed: list[Placed],
     resources: object,
     stop_now: trio.Event | None,
     observer: PoolObserver | None,
@@ -161,7 +208,7 @@ async def _run_pools(
     """Run the pools; raise an exit request of theirs bare (docs/protocol.rst §4.1)."""
     try:
         async with trio.open_nursery() as pools:
-            for config in configs:
+            for backend, config in placed:
                 pool = functools.partial(
                     run_worker_pool,
                     backend,
@@ -182,14 +229,14 @@ async def _run_pools(
         raise asked from group
 
 
-def _check_configs(backend: Backend, configs: list[object]) -> None:
+def _check_configs(placed: Sequence[tuple[Backend, object]]) -> None:
     """Every problem of every config at once, as one ConfigError (configs are read as
     plain objects: they often come from untyped settings)."""
-    if not configs:
+    if not placed:
         raise ConfigError(["no worker config given: run_workers needs at least one"])
     problems: list[str] = []
     seen: set[object] = set()
-    for config in configs:
+    for backend, config in placed:
         found = problems_of(config)
         if not isinstance(config, WorkerConfig):
             problems.extend(found)

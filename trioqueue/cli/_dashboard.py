@@ -198,11 +198,13 @@ async def serve_dashboard(
     read_only: bool,
     out: TextIO,
     access: Access | None = None,
+    read_dsn: str | None = None,
 ) -> None:
-    """``trioqueue dashboard``: serve until Ctrl-C or SIGTERM."""
+    """``trioqueue dashboard``: serve until Ctrl-C or SIGTERM; with ``read_dsn``, its pages
+    and API read the replica there where docs/postgres.rst ("Read replicas") says so."""
     token = token_from_env()
     async with (
-        trioqueue.open_postgres(dsn, schema=schema) as backend,
+        trioqueue.open_postgres(dsn, schema=schema, read_dsn=read_dsn) as backend,
         trio.open_nursery() as nursery,
     ):
         await check_migrated(backend)
@@ -212,5 +214,6 @@ async def serve_dashboard(
         await nursery.start(stop_on_signals, nursery.cancel_scope)
         mode = ", read-only" if read_only else ""
         auth = f", token from ${TOKEN_ENV}" if token else ""
+        auth += ", reads on the read replica" if read_dsn else ""
         out.write(f"dashboard: {address} (schema {schema}{mode}{auth}); Ctrl-C to stop\n")
         out.flush()

@@ -30,7 +30,7 @@ from starlette.staticfiles import StaticFiles
 
 import trioqueue
 from trioqueue.metrics import DatabaseGauges
-from trioqueue.web import api, audit, controls, healthz, pages, tables
+from trioqueue.web import api, audit, controls, healthz, pages, retention, tables
 from trioqueue.web.auditor import Auditor
 from trioqueue.web.auth import Guard, check_bind, check_token, refusal
 from trioqueue.web.events import EventStream, Waker, check_interval
@@ -125,6 +125,7 @@ def create_app(
         *controls.routes(backend, guard),
         *audit.routes(backend, guard),
         *tables.routes(backend, guard),
+        *retention.routes(backend, guard),
         *api.routes(backend, guard),
         Route("/api/events", events, methods=["GET"]),
         Route("/metrics", guard.api(metrics), methods=["GET"]),

@@ -46,6 +46,7 @@ from trioqueue.web.auditor import record
 from trioqueue.web.auth import Guard, Handler, safe_next
 from trioqueue.web.charts import seconds_text
 from trioqueue.web.counts import FINISHED, count_text
+from trioqueue.web.policies import keep_text
 from trioqueue.web.queue_charts import queue_charts
 from trioqueue.web.render import Renderer
 from trioqueue.web.timeline import OUTCOME_LABELS, error_attempt, steps
@@ -154,6 +155,7 @@ def environment() -> jinja2.Environment:
         "url_path": _url_path,
         "count_text": count_text,
         "finished_states": FINISHED,
+        "keep": keep_text,  # a retention's keep-time: 7d, forever (policies.py)
     }
     return env
 
@@ -337,6 +339,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
         stats = (await backend.queue_stats()).get(name)
         timings = (await backend.queue_timings(window=3600.0, queue=name)).get(name)
         history = await backend.attempt_history(window=3600.0, buckets=CHART_BUCKETS, queue=name)
+        retention = (await backend.get_retention()).for_queue(name)
         return render(
             request,
             "queue.html",
@@ -346,6 +349,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             timings=timings_json(name, 3600, timings),
             charts=queue_charts(name, history),
             jobs_url="/jobs?" + urlencode({"queue": name}),
+            retention=retention,  # its own policy, else the default (queue None)
         )
 
     async def workers(request: Request) -> Response:

@@ -32,7 +32,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from trioqueue._backends.interface import OPERATIONS, READ_OPERATIONS, Backend
+from trioqueue._backends.interface import (
+    MAINTENANCE_OPERATIONS,
+    OPERATIONS,
+    READ_OPERATIONS,
+    Backend,
+)
 from trioqueue._backends.memory.faults import DelayFault, ErrorFault, Fault, HangFault, OmitFault
 from trioqueue._backends.memory.model import MemoryModel
 from trioqueue._backends.operator_checks import (
@@ -41,6 +46,14 @@ from trioqueue._backends.operator_checks import (
     check_enabled,
     check_list_audit,
     check_matching,
+)
+from trioqueue._backends.retention_checks import (
+    check_audit_retention,
+    check_clear_retention,
+    check_lease,
+    check_prune_limit,
+    check_retention,
+    check_seq,
 )
 from trioqueue._backends.validation import (
     check_beat,
@@ -152,6 +165,11 @@ async def open_memory(
         backend._close()
 
 
+#: The operations a fault can be injected into: the protocol's, and the maintainer's
+#: (docs/protocol.rst §15), so that a test can wedge a lease renewal or a prune batch.
+FAULTABLE = (*OPERATIONS, *MAINTENANCE_OPERATIONS)
+
+
 @dataclass(slots=True, eq=False)
 class _Listener:
     queue: str | None  # None: every queue, and every cancel (``watch``)
@@ -176,11 +194,11 @@ class _FaultTable:
 
     def __init__(self) -> None:
         self._injected: dict[str, _Injected] = {}
-        self._released = {op: trio.Event() for op in OPERATIONS}
+        self._released = {op: trio.Event() for op in FAULTABLE}
 
     def inject(self, op: str, fault: object) -> None:
-        if op not in OPERATIONS:
-            raise ValueError(f"op must be one of {', '.join(OPERATIONS)}, not {op!r}")
+        if op not in FAULTABLE:
+            raise ValueError(f"op must be one of {', '.join(FAULTABLE)}, not {op!r}")
         if isinstance(fault, OmitFault) and op != "renew":
             raise ValueError(f"omit() only applies to 'renew', not {op!r}")
         if fault is None:
@@ -196,7 +214,7 @@ class _FaultTable:
         self._released[op] = trio.Event()
 
     def release_all(self) -> None:
-        for op in OPERATIONS:
+        for op in FAULTABLE:
             self.release(op)
 
     def take(self, op: str) -> Fault | None:
@@ -249,7 +267,7 @@ class MemoryBackend:
         self._pool = trio.Semaphore(connections)
         self._in_use = 0
         self._peak = 0
-        self._calls = dict.fromkeys((*OPERATIONS, *READ_OPERATIONS), 0)
+        self._calls = dict.fromkeys((*OPERATIONS, *READ_OPERATIONS, *MAINTENANCE_OPERATIONS), 0)
         self._dropped_notices = 0
         #: The worker's wall clock (:meth:`wall_time`); rows use trio's clock. A test seam:
         #: ``lambda: trio.current_time() + 60`` makes the worker's clock run 60 s ahead.
@@ -882,7 +900,9 @@ class MemoryBackend:
 
         Args:
             op: one of ``"claim" "renew" "ack" "fail" "release" "enqueue" "cancel"
-                "beat" "register_pool" "unregister_pool" "enqueue_due"``.
+                "beat" "register_pool" "unregister_pool" "enqueue_due" "clock"``, or of the
+                maintainer's ``"claim_maintainer" "renew_maintainer" "release_maintainer"
+                "prune_retained"``.
             fault: from :func:`trioqueue.testing.hang`, ``delay``, ``error`` or ``omit``
                 (``omit`` for ``"renew"`` only). Replaces any fault already injected there.
 
@@ -939,7 +959,7 @@ class MemoryBackend:
         """
         self._check_open()
         async with self._connection(op):
-            fault = self._faults.take(op) if op in OPERATIONS else None
+            fault = self._faults.take(op) if op in FAULTABLE else None
             await self._faults.act(op, fault, after=False)
             try:
                 result = effect(trio.current_time(), fault)
@@ -1083,36 +1103,76 @@ class MemoryBackend:
             "list_audit", lambda now, _: self._model.list_audit(now, limit, offset, action)
         )
 
-    # -- retention and the maintainer (docs/protocol.rst §15): contract stubs ----------
+    # -- retention and the maintainer (docs/protocol.rst §15) ------------------------------
 
     async def get_retention(self) -> Retention:
-        raise NotImplementedError
+        """Every retention setting: the default policy, the queues' own, the audit log's."""
+        return await self._execute("get_retention", lambda now, _: self._model.get_retention(now))
 
     async def set_retention(
         self, queue: str | None, *, succeeded: float | None, failed: float | None
     ) -> RetentionPolicy:
-        raise NotImplementedError
+        """Set how long ``queue``'s finished jobs are kept (None: the default policy).
+
+        Raises:
+            TypeError, ValueError: naming every bad argument; nothing is written.
+        """
+        r = check_retention(queue, succeeded, failed)
+        return await self._execute(
+            "set_retention",
+            lambda now, _: self._model.set_retention(now, r.queue, r.succeeded, r.failed),
+        )
 
     async def clear_retention(self, queue: str) -> bool:
-        raise NotImplementedError
+        """Drop ``queue``'s own policy; False if it had none."""
+        name = check_clear_retention(queue)
+        return await self._execute(
+            "clear_retention", lambda now, _: self._model.clear_retention(now, name)
+        )
 
     async def set_audit_retention(self, seconds: float | None) -> None:
-        raise NotImplementedError
+        """Keep audit entries ``seconds`` (> 0), or for ever (None)."""
+        keep = check_audit_retention(seconds)
+        await self._execute(
+            "set_audit_retention", lambda now, _: self._model.set_audit_retention(now, keep)
+        )
 
     async def maintainer(self) -> MaintainerInfo | None:
-        raise NotImplementedError
+        """The maintainer lease as it stands (None: never taken)."""
+        return await self._execute("maintainer", lambda now, _: self._model.maintainer(now))
 
     async def claim_maintainer(self, holder: str, lease: float) -> int | None:
-        raise NotImplementedError
+        """Take the maintainer lease if it is free or ran out; its new fence, or None."""
+        name, seconds = check_lease(holder, lease)
+        return await self._execute(
+            "claim_maintainer", lambda now, _: self._model.claim_maintainer(now, name, seconds)
+        )
 
     async def renew_maintainer(self, holder: str, seq: int, lease: float) -> bool:
-        raise NotImplementedError
+        """Extend the maintainer lease, fenced by ``seq``."""
+        name, seconds = check_lease(holder, lease)
+        fence = check_seq(seq)
+        return await self._execute(
+            "renew_maintainer",
+            lambda now, _: self._model.renew_maintainer(now, name, fence, seconds),
+        )
 
     async def release_maintainer(self, holder: str, seq: int) -> bool:
-        raise NotImplementedError
+        """Give the maintainer lease up, fenced by ``seq``."""
+        name = check_worker_id(holder)
+        fence = check_seq(seq)
+        return await self._execute(
+            "release_maintainer",
+            lambda now, _: self._model.release_maintainer(now, name, fence),
+        )
 
     async def prune_retained(self, seq: int, *, limit: int = 1000) -> PruneBatch | None:
-        raise NotImplementedError
+        """One bounded batch of retention, fenced by the maintainer lease ``seq``."""
+        fence = check_seq(seq)
+        size = check_prune_limit(limit)
+        return await self._execute(
+            "prune_retained", lambda now, _: self._model.prune_retained(now, fence, size)
+        )
 
     async def table_health(self) -> TableHealth:
         """Row counts (sizes are 0: nothing is on disk) and the oldest running and ready

@@ -9,7 +9,9 @@ as a plain class: one method per named query (``enqueue``, ``claim``, ``renew``,
 the attempts table's ``list_attempts``, ``queue_timings`` and ``attempt_history``,
 the worker pools' ``register_pool``, ``beat``, ``unregister_pool`` and ``list_workers``, and
 the schedules' ``set_schedule``, ``delete_schedule``, ``list_schedules``, ``due_schedules``
-and ``advance_schedules``),
+and ``advance_schedules``, and retention's ``get_retention``, ``set_retention``,
+``clear_retention``, ``set_audit_retention``, ``maintainer``, ``claim_maintainer``,
+``renew_maintainer``, ``release_maintainer`` and ``prune_retained``),
 each taking ``now``, the model's clock in seconds, as its first argument. It imports no trio and does no I/O, so a porter can read the protocol's
 effects here without an event loop, and a property test can drive it with a float clock.
 
@@ -55,6 +57,7 @@ from trioqueue._backends.memory.attempts import (
     new_attempt,
     queue_timings,
 )
+from trioqueue._backends.memory.retention import LeaseRow, Policies
 from trioqueue._backends.operator_checks import read_detail
 from trioqueue._backends.validation import (
     EnqueueRequest,
@@ -71,7 +74,11 @@ from trioqueue._operator_types import (
     AttemptInfo,
     AttemptOutcome,
     AuditEntry,
+    MaintainerInfo,
+    PruneBatch,
     QueueTimings,
+    Retention,
+    RetentionPolicy,
     TableHealth,
     TableSize,
 )
@@ -303,6 +310,9 @@ class MemoryModel:
         self._schedules: dict[str, ScheduleRow] = {}
         self._attempts: dict[int, list[AttemptRow]] = {}  # per job, by claim_seq
         self._audit: list[AuditEntry] = []  # the audit_log table, oldest first
+        self._last_audit_id = 0
+        self._policies = Policies()  # retention and retention_settings (§15)
+        self._maintainer_row: LeaseRow | None = None  # the maintainer row, once taken (§15)
 
     # -- producers and operators ---------------------------------------------------------
 
@@ -1518,8 +1528,9 @@ class MemoryModel:
 
     def record_audit(self, now: float, action: str, target: str, session: str, detail: str) -> int:
         """Append an audit entry (``detail``: its JSON text); mirrors ``record_audit``."""
+        self._last_audit_id += 1  # an identity: never reused after retention deletes some
         entry = AuditEntry(
-            id=len(self._audit) + 1,
+            id=self._last_audit_id,
             at=self.to_datetime(now),
             action=action,
             target=target,
@@ -1547,7 +1558,10 @@ class MemoryModel:
             "attempts": sum(len(rows) for rows in self._attempts.values()),
             "audit_log": len(self._audit),
             "jobs": len(self._rows),
+            "maintainer": 0 if self._maintainer_row is None else 1,
             "queues": len(self._settings),
+            "retention": len(self._policies.queues),
+            "retention_settings": 1,
             "schedules": len(self._schedules),
             "workers": len(self._pools),
         }
@@ -1572,6 +1586,126 @@ class MemoryModel:
             oldest_ready_since=None if ready is None else self.to_datetime(ready.not_visible_until),
             oldest_ready_id=None if ready is None else ready.id,
         )
+
+    # -- retention and the maintainer lease (retention.sql, docs/protocol.rst §15) -------
+
+    def get_retention(self, now: float) -> Retention:
+        """Every retention setting; mirrors ``-- name: get_retention``."""
+        return self._policies.retention()
+
+    def set_retention(
+        self, now: float, queue: str | None, succeeded: float | None, failed: float | None
+    ) -> RetentionPolicy:
+        """Set a queue's own policy, or the default (``queue`` None); mirrors
+        ``-- name: set_retention``."""
+        if queue is None:
+            self._policies.default_succeeded = succeeded
+            self._policies.default_failed = failed
+        else:
+            self._policies.queues[queue] = (succeeded, failed)
+        return self._policies.policy(queue)
+
+    def clear_retention(self, now: float, queue: str) -> bool:
+        """Drop a queue's own policy; mirrors ``-- name: clear_retention``."""
+        return self._policies.queues.pop(queue, None) is not None
+
+    def set_audit_retention(self, now: float, seconds: float | None) -> None:
+        """Mirrors ``-- name: set_audit_retention``."""
+        self._policies.audit = seconds
+
+    def maintainer(self, now: float) -> MaintainerInfo | None:
+        """The lease row as it stands; mirrors ``-- name: maintainer``."""
+        lease = self._maintainer_row
+        if lease is None:
+            return None
+        return MaintainerInfo(
+            holder=lease.holder,
+            seq=lease.seq,
+            acquired_at=self.to_datetime(lease.acquired_at),
+            expires_at=self.to_datetime(lease.not_visible_until),
+        )
+
+    def claim_maintainer(self, now: float, holder: str, lease: float) -> int | None:
+        """Take the lease when it is free or has run out, moving its fence on; mirrors
+        ``-- name: claim_maintainer``. None while a lease is live, the holder's own too."""
+        row = self._maintainer_row
+        if row is not None and row.live(now):
+            return None
+        seq = 1 if row is None else row.seq + 1
+        self._maintainer_row = LeaseRow(holder, seq, now, now + lease)
+        return seq
+
+    def renew_maintainer(self, now: float, holder: str, seq: int, lease: float) -> bool:
+        """Extend a live lease, fenced by ``seq``, never shortening it; mirrors
+        ``-- name: renew_maintainer``."""
+        row = self._maintainer_row
+        if row is None or not row.held(holder, seq, now):
+            return False
+        row.not_visible_until = max(row.not_visible_until, now + lease)
+        return True
+
+    def release_maintainer(self, now: float, holder: str, seq: int) -> bool:
+        """End a live lease now, fenced by ``seq`` (it is free at once); mirrors
+        ``-- name: release_maintainer``."""
+        row = self._maintainer_row
+        if row is None or not row.held(holder, seq, now):
+            return False
+        row.not_visible_until = now
+        return True
+
+    def prune_retained(self, now: float, seq: int, limit: int) -> PruneBatch | None:
+        """One retention batch under lease ``seq``; mirrors ``-- name: prune_retained``.
+
+        None, and nothing deleted, unless ``seq`` is the live lease's fence. Else the
+        ``limit`` oldest finished jobs past their queue's policy are the candidates (the
+        statement picks them before it locks), and those not locked are deleted with
+        their attempts; apart, up to ``limit`` of the oldest audit entries past the audit
+        log's keep-time. ``more``: either list was full."""
+        lease = self._maintainer_row
+        if lease is None or lease.seq != seq or not lease.live(now):
+            return None
+        candidates = self._past_policy(now)[:limit]
+        deleted: dict[tuple[str, str], int] = {}
+        for row in candidates:
+            if row.id in self._locked:  # FOR UPDATE SKIP LOCKED
+                continue
+            del self._rows[row.id]  # a finished row holds no dedup key; heap entries go stale
+            self._attempts.pop(row.id, None)  # its attempts go with it (§14)
+            key = (row.queue, row.status)
+            deleted[key] = deleted.get(key, 0) + 1
+        audit = self._audit_past_policy(now)[:limit]
+        gone = {entry.id for entry in audit}
+        self._audit = [entry for entry in self._audit if entry.id not in gone]
+        oldest = min(
+            (r.finished_at for r in self._rows.values() if r.finished_at is not None),
+            default=None,
+        )
+        return PruneBatch(
+            deleted=deleted,
+            audit_deleted=len(audit),
+            more=len(candidates) == limit or len(audit) == limit,
+            oldest_finished_age=None if oldest is None else now - oldest,
+        )
+
+    def _past_policy(self, now: float) -> list[Row]:
+        """Every finished job older than its queue's policy keeps it, oldest first."""
+        past = []
+        for row in self._rows.values():
+            if row.finished_at is None:
+                continue  # never a job that is not finished (I16)
+            keep = self._policies.keep(row.queue, row.status)
+            if keep is not None and row.finished_at < now - keep:
+                past.append(row)
+        past.sort(key=lambda r: (r.finished_at, r.id))
+        return past
+
+    def _audit_past_policy(self, now: float) -> list[AuditEntry]:
+        """Audit entries older than the audit log's keep-time, oldest first."""
+        keep = self._policies.audit
+        if keep is None:
+            return []
+        cutoff = self.to_datetime(now - keep)
+        return sorted((e for e in self._audit if e.at < cutoff), key=lambda e: (e.at, e.id))
 
 
 def _printed(text: str) -> str:

@@ -4,6 +4,8 @@
   checked, quoted schema name, the only text ever spliced into SQL.
 - ``driver.py``: the trio-asyncio bridge; one crossing per operation.
 - ``connections.py``: the asyncpg connection pool under the driver (asyncio code).
+- ``replica.py``: the operators' reads on a streaming replica (``read_dsn``), falling back
+  to the primary.
 - ``sqlstate.py``: asyncpg's errors as ``BackendError``, transient or not (the one place
   that decides).
 - ``backend.py``: :class:`PostgresBackend`, the Backend protocol on those two, assembled

@@ -36,18 +36,28 @@ module's ``__init__`` sets:
 - ``retention.py``: retention policies and the maintainer lease (docs/protocol.rst §15).
 - Helpers: ``statements.py`` (one statement on one connection), ``arguments.py`` (values
   as statements take them), ``rows.py`` (rows as the protocol's types).
+
+The reads of ``reads.py``, ``list_schedules`` and ``list_audit`` go through ``_reads``
+(``replica.py``): to a read replica when ``open_postgres`` was given a ``read_dsn``, else
+to the primary like everything else.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import trio
 
-from trioqueue._backends.interface import OPERATIONS, READ_OPERATIONS, Backend
+from trioqueue._backends.interface import (
+    MAINTENANCE_OPERATIONS,
+    OPERATIONS,
+    READ_OPERATIONS,
+    Backend,
+)
 from trioqueue._backends.postgres.claims import ClaimCalls
 from trioqueue._backends.postgres.controls import ControlCalls
 from trioqueue._backends.postgres.driver import Driver, Pooling, check_options, open_driver
@@ -58,6 +68,7 @@ from trioqueue._backends.postgres.notices import NoticeCalls
 from trioqueue._backends.postgres.outcomes import OutcomeCalls
 from trioqueue._backends.postgres.producers import ProducerCalls
 from trioqueue._backends.postgres.reads import ReadCalls
+from trioqueue._backends.postgres.replica import ReadRoute, check_replica_options, open_read_route
 from trioqueue._backends.postgres.retention import RetentionCalls
 from trioqueue._backends.postgres.schedules import ScheduleCalls
 from trioqueue._backends.postgres.sql import QUERIES, channel_name, check_schema, render
@@ -73,7 +84,7 @@ DEFAULT_MAX_CONNECTIONS = 10
 
 #: Operations counted in ``statistics().calls`` besides the protocol's writes: the
 #: operators' calls, and migrations.
-COUNTED_READS = (*READ_OPERATIONS, "migrate", "prune")
+COUNTED_READS = (*READ_OPERATIONS, *MAINTENANCE_OPERATIONS, "migrate", "prune")
 
 
 @asynccontextmanager
@@ -85,6 +96,9 @@ async def open_postgres(
     pooling: Pooling | None = None,
     listen_dsn: str | None = None,
     connect_timeout: float | None = None,
+    read_dsn: str | None = None,
+    max_read_connections: int | None = None,
+    max_read_lag: float | None = None,
 ) -> AsyncIterator[PostgresBackend]:
     """Open a PostgreSQL backend for the duration of the block.
 
@@ -110,11 +124,19 @@ async def open_postgres(
             fall back to polling there (logged once).
         connect_timeout: how long opening a connection may take, in seconds; default: the
             DSN's ``connect_timeout``, else 10.
+        read_dsn: a streaming replica of ``dsn``'s database: the operators' read-only calls
+            read there (each one's documentation says so), and fall back to the primary
+            when it is down or too far behind. Never claims, renewals, outcomes, writes or
+            ``wait_for``. See docs/postgres.rst, "Read replicas".
+        max_read_connections: the replica's pool size (default 4; needs ``read_dsn``).
+        max_read_lag: how far behind, in seconds, the replica may be for a read to go to
+            it (None, the default: any lag); a read beyond it goes to the primary.
 
     Raises:
         TypeError, ValueError: a bad ``dsn`` (a ``ValueError`` naming it, its password
-            masked), ``listen_dsn``, ``schema``, ``max_connections``, ``pooling`` or
-            ``connect_timeout``; nothing is connected and no SQL runs.
+            masked), ``listen_dsn``, ``schema``, ``max_connections``, ``pooling``,
+            ``connect_timeout``, ``read_dsn``, ``max_read_connections`` or
+            ``max_read_lag``; nothing is connected and no SQL runs.
         BackendError: the database cannot be reached.
     """
     if not isinstance(dsn, str):
@@ -122,15 +144,19 @@ async def open_postgres(
     schema = check_schema(schema)
     size = _check_max_connections(max_connections)
     pooling, listen_dsn, connect_timeout = check_options(pooling, listen_dsn, connect_timeout)
-    async with open_driver(
-        dsn,
-        max_connections=size,
-        application_name=f"trioqueue:{schema}",
-        pooling=pooling,
-        listen_dsn=listen_dsn,
-        connect_timeout=connect_timeout,
-    ) as driver:
-        backend = PostgresBackend(driver, schema)
+    replica = check_replica_options(read_dsn, max_read_connections, max_read_lag, connect_timeout)
+    async with (
+        open_driver(
+            dsn,
+            max_connections=size,
+            application_name=f"trioqueue:{schema}",
+            pooling=pooling,
+            listen_dsn=listen_dsn,
+            connect_timeout=connect_timeout,
+        ) as driver,
+        open_read_route(driver, replica, QUERIES["replica_lag"]) as reads,
+    ):
+        backend = PostgresBackend(driver, schema, reads)
         try:
             yield backend
         finally:
@@ -167,8 +193,9 @@ class PostgresBackend(
 
     supports_transactions: bool = True
 
-    def __init__(self, driver: Driver, schema: str) -> None:
+    def __init__(self, driver: Driver, schema: str, reads: ReadRoute | None = None) -> None:
         self._driver = driver
+        self._reads = reads if reads is not None else ReadRoute(driver, None, None, "")
         # Transactional handlers share what the runtime's own operations leave over.
         self._transaction_slots = trio.CapacityLimiter(
             max(1, driver.max_connections - RUNTIME_RESERVE)
@@ -196,16 +223,23 @@ class PostgresBackend(
         return self._channel
 
     def statistics(self) -> BackendStatistics:
+        """The primary's connections; ``calls`` counts statements on the primary and the
+        read replica together, and the ``replica_*`` entries tell the replica's reads
+        apart (docs/postgres.rst, "Read replicas")."""
         driver = self._driver
+        calls = Counter(driver.calls)
+        if self._reads.replica is not None:
+            calls.update(self._reads.replica.calls)
         return BackendStatistics(
             connections_in_use=driver.connections_in_use,
             peak_connections_in_use=driver.peak_connections_in_use,
-            calls=dict(driver.calls),
+            calls=dict(calls),
             extra={
                 "connections": driver.max_connections,
                 "listeners": driver.listeners,
                 "notices_dropped": self._dropped_notices,
                 "finish_waiters": self._finishes.waiters,
+                **self._reads.statistics(),
             },
         )
 

@@ -14,16 +14,20 @@ import trio
 
 from trioqueue._backends.postgres.driver import Driver
 from trioqueue._backends.postgres.finishes import FinishWatch
+from trioqueue._backends.postgres.replica import ReadRoute
 
 
 class BackendBase:
     """The state the topic classes share, set by ``PostgresBackend.__init__``."""
 
     _driver: Driver
+    #: Where the operators' read-only calls go: a read replica when there is one
+    #: (``replica.py``); writes, claims and lease decisions use ``_driver`` only.
+    _reads: ReadRoute
     _schema: str
     #: The NOTIFY channel of the schema.
     _channel: str
-    #: ``queries.sql`` and ``operator.sql``, rendered for the schema, by name.
+    #: ``queries.sql``, ``operator.sql`` and ``retention.sql``, rendered for the schema, by name.
     _sql: dict[str, str]
     #: Transactional handlers' share of the pool (``transactions.py``).
     _transaction_slots: trio.CapacityLimiter

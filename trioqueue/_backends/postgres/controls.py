@@ -127,7 +127,7 @@ class ControlCalls(BackendBase):
     ) -> list[AuditEntry]:
         """Audit entries, newest first, optionally of one action."""
         checked = check_list_audit(limit, offset, action)
-        return await operator.list_audit(self._driver, self._sql, *checked)
+        return await operator.list_audit(self._reads, self._sql, *checked)
 
     async def table_health(self) -> TableHealth:
         """The schema's tables and indexes (from PostgreSQL's catalogs and statistics) and

@@ -403,6 +403,11 @@ class Driver:
         return self._listeners
 
     @property
+    def masked_dsn(self) -> str:
+        """The DSN as messages show it (its password masked)."""
+        return self._dsn.masked
+
+    @property
     def pooling(self) -> Pooling | None:
         """What the DSN's server connections keep between transactions (None before open)."""
         return self._pooling
@@ -571,6 +576,34 @@ class Driver:
         return listener
 
     # -- opening and closing -------------------------------------------------------------
+
+    def sibling(self, dsn: Dsn, max_connections: int) -> Driver:
+        """A driver for another server (a read replica, ``replica.py``) on this driver's
+        loop, with its server settings; closed until :meth:`open`, its pooler detected
+        there. The caller closes it (:meth:`close`) before this driver's loop ends."""
+        return Driver(self._loop, dsn, max_connections, self._server_settings)
+
+    @property
+    def is_open(self) -> bool:
+        return self._pool is not None
+
+    async def open(self) -> None:
+        """Open the pool with its first connection; on failure it stays closed.
+
+        Raises:
+            BackendError: the server cannot be reached.
+        """
+        try:
+            await self._open()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        """Close the pool (bounded, as at the end of :func:`open_driver`); it may be opened again."""
+        with trio.CancelScope(shield=True):
+            await self._close()
+        self._pool = None
 
     async def _open(self) -> None:
         await self.cross(self._create_pool())

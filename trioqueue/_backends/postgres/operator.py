@@ -11,6 +11,7 @@ from typing import Any
 
 from trioqueue._backends.operator_checks import AuditRecord, Matching, read_detail
 from trioqueue._backends.postgres.driver import Driver
+from trioqueue._backends.postgres.replica import ReadRoute
 from trioqueue._core.schedule import next_tick
 from trioqueue._operator_types import AuditEntry, TableHealth, TableSize
 
@@ -110,7 +111,7 @@ async def record_audit(driver: Driver, sql: Mapping[str, str], record: AuditReco
 
 
 async def list_audit(
-    driver: Driver, sql: Mapping[str, str], limit: int, offset: int, action: str | None
+    driver: Driver | ReadRoute, sql: Mapping[str, str], limit: int, offset: int, action: str | None
 ) -> list[AuditEntry]:
     rows = await driver.run("list_audit", _fetch, sql["list_audit"], limit, offset, action)
     return [

@@ -1,7 +1,10 @@
 """The PostgreSQL backend's operator reads: jobs, counts, queue stats, workers, history, attempts.
 
 Each read is one statement (the counts: a few on one connection); ``list_jobs`` and its
-counts are built of fixed fragments (job_lists.py), never caller text.
+counts are built of fixed fragments (job_lists.py), never caller text. Every read here goes through
+``self._reads``: to a read replica when the backend has one (``replica.py``;
+docs/postgres.rst, "Read replicas"). ``get_job``, ``get_jobs`` and ``list_attempts`` read a
+job the replica does not know (yet) on the primary, and ``fresh=True`` reads the primary.
 """
 
 from __future__ import annotations
@@ -59,8 +62,13 @@ class ReadCalls(BackendBase):
     exact_count_up_to: int = EXACT_UP_TO
     count_timeout: float = COUNT_TIMEOUT
 
-    async def get_job(self, job_id: int) -> JobInfo:
+    async def get_job(self, job_id: int, *, fresh: bool = False) -> JobInfo:
         """A snapshot of one job.
+
+        With a read replica (``read_dsn``) it is read there unless ``fresh=True``, so it
+        may be as old as the replica's lag; a job the replica does not know (yet) is read
+        on the primary, so a job just enqueued is never reported unknown. ``fresh=True``
+        reads the primary: what a decision that follows must see.
 
         Raises:
             UnknownJobError: (a ``LookupError``) no job has this id.
@@ -70,16 +78,22 @@ class ReadCalls(BackendBase):
         if not is_bigint(job_id):
             await trio.lowlevel.checkpoint()
             raise UnknownJobError(job_id)
-        row = await self._driver.run("get_job", fetchrow, self._sql["get_job"], job_id)
+        row = None
+        if not fresh and self._reads.configured:
+            row = await self._reads.run("get_job", fetchrow, self._sql["get_job"], job_id)
+        if row is None:
+            row = await self._driver.run("get_job", fetchrow, self._sql["get_job"], job_id)
         if row is None:
             raise UnknownJobError(job_id)
         return job_info(row)
 
     async def get_jobs(
-        self, job_ids: Sequence[int], *, preview: int | None = None
+        self, job_ids: Sequence[int], *, preview: int | None = None, fresh: bool = False
     ) -> dict[int, JobInfo]:
         """Snapshots of many jobs in one statement: each known job's JobInfo by id
-        (``preview`` as in :meth:`list_jobs`).
+        (``preview`` as in :meth:`list_jobs`). With a read replica it is read there unless
+        ``fresh=True``, and the jobs the replica does not know are read on the primary
+        (as :meth:`get_job`).
 
         Raises:
             TypeError: an id is not an int.
@@ -90,8 +104,15 @@ class ReadCalls(BackendBase):
         if not ids:
             await trio.lowlevel.checkpoint()
             return {}
+        found: dict[int, JobInfo] = {}
+        if not fresh and self._reads.configured:
+            rows = await self._reads.run("get_jobs", fetch, self._sql["get_jobs"], ids, cut)
+            found = {row["id"]: job_info(row) for row in rows}
+            ids = [job_id for job_id in ids if job_id not in found]
+            if not ids:
+                return found
         rows = await self._driver.run("get_jobs", fetch, self._sql["get_jobs"], ids, cut)
-        return {row["id"]: job_info(row) for row in rows}
+        return found | {row["id"]: job_info(row) for row in rows}
 
     async def list_jobs(
         self,
@@ -132,7 +153,7 @@ class ReadCalls(BackendBase):
         sql, args, backwards = list_statement(
             where, sort, limit, min(offset, INT64), cut, start, end
         )
-        rows = await self._driver.run("list_jobs", fetch, render(sql, self._schema), *args)
+        rows = await self._reads.run("list_jobs", fetch, render(sql, self._schema), *args)
         infos = [job_info(row) for row in rows]
         return infos[::-1] if backwards else infos
 
@@ -160,9 +181,7 @@ class ReadCalls(BackendBase):
         """How many jobs :meth:`list_jobs` would list with these filters and no paging
         (exactly: on a big table, :meth:`estimate_jobs` answers sooner)."""
         sql, args = count_statement(self._job_filter(queue, status, search, cancelled), None)
-        count: int = await self._driver.run(
-            "count_jobs", fetchval, render(sql, self._schema), *args
-        )
+        count: int = await self._reads.run("count_jobs", fetchval, render(sql, self._schema), *args)
         return count
 
     async def estimate_jobs(
@@ -178,7 +197,7 @@ class ReadCalls(BackendBase):
         ``exact_count_up_to`` (counted within ``count_timeout``), else the planner's
         estimate, flagged ``estimated`` (docs/dashboard.rst, "Big tables")."""
         where = self._job_filter(queue, status, search, cancelled, search_window)
-        return await self._driver.run(
+        return await self._reads.run(
             "count_jobs",
             estimate_jobs,
             self._schema,
@@ -203,14 +222,14 @@ class ReadCalls(BackendBase):
         return await self._stats("queue_stats")
 
     async def _stats(self, op: str) -> dict[str, QueueStats]:
-        rows = await self._driver.run(
+        rows = await self._reads.run(
             op, read_counts, self._sql, self._schema, self.exact_finished_up_to
         )
         return stats_from(rows)
 
     async def list_workers(self) -> list[WorkerInfo]:
         """Every registered worker pool, ordered by queue then start time."""
-        rows = await self._driver.run("list_workers", fetch, self._sql["list_workers"])
+        rows = await self._reads.run("list_workers", fetch, self._sql["list_workers"])
         return [WorkerInfo(**row) for row in rows]  # the query names WorkerInfo's fields
 
     async def finished_history(
@@ -223,26 +242,28 @@ class ReadCalls(BackendBase):
             ValueError: ``window`` not > 0 (or past a century), ``buckets`` outside 1..1000.
         """
         window, buckets, queue = check_history(window, buckets, queue)
-        rows = await self._driver.run(
+        rows = await self._reads.run(
             "finished_history", fetch, self._sql["finished_history"], window, buckets, queue
         )
         return [FinishedBucket(row["start"], row["succeeded"], row["failed"]) for row in rows]
 
     async def list_attempts(self, job_id: int) -> list[AttemptInfo]:
-        """Every recorded attempt of one job, oldest first (docs/protocol.rst §14).
+        """Every recorded attempt of one job, oldest first (docs/protocol.rst §14). With a
+        read replica it is read there, and on the primary when the replica does not know
+        the job (yet), as :meth:`get_job`.
 
         Raises:
             UnknownJobError: no job has this id.
         """
         check_job_id(job_id)
-        rows = []
-        if is_bigint(job_id):
-            rows = await self._driver.run(
-                "list_attempts", fetch, self._sql["list_attempts"], job_id
-            )
-        else:
+        if not is_bigint(job_id):
             await trio.lowlevel.checkpoint()
-        attempts = attempt_infos(job_id, rows)
+            raise UnknownJobError(job_id)
+        sql = self._sql["list_attempts"]
+        attempts = attempt_infos(job_id, await self._reads.run("list_attempts", fetch, sql, job_id))
+        if attempts is None and self._reads.configured:
+            rows = await self._driver.run("list_attempts", fetch, sql, job_id)
+            attempts = attempt_infos(job_id, rows)
         if attempts is None:
             raise UnknownJobError(job_id)
         return attempts
@@ -253,7 +274,7 @@ class ReadCalls(BackendBase):
         """Per queue (or only ``queue``): run time and wait percentiles of the attempts
         finished in the last ``window`` seconds (``percentile_cont``)."""
         window, _, queue = check_history(window, 1, queue)
-        rows = await self._driver.run(
+        rows = await self._reads.run(
             "queue_timings", fetch, self._sql["queue_timings"], window, queue
         )
         return queue_timings(rows)
@@ -264,7 +285,7 @@ class ReadCalls(BackendBase):
         """Attempts finished per equal time bucket over the last ``window`` seconds, with
         their percentiles: exactly ``buckets`` entries, oldest first."""
         window, buckets, queue = check_history(window, buckets, queue)
-        rows = await self._driver.run(
+        rows = await self._reads.run(
             "attempt_history", fetch, self._sql["attempt_history"], window, buckets, queue
         )
         return attempt_buckets(rows)

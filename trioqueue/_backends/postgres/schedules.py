@@ -84,7 +84,7 @@ class ScheduleCalls(BackendBase):
 
     async def list_schedules(self) -> list[ScheduleInfo]:
         """Every schedule, by name."""
-        rows = await self._driver.run("list_schedules", fetch, self._sql["list_schedules"])
+        rows = await self._reads.run("list_schedules", fetch, self._sql["list_schedules"])
         return [schedule_info(row) for row in rows]
 
     async def set_schedule_enabled(self, name: str, enabled: bool) -> bool:

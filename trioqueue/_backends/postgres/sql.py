@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 SQL lives in ``.sql`` files next to this module, never in Python strings: ``queries.sql``
 holds named queries (a ``-- name: <name>`` line starts each), ``operator.sql`` those of the
-operator's controls (read into the same table), and ``migrations/`` holds
+operator's controls, ``retention.sql`` those of retention and ``replica.sql`` those asked of
+a read replica (read into the same table), and ``migrations/`` holds
 ``NNNN_<what>.sql`` files applied in order of their number. Both are read once, at import.
 
 A backend works in one schema. The schema name is the only text ever spliced into SQL, so
@@ -172,8 +173,11 @@ def _load_queries(*names: str) -> dict[str, str]:
     return queries
 
 
-#: Every named query of ``queries.sql`` and ``operator.sql``, placeholders unfilled.
-QUERIES: dict[str, str] = _load_queries("queries.sql", "operator.sql", "reads.sql")
+#: Every named query of ``queries.sql``, ``operator.sql``, ``retention.sql``, ``reads.sql``
+#: and ``replica.sql`` (what a read replica is asked), placeholders unfilled.
+QUERIES: dict[str, str] = _load_queries(
+    "queries.sql", "operator.sql", "retention.sql", "reads.sql", "replica.sql"
+)
 
 #: Every migration, in order.
 MIGRATIONS: tuple[Migration, ...] = _load_migrations()

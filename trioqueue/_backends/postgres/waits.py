@@ -62,7 +62,10 @@ class WaitCalls(ReadCalls):
         if timeout == 0 or not await self._can_hear_finishes():
             delays = _poll_delays()
             return await wait_finished(
-                checked_id, timeout, self.get_job, lambda: partial(trio.sleep, next(delays))
+                checked_id,
+                timeout,
+                partial(self.get_job, fresh=True),  # never a replica's: it may lag behind
+                lambda: partial(trio.sleep, next(delays)),
             )
         with self._finishes.register(checked_id) as waiter:
             read = partial(self._await_job, waiter=waiter)

@@ -19,6 +19,8 @@ exit codes) is in ``common.py``.
 - ``status.py``, ``jobs.py``: ``status`` and ``jobs`` (``--watch``).
 - ``audit.py``, ``tables.py``: ``audit`` (the dashboard's audit log) and ``tables``
   (table health).
+- ``retention.py``, ``prune.py``: ``retention [set|clear|audit]`` (how long finished jobs
+  and audit entries are kept, and the maintainer) and ``prune`` (one pass of it by hand).
 - ``schedule.py``, ``dashboard.py``, ``demo.py``: the subcommands of those names, whose work
   lives in ``trioqueue/cli/_schedule.py``, ``_dashboard.py`` and ``_demo.py``.
 
@@ -50,7 +52,9 @@ from trioqueue.cli._commands import (
     job,
     jobs,
     migrate,
+    prune,
     queue,
+    retention,
     schedule,
     show,
     status,
@@ -140,6 +144,6 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
         title="commands", dest="command", metavar="COMMAND", required=True
     )
     groups = (migrate, worker, enqueue, job, show, queue, status, jobs, schedule, audit, tables)
-    for group in (*groups, dashboard, demo):
+    for group in (*groups, retention, prune, dashboard, demo):
         group.add(commands)
     return parser

@@ -35,6 +35,8 @@ EXIT_INTERRUPTED = 130
 DSN_ENV = "TRIOQUEUE_DSN"
 #: The worker's LISTEN DSN when ``--listen-dsn`` is not given (docs/pgbouncer.rst).
 LISTEN_DSN_ENV = "TRIOQUEUE_LISTEN_DSN"
+#: The read replica's DSN when ``--read-dsn`` is not given (docs/postgres.rst, "Read replicas").
+READ_DSN_ENV = "TRIOQUEUE_READ_DSN"
 DEFAULT_SCHEMA = "trioqueue"
 # The public JobStatus literal, in its order (scheduled ... failed): the columns of `status`.
 JOB_STATUSES: tuple[str, ...] = get_args(trioqueue.JobStatus)
@@ -117,6 +119,29 @@ def resolve_dsn(args: argparse.Namespace) -> str | None:
     """``--dsn``, else ``$TRIOQUEUE_DSN``, else None."""
     dsn: str | None = args.dsn or os.environ.get(DSN_ENV) or None
     return dsn
+
+
+def add_read_dsn_option(parser: argparse.ArgumentParser) -> None:
+    """``--read-dsn``, for the commands that only read (``status``, ``jobs``, ``show``,
+    ``dashboard``)."""
+    parser.add_argument(
+        "--read-dsn",
+        metavar="DSN",
+        help="a streaming replica of --dsn's database: the reads that may be a little old go "
+        f"there, and to --dsn while it is down (default: ${READ_DSN_ENV})",
+    )
+
+
+def resolve_read_dsn(args: argparse.Namespace) -> str | None:
+    """``--read-dsn``, else ``$TRIOQUEUE_READ_DSN``, else None (no replica)."""
+    dsn: str | None = getattr(args, "read_dsn", None) or os.environ.get(READ_DSN_ENV) or None
+    return dsn
+
+
+def read_replica(read_dsn: str | None) -> dict[str, Any]:
+    """``open_postgres``'s options for a one-shot command reading ``read_dsn`` (nothing
+    without one): one replica connection, as the command uses one on the primary."""
+    return {} if read_dsn is None else {"read_dsn": read_dsn, "max_read_connections": 1}
 
 
 def require_dsn(args: argparse.Namespace) -> str:

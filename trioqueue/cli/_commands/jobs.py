@@ -19,8 +19,11 @@ from trioqueue.cli._commands.common import (
     JOB_STATUSES,
     CliError,
     Subparsers,
+    add_read_dsn_option,
     bounded_int,
     only_interrupts,
+    read_replica,
+    resolve_read_dsn,
     run_on_database,
     subcommand,
 )
@@ -44,6 +47,7 @@ LIST_PREVIEW = 200
 
 def add(commands: Subparsers) -> None:
     jobs = subcommand(commands, "jobs", _run_jobs, "list jobs, oldest first")
+    add_read_dsn_option(jobs)
     jobs.add_argument("--queue", help="only this queue")
     jobs.add_argument("--status", choices=JOB_STATUSES, help="only jobs in this state")
     add_cancelled(jobs)
@@ -87,6 +91,7 @@ def _run_jobs(args: argparse.Namespace) -> int:
         args.offset,
         LIST_PREVIEW,
         args.cancelled,
+        resolve_read_dsn(args),
     )
     if not infos:
         say("no jobs")
@@ -104,10 +109,13 @@ async def list_jobs(
     offset: int,
     preview: int | None = None,
     cancelled: bool | None = None,
+    read_dsn: str | None = None,
 ) -> list[trioqueue.JobInfo]:
     """One page of jobs, as ``list_jobs`` (``preview``: how much of each long text;
-    ``cancelled``: cancellations kept, left out or alone)."""
-    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+    ``cancelled``: cancellations kept, left out or alone; ``read_dsn``: a replica to read)."""
+    async with trioqueue.open_postgres(
+        dsn, schema=schema, max_connections=1, **read_replica(read_dsn)
+    ) as backend:
         return await backend.list_jobs(
             queue=queue,
             status=status,
@@ -136,7 +144,8 @@ async def watch_jobs(dsn: str, schema: str, args: argparse.Namespace, out: TextI
         if value is not None
     )
     title = f"trioqueue jobs --watch  schema {schema}  {filters}  every {args.interval:g}s"
-    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+    replica = read_replica(resolve_read_dsn(args))
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1, **replica) as backend:
         with contextlib.ExitStack() as stack:
             if out.isatty():
                 block = stack.enter_context(LiveBlock(out))

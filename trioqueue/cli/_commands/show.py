@@ -17,7 +17,10 @@ from trioqueue.cli._commands.common import (
     EXIT_FAILED,
     CliError,
     Subparsers,
+    add_read_dsn_option,
     job_id_type,
+    read_replica,
+    resolve_read_dsn,
     run_on_database,
     subcommand,
 )
@@ -41,6 +44,7 @@ def add(commands: Subparsers) -> None:
         metavar="S",
         help="with --wait: give up after S seconds (exit 1); default: wait as long as it takes",
     )
+    add_read_dsn_option(show)  # the job and its attempts; --wait waits on --dsn
 
 
 def _run_show(args: argparse.Namespace) -> int:
@@ -49,7 +53,7 @@ def _run_show(args: argparse.Namespace) -> int:
     ):
         raise CliError("--timeout needs --wait, and a finite number of seconds >= 0")
     info, timed_out, attempts = run_on_database(
-        args, show_job, args.job_id, args.wait, args.timeout
+        args, show_job, args.job_id, args.wait, args.timeout, resolve_read_dsn(args)
     )
     if info is None:
         raise CliError(f"no job with id {args.job_id}", EXIT_FAILED)
@@ -62,10 +66,17 @@ def _run_show(args: argparse.Namespace) -> int:
 
 
 async def show_job(
-    dsn: str, schema: str, job_id: int, wait: bool, seconds: float | None
+    dsn: str,
+    schema: str,
+    job_id: int,
+    wait: bool,
+    seconds: float | None,
+    read_dsn: str | None = None,
 ) -> tuple[trioqueue.JobInfo | None, bool, list[trioqueue.AttemptInfo]]:
-    """:func:`read_job` on the database at ``dsn``."""
-    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=2) as backend:
+    """:func:`read_job` on the database at ``dsn`` (its replica at ``read_dsn``, if given)."""
+    async with trioqueue.open_postgres(
+        dsn, schema=schema, max_connections=2, **read_replica(read_dsn)
+    ) as backend:
         return await read_job(backend, job_id, wait, seconds)
 
 

@@ -11,6 +11,9 @@ import trioqueue
 from trioqueue.cli._commands.common import (
     JOB_STATUSES,
     Subparsers,
+    add_read_dsn_option,
+    read_replica,
+    resolve_read_dsn,
     run_on_database,
     schema_of,
     subcommand,
@@ -22,16 +25,17 @@ from trioqueue.cli._words import CLOCK_FLAGS, LIVE, STALE
 
 
 def add(commands: Subparsers) -> None:
-    subcommand(
+    status = subcommand(
         commands,
         "status",
         _run_status,
         "count jobs per queue and state, age of the oldest ready; list the worker pools",
     )
+    add_read_dsn_option(status)
 
 
 def _run_status(args: argparse.Namespace) -> int:
-    counts, oldest, pools, flow = run_on_database(args, count_jobs)
+    counts, oldest, pools, flow = run_on_database(args, count_jobs, resolve_read_dsn(args))
     if counts:
         say(*status_table(counts, oldest, flow))
     else:
@@ -45,7 +49,7 @@ def _run_status(args: argparse.Namespace) -> int:
 
 
 async def count_jobs(
-    dsn: str, schema: str
+    dsn: str, schema: str, read_dsn: str | None = None
 ) -> tuple[
     dict[str, collections.Counter[str]],
     dict[str, float | None],
@@ -54,8 +58,10 @@ async def count_jobs(
 ]:
     """Jobs per queue and state, each queue's oldest ready age and flow control (one
     call: configured queues without jobs are listed too), and the registered worker
-    pools (another)."""
-    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+    pools (another), both on the replica at ``read_dsn`` if given."""
+    async with trioqueue.open_postgres(
+        dsn, schema=schema, max_connections=1, **read_replica(read_dsn)
+    ) as backend:
         stats = await backend.queue_stats()
         pools = await backend.list_workers()
     counts: dict[str, collections.Counter[str]] = {

@@ -23,6 +23,7 @@ import trio
 
 import trioqueue
 from trioqueue._runtime.config import problems_of
+from trioqueue.cli._commands import worker_databases
 from trioqueue.cli._commands.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -92,6 +93,9 @@ def add(commands: Subparsers) -> None:
          "log an async handler step longer than this as blocking the event loop"),
         ("--schedule-interval", "schedule_interval", _schedule_interval,
          "make a scheduling pass this often, or off: no part in scheduling"),
+        ("--maintenance-interval", "maintenance_interval", _schedule_interval,
+         "as the elected maintainer, prune finished jobs past their retention this often, "
+         "or off: no part in maintenance (docs/howto/retention.rst)"),
     ):  # fmt: skip
         pool.add_argument(option, type=kind, metavar="S", help=default_help(field, meaning))
     pool.add_argument(
@@ -164,6 +168,7 @@ def add(commands: Subparsers) -> None:
         help="the library's log records on stderr: lines of text, or one JSON object per "
         "line, the worker's own lines and its error among them (default: %(default)s)",
     )
+    worker_databases.add_arguments(worker)
 
 
 #: ``worker`` options passed to WorkerConfig when given (argparse dest -> field).
@@ -177,6 +182,7 @@ WORKER_OPTIONS = (
     "shutdown_grace",
     "blocking_threshold",
     "schedule_interval",
+    "maintenance_interval",
     "quarantine_after",
     "transactional",
 )
@@ -201,9 +207,11 @@ Configs: TypeAlias = "trioqueue.WorkerConfig | Sequence[trioqueue.WorkerConfig]"
 
 
 def _run_worker(args: argparse.Namespace) -> int:
+    placed = worker_databases.take_placements(args)  # before the --queue options are read
     configs = worker_configs(args)
     resources = None if args.resources is None else ReportedResources(args.resources)
     listen_dsn = args.listen_dsn or os.environ.get(LISTEN_DSN_ENV) or None
+    groups = worker_databases.database_groups(args, configs, placed, listen_dsn)
     metrics = None
     if args.metrics_port is not None:
         if importlib.util.find_spec("prometheus_client") is None:
@@ -219,7 +227,25 @@ def _run_worker(args: argparse.Namespace) -> int:
     # either).
     pools: Configs = configs[0] if len(configs) == 1 else configs
     out: WorkerOut = JsonLines(sys.stderr) if args.log_format == "json" else sys.stdout
+    if groups is not None:
+        return _run_on_databases(args, groups, out, work.keywords)
     stopped_at_once = run_on_database(args, work, pools, out)
+    return EXIT_INTERRUPTED if stopped_at_once else 0
+
+
+def _run_on_databases(
+    args: argparse.Namespace,
+    groups: list[worker_databases.Group],
+    out: WorkerOut,
+    options: dict[str, Any],
+) -> int:
+    """The worker over several databases (``worker_groups.py``, imported here: it builds on
+    this module's serving). ``options``: ``run_worker``'s, but the LISTEN DSN, which the
+    default database's group holds."""
+    from trioqueue.cli._commands.worker_groups import run_groups
+
+    options = {name: value for name, value in options.items() if name != "listen_dsn"}
+    stopped_at_once = run_groups(args, groups, out, **options)
     return EXIT_INTERRUPTED if stopped_at_once else 0
 
 
@@ -253,8 +279,9 @@ def worker_options(args: argparse.Namespace) -> dict[str, Any]:
     """The WorkerConfig fields the options give (every pool built from a handler)."""
     given = {name: getattr(args, name) for name in WORKER_OPTIONS}
     options = {name: value for name, value in given.items() if value is not None}
-    if options.get("schedule_interval") == OFF:
-        options["schedule_interval"] = None  # given as "off", not left out
+    for name in ("schedule_interval", "maintenance_interval"):
+        if options.get(name) == OFF:
+            options[name] = None  # given as "off", not left out
     if options.get("quarantine_after") == OFF:
         options["quarantine_after"] = None  # (the config's check refuses a bad number)
     exponential = {
@@ -476,8 +503,8 @@ def _number_or(word: str, number: Callable[[str], float], what: str) -> Callable
     return parse
 
 
-#: ``--schedule-interval off``: the pools take no part in scheduling;
-#: ``--quarantine-after off``: ``quarantine_after=None``.
+#: ``--schedule-interval off``, ``--maintenance-interval off``: the pools take no part in
+#: scheduling, in maintenance; ``--quarantine-after off``: ``quarantine_after=None``.
 OFF = "off"
 
 #: The argparse types of the pool options that take a word beside their number.

@@ -21,6 +21,8 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
   and cancellations told apart from failures (docs/protocol.rst §14, I15);
 - ``controls.py``: the operator's controls: bulk retry and delete in batches, schedules
   enabled, disabled and run now, the audit log, table health;
+- ``retention.py``: retention policies, bounded prune batches fenced by the maintainer
+  lease, and the lease's claim, renewal and release (docs/protocol.rst §15, I16, I17);
 - ``dashboard.py``: searching, sorting, counting and deleting jobs, a job's lease details,
   worker pools and their beats, finished-job history;
 - ``_base.py``: what they share (the clock fixture, the timings, helpers, bad inputs).
@@ -41,6 +43,7 @@ from trioqueue.testing._conformance.operator import OperatorConformance
 from trioqueue.testing._conformance.outcomes import OutcomeConformance
 from trioqueue.testing._conformance.renew import RenewConformance
 from trioqueue.testing._conformance.results import ResultConformance
+from trioqueue.testing._conformance.retention import RetentionConformance
 from trioqueue.testing._conformance.schedules import ScheduleConformance
 
 __all__ = ["BackendConformance"]
@@ -61,6 +64,7 @@ class BackendConformance(
     CrashConformance,
     AttemptConformance,
     ControlsConformance,
+    RetentionConformance,
 ):
     """What every backend must do, as tests. Subclass it in a test module::
 

@@ -147,7 +147,10 @@
         if (confirmText && !window.confirm(confirmText)) return;
         var queue = form.querySelector("input[name=queue]").value;
         var shown = form.querySelector("[data-testid=queue-action-error]");
-        var url = "/api/queues/" + encodeURIComponent(queue) + "/" + button.value;
+        // The form's own action names the site's root: under a prefix (one dashboard over
+        // several databases, /db/NAME/queues/actions) the API is under it too.
+        var root = (form.getAttribute("action") || "").replace(/\/queues\/actions$/, "");
+        var url = root + "/api/queues/" + encodeURIComponent(queue) + "/" + button.value;
         fetch(url, { method: "POST", credentials: "same-origin", headers: { "Accept": "application/json" } })
           .then(function (response) {
             if (response.ok) { window.location.reload(); return null; }
