@@ -64,16 +64,40 @@ POSTGRES_ONLY: dict[str, str] = {
         "``table_health`` counts its rows instead (nothing is on disk)"
     ),
     "oldest_work": "the oldest running and ready jobs, which the model's ``table_health`` finds",
+    "live_stats": (
+        "unfinished jobs per queue and state, from the partial claim indexes: the model's "
+        "``counts`` and ``queue_stats`` count them with the finished ones"
+    ),
+    "configured_queues": (
+        "the ``queues`` rows ``queue_stats`` reports flow control from; the model's "
+        "``queue_stats`` reads its settings"
+    ),
+    "finished_probe": (
+        "whether the table holds more finished jobs than are counted exactly; the model "
+        "counts every row exactly, at no cost"
+    ),
+    "finished_counts": "finished jobs per queue and state, which the model's ``counts`` counts",
+    "finished_estimates": (
+        "finished jobs per queue and state from the planner's statistics, past the exact "
+        "limit; the model has no statistics and counts exactly"
+    ),
 }
 
 #: Model methods that are part of a named query other than their own name.
 ALSO_IN: dict[str, str] = {
     "beat": "renew",
+    "counts": "live_stats",
+    "queue_stats": "live_stats",
 }
 
 #: What the methods of :data:`ALSO_IN` are for, in the table of methods with no query.
 ALSO_IN_TEXT: dict[str, str] = {
-    m: f"the beat part of ``{q}`` (a lone beat is ``{q}`` with no jobs)" for m, q in ALSO_IN.items()
+    "beat": "the beat part of ``renew`` (a lone beat is ``renew`` with no jobs)",
+    "counts": (
+        "``live_stats`` for unfinished jobs, with ``finished_counts`` (or, past the exact "
+        "limit, ``finished_estimates``) for finished ones"
+    ),
+    "queue_stats": "``counts`` as ``counts`` reads them, with ``configured_queues``",
 }
 
 #: Public model methods with no named query, and why.
@@ -90,6 +114,11 @@ MODEL_ONLY: dict[str, str] = {
     "table_health": (
         "row counts and the oldest work: what ``table_sizes`` and ``oldest_work`` read"
     ),
+    "list_jobs": (
+        "PostgreSQL builds this statement from fixed fragments per call (job_lists.py: "
+        "the filters given, a cursor, the sort), so it has no one named query"
+    ),
+    "count_jobs": "built as ``list_jobs``' statement is (job_lists.py), counted",
 }
 
 

@@ -5,6 +5,7 @@ lease in one shared statement, every write about an attempt is fenced by ``claim
 each batch runs in one cancel scope whose deadline is its local lease fence.
 """
 
+from trioqueue._backends.cursors import job_cursor
 from trioqueue._backends.memory import MemoryBackend, open_memory
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._core.backoff import ExponentialBackoff
@@ -33,6 +34,7 @@ from trioqueue._types import (
     BackendStatistics,
     FinishedBucket,
     Job,
+    JobCount,
     JobInfo,
     JobSort,
     JobStatus,
@@ -58,6 +60,7 @@ __all__ = [
     "FinishedBucket",
     "Job",
     "JobContext",
+    "JobCount",
     "JobInfo",
     "JobSort",
     "JobStatus",
@@ -80,6 +83,7 @@ __all__ = [
     "Verdict",
     "WorkerConfig",
     "WorkerInfo",
+    "job_cursor",
     "open_memory",
     "open_postgres",
     "run_worker_pool",

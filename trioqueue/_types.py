@@ -19,6 +19,7 @@ __all__ = [
     "Failure",
     "FinishedBucket",
     "Job",
+    "JobCount",
     "JobInfo",
     "JobSort",
     "JobStatus",
@@ -313,6 +314,21 @@ class QueueStats:
     paused: bool = False
     max_running: int | None = None
     max_per_second: float | None = None
+    #: True when the finished counts (succeeded, failed) are estimates: past
+    #: ``exact_finished_up_to`` finished jobs in the table, PostgreSQL's ``queue_stats``
+    #: takes them from the planner's statistics instead of counting millions of rows
+    #: (docs/dashboard.rst, "Big tables"). Live counts are always exact.
+    estimated: bool = False
+
+
+@final
+@dataclass(frozen=True)
+class JobCount:
+    """How many jobs match a filter (``Backend.estimate_jobs``): ``n`` exactly, or, when
+    ``estimated``, the planner's estimate (counting them would read too many rows)."""
+
+    n: int
+    estimated: bool = False
 
 
 @final

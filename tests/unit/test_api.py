@@ -21,6 +21,7 @@ PUBLIC = {
     "FinishedBucket",
     "Job",
     "JobContext",
+    "JobCount",  # big tables (docs/api.rst, "Paging through jobs")
     "JobInfo",
     "JobSort",
     "JobStatus",
@@ -47,6 +48,7 @@ PUBLIC = {
     "run_worker_pool",
     "run_workers",
     "transactional_worker_config",
+    "job_cursor",
 }
 
 

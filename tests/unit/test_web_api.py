@@ -32,9 +32,11 @@ async def test_queues_lists_counts_per_queue(backend: trioqueue.MemoryBackend) -
     assert body[1]["counts"] == {"ready": 1}
     for q in body:
         assert set(q) == {
-            "queue", "counts", "oldest_ready_age", "paused", "max_running", "max_per_second"
+            "queue", "counts", "oldest_ready_age", "paused", "max_running", "max_per_second",
+            "estimated",
         }  # fmt: skip
         assert (q["paused"], q["max_running"], q["max_per_second"]) == (False, None, None)
+        assert q["estimated"] is False  # the memory backend counts exactly
         assert isinstance(q["oldest_ready_age"], float)
 
 

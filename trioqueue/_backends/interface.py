@@ -38,6 +38,7 @@ from trioqueue._types import (
     Claimed,
     Failure,
     FinishedBucket,
+    JobCount,
     JobInfo,
     JobSort,
     JobStatus,
@@ -163,7 +164,8 @@ class Backend(Protocol):
 
     async def queue_stats(self) -> dict[str, QueueStats]:
         """Per queue: :meth:`counts` plus the age of its oldest ready job, from one snapshot
-        (queues with no jobs are left out)."""
+        (queues with no jobs are left out). Finished counts may be estimates on a big
+        table: ``QueueStats.estimated`` says so."""
         ...
 
     async def retry(self, job_id: int) -> bool:
@@ -227,10 +229,20 @@ class Backend(Protocol):
         sort: JobSort = "id",
         preview: int | None = None,
         cancelled: bool | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        search_window: int | None = None,
     ) -> list[JobInfo]:
         """Snapshots of jobs, by id unless ``sort`` says otherwise, optionally of one
         queue and state, and whose payload's JSON text or ``last_error`` contains ``search``
-        (case-insensitive). ``cancelled=False`` leaves out cancellations (failed jobs
+        (case-insensitive; with ``search_window=n``, among the jobs whose id is within
+        ``n`` of the largest id only: a bounded search).
+
+        ``after`` / ``before`` (at most one): a cursor from :func:`trioqueue.job_cursor`
+        of a job in this ``sort``; the page holds the ``limit`` jobs right after (right
+        before) it, in ``sort`` order, ``offset`` counted from the cursor (keyset paging:
+        its cost does not grow with the page's depth, and jobs inserted or deleted
+        meanwhile shift no row to another page). ``cancelled=False`` leaves out cancellations (failed jobs
         whose ``JobInfo.cancelled`` is True), ``cancelled=True`` keeps only them; None
         (the default) filters on neither.
 
@@ -242,8 +254,9 @@ class Backend(Protocol):
 
         Raises:
             ValueError: an unknown ``status`` or ``sort``, ``limit`` outside 1..10000,
-                ``offset`` < 0, a negative ``preview``, or a ``search`` text a database
-                cannot hold.
+                ``offset`` < 0, a negative ``preview``, a ``search`` text a database
+                cannot hold, a cursor not of ``sort``, both cursors, or a
+                ``search_window`` < 1.
         """
         ...
 
@@ -256,6 +269,20 @@ class Backend(Protocol):
         cancelled: bool | None = None,
     ) -> int:
         """How many jobs :meth:`list_jobs` would list with these filters and no paging."""
+        ...
+
+    async def estimate_jobs(
+        self,
+        queue: str | None = None,
+        status: JobStatus | None = None,
+        *,
+        search: str | None = None,
+        cancelled: bool | None = None,
+        search_window: int | None = None,
+    ) -> JobCount:
+        """:meth:`count_jobs`, bounded: exact while few jobs match (``JobCount.estimated``
+        False), else an estimate that reads no more rows (docs/dashboard.rst, "Big
+        tables"). The memory backend always counts exactly."""
         ...
 
     async def retry_matching(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trioqueue import _telemetry
+from trioqueue._backends.cursors import Cursor, read_cursor
 from trioqueue._core.clock_skew import ClockVerdict
 from trioqueue._core.schedule import check_cron, check_timezone
 from trioqueue._core.wire import RenewItem
@@ -308,6 +309,22 @@ def check_sort(sort: object) -> JobSort:
         if sort == known:
             return known
     raise ValueError(f"sort must be one of {', '.join(JOB_SORTS)}, not {sort!r}")
+
+
+def check_cursors(
+    after: object, before: object, sort: JobSort
+) -> tuple[Cursor | None, Cursor | None]:
+    """``list_jobs``' ``after`` and ``before`` cursors, decoded for ``sort``; at most one."""
+    if after is not None and before is not None:
+        raise ValueError("give after or before, not both")
+    start = None if after is None else read_cursor(after, sort)
+    end = None if before is None else read_cursor(before, sort)
+    return start, end
+
+
+def check_search_window(window: object) -> int | None:
+    """``search_window``: None (search every job) or how many of the newest jobs (>= 1)."""
+    return None if window is None else check_int("search_window", window, minimum=1)
 
 
 def check_filters(

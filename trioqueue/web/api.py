@@ -49,6 +49,15 @@ MAX_SEARCH = 200
 #: How many characters of each payload, result and error a job list carries (the list
 #: shows 80; the job's own page and ``GET /api/jobs/{id}`` carry them whole).
 LIST_PREVIEW = 200
+#: A cursor's longest text (trioqueue's are under 100 characters).
+MAX_CURSOR = 200
+#: A search of the job list looks at this many of the newest jobs (by id), not at every
+#: job: no index serves a substring of a payload, so an unbounded search on a big table
+#: reads all of it (docs/dashboard.rst, "Big tables").
+SEARCH_WINDOW = 10_000
+#: The deepest ``offset`` the job list takes: an offset page reads every row before it (a
+#: second at 500,000); past this, the pages' cursors (``after``/``before``) page on.
+MAX_OFFSET = 10_000
 #: The longest queue name a backend takes (``enqueue`` refuses longer ones).
 MAX_QUEUE = 128
 #: The longest window the timings and history of a queue look back over: a week.
@@ -175,6 +184,8 @@ def queue_json(name: str, stats: trioqueue.QueueStats | None) -> dict[str, Any]:
         "queue": name,
         "counts": dict(stats.counts),
         "oldest_ready_age": stats.oldest_ready_age,
+        # The finished counts are the planner's estimates (docs/dashboard.rst, "Big tables").
+        "estimated": stats.estimated,
     } | flow_json(stats)
 
 
@@ -306,6 +317,9 @@ class JobQuery:
     offset: int = 0
     #: Failed jobs' cancellations: True keeps only them, False leaves them out.
     cancelled: bool | None = None
+    #: Keyset paging: the page right after (before) this job's cursor (``job_cursor``).
+    after: str | None = None
+    before: str | None = None
 
     @classmethod
     def parse(cls, params: QueryParams, *, default_limit: int = 100) -> JobQuery:
@@ -326,27 +340,90 @@ class JobQuery:
             search=_text(params, "q", MAX_SEARCH),
             sort=sort,
             limit=_int(params, "limit", default_limit, 1, 1000),
-            offset=_int(params, "offset", 0, 0, MAX_JOB_ID),
+            offset=_int(params, "offset", 0, 0, MAX_OFFSET),
             cancelled=cancelled,
+            **_cursors(params),
         )
 
-    async def run(self, backend: Backend) -> tuple[list[trioqueue.JobInfo], int]:
+    async def run(self, backend: Backend) -> JobPage:
         """The page of jobs, and how many match in all (a second query: under traffic the
-        two may differ a little)."""
-        jobs = await backend.list_jobs(
+        two may differ a little; on a big table an estimate, docs/dashboard.rst "Big
+        tables"). A search looks at the newest :data:`SEARCH_WINDOW` jobs only. One job
+        more than the page is read, to know whether a page follows it."""
+        window = SEARCH_WINDOW if self.search else None
+        found = await backend.list_jobs(
             self.queue,
             self.status,
-            self.limit,
+            self.limit + 1,
             self.offset,
             search=self.search,
             sort=self.sort,
             preview=LIST_PREVIEW,
             cancelled=self.cancelled,
+            after=self.after,
+            before=self.before,
+            search_window=window,
         )
-        total = await backend.count_jobs(
-            self.queue, self.status, search=self.search, cancelled=self.cancelled
+        total = await backend.estimate_jobs(
+            self.queue,
+            self.status,
+            search=self.search,
+            cancelled=self.cancelled,
+            search_window=window,
         )
-        return jobs, total
+        return JobPage.of(self, found, total)
+
+
+@dataclass(frozen=True)
+class JobPage:
+    """One page of the job list, the total, and the cursors of its neighbours (None: no
+    page there)."""
+
+    jobs: list[trioqueue.JobInfo]
+    total: trioqueue.JobCount
+    next_cursor: str | None
+    prev_cursor: str | None
+
+    @classmethod
+    def of(
+        cls, query: JobQuery, found: list[trioqueue.JobInfo], total: trioqueue.JobCount
+    ) -> JobPage:
+        more = len(found) > query.limit
+        if query.before is not None:
+            jobs = found[1:] if more else found  # read backwards: the extra row is first
+            earlier, later = more, True
+        else:
+            jobs = found[: query.limit]
+            earlier, later = query.after is not None or query.offset > 0, more
+
+        def cursor(job: trioqueue.JobInfo) -> str:
+            return trioqueue.job_cursor(job, query.sort)
+
+        return cls(
+            jobs,
+            total,
+            cursor(jobs[-1]) if later and jobs else None,
+            cursor(jobs[0]) if earlier and jobs else None,
+        )
+
+    def json(self) -> dict[str, Any]:
+        return {
+            "jobs": [job_json(j) for j in self.jobs],
+            "total": self.total.n,
+            "total_estimated": self.total.estimated,
+            "next_cursor": self.next_cursor,
+            "prev_cursor": self.prev_cursor,
+        }
+
+
+def _cursors(params: QueryParams) -> dict[str, str | None]:
+    """``after`` and ``before``: at most one (the backend decodes them: a cursor that is
+    not one of the sort's is its ValueError, which :meth:`JobQuery.run` raises)."""
+    after = _text(params, "after", MAX_CURSOR)
+    before = _text(params, "before", MAX_CURSOR)
+    if after is not None and before is not None:
+        raise ValueError("give after or before, not both")
+    return {"after": after, "before": before}
 
 
 @dataclass(frozen=True)
@@ -449,8 +526,11 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             query = JobQuery.parse(request.query_params)
         except ValueError as exc:
             return error(400, str(exc))
-        found, total = await query.run(backend)
-        return JSONResponse({"jobs": [job_json(j) for j in found], "total": total})
+        try:
+            page = await query.run(backend)
+        except ValueError as exc:  # a cursor not of this sort
+            return error(400, str(exc))
+        return JSONResponse(page.json())
 
     async def job(request: Request) -> Response:
         try:

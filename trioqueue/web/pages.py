@@ -28,6 +28,7 @@ from trioqueue.web.api import (
     ACTIONS,
     MAX_BULK,
     QUEUE_ACTIONS,
+    SEARCH_WINDOW,
     STATUSES,
     JobQuery,
     apply_action,
@@ -44,6 +45,7 @@ from trioqueue.web.attempts import timings_json
 from trioqueue.web.auditor import record
 from trioqueue.web.auth import Guard, Handler, safe_next
 from trioqueue.web.charts import seconds_text
+from trioqueue.web.counts import FINISHED, count_text
 from trioqueue.web.policies import keep_text
 from trioqueue.web.queue_charts import queue_charts
 from trioqueue.web.render import Renderer
@@ -151,6 +153,8 @@ def environment() -> jinja2.Environment:
         "steps": steps,
         "outcome_label": lambda outcome: OUTCOME_LABELS.get(outcome, outcome),
         "url_path": _url_path,
+        "count_text": count_text,
+        "finished_states": FINISHED,
         "keep": keep_text,  # a retention's keep-time: 7d, forever (policies.py)
     }
     return env
@@ -220,7 +224,9 @@ def chart(history: list[trioqueue.FinishedBucket]) -> dict[str, Any]:
     }
 
 
-def _page_url(query: JobQuery, offset: int) -> str:
+def _page_url(
+    query: JobQuery, offset: int = 0, *, after: str | None = None, before: str | None = None
+) -> str:
     params = {
         "queue": query.queue or "",
         "status": query.status or "",
@@ -228,9 +234,16 @@ def _page_url(query: JobQuery, offset: int) -> str:
         "q": query.search or "",
         "sort": query.sort,
         "limit": str(query.limit),
-        "offset": str(offset),
+        "offset": str(offset) if offset else "",
+        "after": after or "",
+        "before": before or "",
     }
     return "/jobs?" + urlencode({k: v for k, v in params.items() if v})
+
+
+def _here(query: JobQuery) -> str:
+    """This page's own address (the actions' way back)."""
+    return _page_url(query, query.offset, after=query.after, before=query.before)
 
 
 def routes(backend: Backend, guard: Guard) -> list[Route]:
@@ -259,12 +272,18 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             return problem(request, 400, "Bad filter", str(exc))
         if "sort" not in request.query_params:
             query = JobQuery(**{**query.__dict__, "sort": "-id"})  # newest first by default
-        found, total = await query.run(backend)
+        try:
+            page = await query.run(backend)
+        except ValueError as exc:  # a cursor not of this sort
+            return problem(request, 400, "Bad page", str(exc))
+        found, total = page.jobs, page.total
         names = sorted(await backend.queue_stats())
         if query.queue and query.queue not in names:
             names.append(query.queue)
         live = [j.id for j in found if j.status in ("scheduled", "ready", "running")]
-        here = _page_url(query, query.offset)
+        # Numbered rows only on offset pages from the top; a cursor page has no known
+        # position (counting the rows before it is what a cursor saves).
+        numbered = query.after is None and query.before is None
         return render(
             request,
             "jobs.html",
@@ -272,15 +291,16 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             title="Jobs",
             query=query,
             jobs=found,
-            total=total,
-            first=query.offset + 1,
-            last=query.offset + len(found),
+            total=total.n,
+            total_text=count_text(total.n, total.estimated),
+            total_estimated=total.estimated,
+            first=query.offset + 1 if numbered else None,
+            last=query.offset + len(found) if numbered else None,
+            searched=SEARCH_WINDOW if query.search else None,
             queue_names=names,
-            here=here,
-            prev_url=_page_url(query, max(query.offset - query.limit, 0)) if query.offset else None,
-            next_url=_page_url(query, query.offset + query.limit)
-            if query.offset + len(found) < total
-            else None,
+            here=_here(query),
+            prev_url=_page_url(query, before=page.prev_cursor) if page.prev_cursor else None,
+            next_url=_page_url(query, after=page.next_cursor) if page.next_cursor else None,
             events_url="/api/events?jobs=" + ",".join(map(str, live[:200])),
         )
 

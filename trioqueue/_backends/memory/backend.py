@@ -59,6 +59,7 @@ from trioqueue._backends.validation import (
     check_beat,
     check_cancelled,
     check_claim,
+    check_cursors,
     check_enqueue,
     check_filters,
     check_history,
@@ -73,6 +74,7 @@ from trioqueue._backends.validation import (
     check_retry_delay,
     check_schedule,
     check_schedule_name,
+    check_search_window,
     check_sort,
     check_timeout,
     check_worker_id,
@@ -99,6 +101,7 @@ from trioqueue._types import (
     Claims,
     Failure,
     FinishedBucket,
+    JobCount,
     JobInfo,
     JobSort,
     JobStatus,
@@ -529,23 +532,30 @@ class MemoryBackend:
         sort: JobSort = "id",
         preview: int | None = None,
         cancelled: bool | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        search_window: int | None = None,
     ) -> list[JobInfo]:
         """Snapshots of jobs, by id unless ``sort`` says otherwise, optionally of one
         queue and one status, and whose payload's JSON text or ``last_error`` contains
         ``search`` (case-insensitive). With ``preview=n``, payloads, results and errors
         longer than ``n`` characters come back cut, as :class:`~trioqueue.TruncatedText`
-        (the payload's text as PostgreSQL would print it).
+        (the payload's text as PostgreSQL would print it). ``after``/``before``: a cursor
+        (:func:`trioqueue.job_cursor`); ``search_window``: search the newest ids only.
 
         Raises:
             ValueError: an unknown ``status`` or ``sort``, ``limit`` outside 1..10000,
                 ``offset`` < 0, a negative ``preview``, or a ``search`` longer than 1000
-                characters or holding NUL.
+                characters or holding NUL, a cursor not of ``sort``, both cursors, or a
+                ``search_window`` < 1.
         """
         queue, status, limit, offset = check_list_jobs(queue, status, limit, offset)
         search = check_filters(queue, status, search)[2]
         sort = check_sort(sort)
         cut = check_preview(preview)
         only = check_cancelled(cancelled, status)
+        start, end = check_cursors(after, before, sort)
+        window = check_search_window(search_window)
 
         return await self._execute(
             "list_jobs",
@@ -559,6 +569,9 @@ class MemoryBackend:
                 sort=sort,
                 preview=cut,
                 cancelled=only,
+                after=start,
+                before=end,
+                search_window=window,
             ),
         )
 
@@ -577,6 +590,26 @@ class MemoryBackend:
             "count_jobs",
             lambda now, _: self._model.count_jobs(now, queue, status, search, only),
         )
+
+    async def estimate_jobs(
+        self,
+        queue: str | None = None,
+        status: JobStatus | None = None,
+        *,
+        search: str | None = None,
+        cancelled: bool | None = None,
+        search_window: int | None = None,
+    ) -> JobCount:
+        """:meth:`count_jobs` as a :class:`~trioqueue.JobCount`: the memory backend
+        always counts exactly (``estimated`` False)."""
+        queue, status, search = check_filters(queue, status, search)
+        only = check_cancelled(cancelled, status)
+        window = check_search_window(search_window)
+        n = await self._execute(
+            "count_jobs",
+            lambda now, _: self._model.count_jobs(now, queue, status, search, only, window),
+        )
+        return JobCount(n)
 
     async def list_attempts(self, job_id: int) -> list[AttemptInfo]:
         """Every recorded attempt of one job, oldest first (docs/protocol.rst §14).

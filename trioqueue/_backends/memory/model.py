@@ -44,11 +44,12 @@ from __future__ import annotations
 import heapq
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from trioqueue._backends.cursors import Cursor
 from trioqueue._backends.memory.attempts import (
     AttemptRow,
     AttemptStart,
@@ -418,12 +419,35 @@ class MemoryModel:
         sort: JobSort = "id",
         preview: int | None = None,
         cancelled: bool | None = None,
+        after: Cursor | None = None,
+        before: Cursor | None = None,
+        search_window: int | None = None,
     ) -> list[JobInfo]:
         """Snapshots in ``sort`` order, optionally of one queue and state, and containing
-        ``search``, their long texts cut to ``preview`` characters, with or without the
-        cancellations (``cancelled``); mirrors ``list_jobs``."""
-        matching = _sorted(self._matching(now, queue, status, search, cancelled), sort)
-        return [self._info(row, now, preview) for row in matching[offset : offset + limit]]
+        ``search`` (among the ``search_window`` newest ids, when given), their long texts
+        cut to ``preview`` characters, with or without the cancellations (``cancelled``),
+        right after the ``after`` cursor's row or right before the ``before`` one's;
+        mirrors ``list_jobs`` (job_lists.py)."""
+        rows = self._matching(now, queue, status, search, cancelled, search_window)
+        matching = _sorted(rows, sort, self.to_datetime)
+        if after is not None:
+            matching = [r for r in matching if _follows(self._key(r, sort), after)]
+        if before is not None:
+            ahead = [r for r in matching if _precedes(self._key(r, sort), before)]
+            page = ahead[::-1][offset : offset + limit][::-1]
+        else:
+            page = matching[offset : offset + limit]
+        return [self._info(row, now, preview) for row in page]
+
+    def _key(self, row: Row, sort: JobSort) -> tuple[object, int]:
+        """``row``'s (sort key, id), as a cursor of it holds them."""
+        column = sort.lstrip("-")
+        if column == "id":
+            return row.id, row.id
+        if column == "priority":
+            return row.priority, row.id
+        moment = row.created_at if column == "created_at" else row.finished_at
+        return (None if moment is None else self.to_datetime(moment)), row.id
 
     def count_jobs(
         self,
@@ -432,9 +456,11 @@ class MemoryModel:
         status: JobStatus | None,
         search: str | None,
         cancelled: bool | None = None,
+        search_window: int | None = None,
     ) -> int:
-        """How many jobs ``list_jobs`` would list unpaged; mirrors ``count_jobs``."""
-        return len(self._matching(now, queue, status, search, cancelled))
+        """How many jobs ``list_jobs`` would list unpaged; mirrors ``count_jobs``
+        (job_lists.py)."""
+        return len(self._matching(now, queue, status, search, cancelled, search_window))
 
     def list_attempts(self, now: float, job_id: int) -> list[AttemptInfo] | None:
         """Every attempt row of one job, oldest first; None when no job has this id;
@@ -475,12 +501,16 @@ class MemoryModel:
         status: JobStatus | None,
         search: str | None,
         cancelled: bool | None = None,
+        search_window: int | None = None,
     ) -> list[Row]:
         needle = None if search is None else search.lower()
+        newest = max(self._rows, default=0)
+        floor = newest - search_window if needle is not None and search_window else None
         return [
             row
             for row in self._rows.values()  # ids ascend in insertion order
-            if (queue is None or row.queue == queue)
+            if (floor is None or row.id > floor)
+            and (queue is None or row.queue == queue)
             and (status is None or row.state(now) == status)
             and (cancelled is None or row.cancelled == cancelled)
             and (needle is None or _contains(row, needle))
@@ -1710,9 +1740,11 @@ def _contains(row: Row, needle: str) -> bool:
     return row.last_error is not None and needle in row.last_error.lower()
 
 
-def _sorted(rows: list[Row], sort: JobSort) -> list[Row]:
+def _sorted(rows: list[Row], sort: JobSort, when: Callable[[float], datetime]) -> list[Row]:
     """``rows`` (in id order) in ``sort`` order; ties by id in the same direction, and rows
-    without ``finished_at`` last in both ``finished_at`` orders (``NULLS LAST``)."""
+    without ``finished_at`` last in both ``finished_at`` orders (``NULLS LAST``). Times
+    compare as the datetimes ``when`` makes of them (what PostgreSQL stores, and what a
+    cursor holds)."""
     descending = sort.startswith("-")
     column = sort.lstrip("-")
     if column == "id":
@@ -1720,8 +1752,25 @@ def _sorted(rows: list[Row], sort: JobSort) -> list[Row]:
     if column == "finished_at":
         done = [row for row in rows if row.finished_at is not None]
         rest = [row for row in rows if row.finished_at is None]
-        done.sort(key=lambda r: (r.finished_at, r.id), reverse=descending)
+        done.sort(key=lambda r: (when(r.finished_at or 0.0), r.id), reverse=descending)
         return done + (rest[::-1] if descending else rest)
     if column == "priority":
         return sorted(rows, key=lambda r: (r.priority, r.id), reverse=descending)
-    return sorted(rows, key=lambda r: (r.created_at, r.id), reverse=descending)
+    return sorted(rows, key=lambda r: (when(r.created_at), r.id), reverse=descending)
+
+
+def _follows(key: tuple[object, int], cursor: Cursor) -> bool:
+    """Whether a row of this (sort key, id) comes after ``cursor``'s row in its sort."""
+    value, job_id = key
+    if cursor.column == "finished_at" and (value is None or cursor.key is None):
+        if value is None and cursor.key is None:  # both unfinished: by id
+            return job_id < cursor.id if cursor.descending else job_id > cursor.id
+        return value is None  # unfinished rows come last, in both orders
+    pair: Any = (value, job_id)
+    mark: Any = (cursor.key, cursor.id)
+    return bool(pair < mark) if cursor.descending else bool(pair > mark)
+
+
+def _precedes(key: tuple[object, int], cursor: Cursor) -> bool:
+    """Whether a row of this (sort key, id) comes before ``cursor``'s row in its sort."""
+    return key != (cursor.key, cursor.id) and not _follows(key, cursor)

@@ -67,7 +67,7 @@ from trioqueue._backends.postgres.maintenance import MaintenanceCalls
 from trioqueue._backends.postgres.notices import NoticeCalls
 from trioqueue._backends.postgres.outcomes import OutcomeCalls
 from trioqueue._backends.postgres.producers import ProducerCalls
-from trioqueue._backends.postgres.reads import ORDER_BY, ReadCalls
+from trioqueue._backends.postgres.reads import ReadCalls
 from trioqueue._backends.postgres.replica import ReadRoute, check_replica_options, open_read_route
 from trioqueue._backends.postgres.retention import RetentionCalls
 from trioqueue._backends.postgres.schedules import ScheduleCalls
@@ -203,10 +203,6 @@ class PostgresBackend(
         self._schema = check_schema(schema)
         self._channel = channel_name(schema)
         self._sql = {name: render(sql, schema) for name, sql in QUERIES.items()}
-        self._list_sql = {
-            sort: self._sql["list_jobs"].replace("{order}", order)
-            for sort, order in ORDER_BY.items()
-        }
         self._dropped_notices = 0
         self._finishes = FinishWatch(driver, self._channel)
         #: Queues whose last claim found limits: their claims start by locking the queue.

@@ -15,7 +15,6 @@ import trio
 from trioqueue._backends.postgres.driver import Driver
 from trioqueue._backends.postgres.finishes import FinishWatch
 from trioqueue._backends.postgres.replica import ReadRoute
-from trioqueue._types import JobSort
 
 
 class BackendBase:
@@ -30,8 +29,6 @@ class BackendBase:
     _channel: str
     #: ``queries.sql``, ``operator.sql`` and ``retention.sql``, rendered for the schema, by name.
     _sql: dict[str, str]
-    #: The ``list_jobs`` statement for each sort (``reads.ORDER_BY``).
-    _list_sql: dict[JobSort, str]
     #: Transactional handlers' share of the pool (``transactions.py``).
     _transaction_slots: trio.CapacityLimiter
     #: Notices a listener's full buffer dropped (``statistics()``).

@@ -8,7 +8,7 @@
 -- with the cursor moved on, so one call visits each job once: a job retried by a batch that
 -- fails again meanwhile is behind the cursor, not retried twice.
 --
--- Their filters are those of count_jobs (queue $2, state $3, search pattern $4 escaped as
+-- Their filters are those of list_jobs (job_lists.py: queue $2, state $3, search pattern $4 escaped as
 -- there, cancellations $6: docs/protocol.rst §14).
 
 -- name: retry_matching
@@ -147,14 +147,22 @@ LIMIT $1::bigint OFFSET $2::bigint;
 -- indexes and TOAST (pg_total_relation_size; for an index, its own size), and for a table
 -- the statistics collector's live and dead row estimates and last automatic vacuum and
 -- analyze. Catalog reads only: no row of a trioqueue table is scanned.
+-- The statistics are read per table by the functions pg_stat_user_tables is made of: the
+-- view computes its columns for every table of the database before the join keeps the
+-- schema's (half a second in a database of many schemas).
 SELECT c.relname AS name, c.relkind = 'i' AS is_index,
        CASE WHEN c.relkind = 'i' THEN pg_relation_size(c.oid)
             ELSE pg_total_relation_size(c.oid) END AS total_bytes,
-       s.n_live_tup AS live_rows, s.n_dead_tup AS dead_rows,
-       s.last_autovacuum, s.last_autoanalyze
+       CASE WHEN c.relkind <> 'i' THEN pg_catalog.pg_stat_get_live_tuples(c.oid) END
+           AS live_rows,
+       CASE WHEN c.relkind <> 'i' THEN pg_catalog.pg_stat_get_dead_tuples(c.oid) END
+           AS dead_rows,
+       CASE WHEN c.relkind <> 'i' THEN pg_catalog.pg_stat_get_last_autovacuum_time(c.oid) END
+           AS last_autovacuum,
+       CASE WHEN c.relkind <> 'i' THEN pg_catalog.pg_stat_get_last_autoanalyze_time(c.oid) END
+           AS last_autoanalyze
 FROM pg_catalog.pg_class AS c
 JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
-LEFT JOIN pg_catalog.pg_stat_user_tables AS s ON s.relid = c.oid
 WHERE n.nspname = $1::text AND c.relkind IN ('r', 'p', 'i')
 ORDER BY c.relkind = 'i', c.relname;
 
@@ -162,6 +170,9 @@ ORDER BY c.relkind = 'i', c.relname;
 -- The job running longest under a live lease, and the job ready longest (since it became
 -- visible: not_visible_until), each by the claim path's indexes on their states' rows.
 -- Running rows are few (those in flight), so sorting them by claimed_at needs no index.
+-- The ready rows' statuses are an OR, not an IN: each arm is the predicate of one partial
+-- claim index (a BitmapOr of the two), where an IN matched neither and the planner read
+-- the whole table (25 s with 10 million finished rows).
 SELECT r.id AS running_id, r.claimed_at AS running_since,
        q.id AS ready_id, q.not_visible_until AS ready_since
 FROM (SELECT 1) AS one
@@ -172,6 +183,6 @@ LEFT JOIN LATERAL (
 ) AS r ON true
 LEFT JOIN LATERAL (
     SELECT j.id, j.not_visible_until FROM {schema}.jobs AS j
-    WHERE j.status IN ('queued', 'running') AND j.not_visible_until <= now()
+    WHERE (j.status = 'queued' OR j.status = 'running') AND j.not_visible_until <= now()
     ORDER BY j.not_visible_until, j.id LIMIT 1
 ) AS q ON true;

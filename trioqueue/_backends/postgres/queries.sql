@@ -129,7 +129,7 @@ WHERE j.id = $1::bigint;
 -- name: get_jobs
 -- get_job's row for each of many ids in one statement (the dashboard's event streams read
 -- every job they follow with it, once per tick for all clients). Unknown ids find no row.
--- $2, when not NULL, cuts the long texts as list_jobs' $6 does.
+-- $2, when not NULL, cuts the long texts as list_jobs' preview does (job_lists.py).
 SELECT j.id, j.queue, j.group_key,
        {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
        j.attempts, j.max_attempts, j.priority, j.progress,
@@ -170,50 +170,6 @@ RETURNING j.id, j.queue, j.payload::text AS payload,
           j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
           j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result,
           j.group_key, j.cancelled;
-
--- name: list_jobs
--- {order} is one of the fixed ORDER BY lists of reads.py (never caller text). $5 is an
--- ILIKE pattern with its wildcards escaped (backslash), or NULL: a search reads every row
--- of the filtered queue, since no index serves a substring of the payload's text. $6,
--- when not NULL, cuts the payload, result and last_error to their first $6 characters
--- (with each whole length beside it): a list of 20 jobs of 5 MB then sends 20 prefixes,
--- not 100 MB. $7, when not NULL, keeps only cancellations (true) or leaves them out (false).
-SELECT * FROM (
-    SELECT j.id, j.queue, j.group_key,
-           {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
-           j.attempts, j.max_attempts, j.priority, j.progress,
-           j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
-           j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.cancelled,
-           CASE WHEN $6::int IS NULL THEN j.payload::text ELSE left(j.payload::text, $6::int)
-               END AS payload,
-           CASE WHEN $6::int IS NOT NULL THEN length(j.payload::text) END AS payload_length,
-           CASE WHEN $6::int IS NULL THEN j.result::text ELSE left(j.result::text, $6::int)
-               END AS result,
-           CASE WHEN $6::int IS NOT NULL THEN length(j.result::text) END AS result_length,
-           CASE WHEN $6::int IS NULL THEN j.last_error ELSE left(j.last_error, $6::int)
-               END AS last_error,
-           CASE WHEN $6::int IS NOT NULL THEN length(j.last_error) END AS last_error_length
-    FROM {schema}.jobs AS j
-    WHERE ($1::text IS NULL OR j.queue = $1::text)
-      AND ($7::boolean IS NULL OR j.cancelled = $7::boolean)
-      AND ($5::text IS NULL
-           OR j.payload::text ILIKE $5::text ESCAPE '\'
-           OR j.last_error ILIKE $5::text ESCAPE '\')
-) AS info
-WHERE $2::text IS NULL OR info.state = $2::text
-ORDER BY {order}
-LIMIT $3::bigint OFFSET $4::bigint;
-
--- name: count_jobs
--- The filters of list_jobs, counted ($4: list_jobs' $7).
-SELECT count(*)
-FROM {schema}.jobs AS j
-WHERE ($1::text IS NULL OR j.queue = $1::text)
-  AND ($4::boolean IS NULL OR j.cancelled = $4::boolean)
-  AND ($2::text IS NULL OR {schema}.job_state(j.status, j.not_visible_until, now()) = $2::text)
-  AND ($3::text IS NULL
-       OR j.payload::text ILIKE $3::text ESCAPE '\'
-       OR j.last_error ILIKE $3::text ESCAPE '\');
 
 -- name: delete_job
 -- Any job but one running under a live lease. A claim racing with it holds the row's lock:
@@ -278,34 +234,6 @@ SET host = excluded.host, pid = excluded.pid, queue = excluded.queue,
 
 -- name: unregister_pool
 DELETE FROM {schema}.workers AS w WHERE w.worker_id = $1::text RETURNING 1;
-
--- name: counts
--- Jobs per queue and state, the state derived as list_jobs derives it.
-SELECT j.queue,
-       {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
-       count(*) AS n
-FROM {schema}.jobs AS j
-GROUP BY 1, 2;
-
--- name: queue_stats
--- counts, plus per state the earliest not_visible_until: for 'ready' rows that is when the
--- oldest of them became claimable. The grouped count reads every row anyway, so the minimum
--- costs nothing more (no index is ordered by not_visible_until for queued rows).
--- A configured queue (a queues row) comes with its flow control, also when it has no jobs:
--- then one row with state NULL.
-SELECT coalesce(s.queue, q.queue) AS queue, s.state, s.n,
-       CASE WHEN s.state = 'ready' THEN extract(epoch FROM now() - s.since)::float8 END
-           AS oldest_ready_age,
-       coalesce(q.paused, false) AS paused, q.max_running, q.max_per_second
-FROM (
-    SELECT j.queue,
-           {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
-           count(*) AS n,
-           min(j.not_visible_until) AS since
-    FROM {schema}.jobs AS j
-    GROUP BY 1, 2
-) AS s
-FULL JOIN {schema}.queues AS q ON q.queue = s.queue;
 
 -- name: pause_queue
 -- The notice lets listeners (the dashboard) see it at once; pools see it at their next claim.

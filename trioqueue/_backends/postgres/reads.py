@@ -1,10 +1,10 @@
 """The PostgreSQL backend's operator reads: jobs, counts, queue stats, workers, history, attempts.
 
-Each read is one statement; ``list_jobs`` splices one of the fixed :data:`ORDER_BY` lists
-into its statement, never caller text. Every read here goes through ``self._reads``: to a
-read replica when the backend has one (``replica.py``; docs/postgres.rst, "Read
-replicas"). ``get_job``, ``get_jobs`` and ``list_attempts`` read a job the replica does not
-know (yet) on the primary, and ``fresh=True`` reads the primary.
+Each read is one statement (the counts: a few on one connection); ``list_jobs`` and its
+counts are built of fixed fragments (job_lists.py), never caller text. Every read here goes through
+``self._reads``: to a read replica when the backend has one (``replica.py``;
+docs/postgres.rst, "Read replicas"). ``get_job``, ``get_jobs`` and ``list_attempts`` read a
+job the replica does not know (yet) on the primary, and ``fresh=True`` reads the primary.
 """
 
 from __future__ import annotations
@@ -16,39 +16,51 @@ import trio
 from trioqueue._backends.postgres.arguments import INT64, is_bigint, like_pattern
 from trioqueue._backends.postgres.attempts import attempt_buckets, attempt_infos, queue_timings
 from trioqueue._backends.postgres.base import BackendBase
+from trioqueue._backends.postgres.counting import estimate_jobs, read_counts, stats_from
+from trioqueue._backends.postgres.job_lists import JobFilter, count_statement, list_statement
 from trioqueue._backends.postgres.rows import job_info
+from trioqueue._backends.postgres.sql import render
 from trioqueue._backends.postgres.statements import fetch, fetchrow, fetchval
 from trioqueue._backends.validation import (
     check_cancelled,
+    check_cursors,
     check_filters,
     check_history,
     check_job_id,
     check_job_ids,
     check_list_jobs,
     check_preview,
+    check_search_window,
     check_sort,
 )
 from trioqueue._errors import UnknownJobError
 from trioqueue._operator_types import AttemptBucket, AttemptInfo, QueueTimings
-from trioqueue._types import FinishedBucket, JobInfo, JobSort, JobStatus, QueueStats, WorkerInfo
+from trioqueue._types import (
+    FinishedBucket,
+    JobCount,
+    JobInfo,
+    JobSort,
+    JobStatus,
+    QueueStats,
+    WorkerInfo,
+)
 
-#: The ORDER BY list of each ``list_jobs`` sort: the only text spliced into that query
-#: besides the schema, and only from this table. Ties go by id the same way; unfinished
-#: jobs come last in both ``finished_at`` orders.
-ORDER_BY: dict[JobSort, str] = {
-    "id": "info.id",
-    "-id": "info.id DESC",
-    "priority": "info.priority, info.id",
-    "-priority": "info.priority DESC, info.id DESC",
-    "created_at": "info.created_at, info.id",
-    "-created_at": "info.created_at DESC, info.id DESC",
-    "finished_at": "info.finished_at NULLS LAST, info.id",
-    "-finished_at": "info.finished_at DESC NULLS LAST, info.id DESC",
-}
+#: Past this many finished jobs in the table, their counts are estimates
+#: (counting.py); a filtered count counts this many at most.
+EXACT_UP_TO = 10_000
+#: How long the exact part of a filtered count may take (seconds) before it gives way to
+#: the planner's estimate.
+COUNT_TIMEOUT = 0.1
 
 
 class ReadCalls(BackendBase):
     """Snapshots of jobs, workers and their history."""
+
+    #: Finished jobs counted exactly up to this many (docs/dashboard.rst, "Big tables").
+    exact_finished_up_to: int = EXACT_UP_TO
+    #: ``estimate_jobs``: rows counted exactly at most, and for how long (seconds).
+    exact_count_up_to: int = EXACT_UP_TO
+    count_timeout: float = COUNT_TIMEOUT
 
     async def get_job(self, job_id: int, *, fresh: bool = False) -> JobInfo:
         """A snapshot of one job.
@@ -113,28 +125,50 @@ class ReadCalls(BackendBase):
         sort: JobSort = "id",
         preview: int | None = None,
         cancelled: bool | None = None,
+        after: str | None = None,
+        before: str | None = None,
+        search_window: int | None = None,
     ) -> list[JobInfo]:
         """Snapshots of jobs, by id unless ``sort`` says otherwise, optionally of one
         queue and one status, and whose payload's JSON text or ``last_error`` contains
-        ``search`` (case-insensitive ``ILIKE``; a search reads every row of the queue).
+        ``search`` (case-insensitive ``ILIKE``; a search reads every row of the queue,
+        or only the ``search_window`` newest jobs when given).
         With ``preview=n``, payloads, results and errors longer than ``n`` characters are
         cut by the query (``left(payload::text, n)``) and come back as
-        :class:`~trioqueue.TruncatedText`.
+        :class:`~trioqueue.TruncatedText`. ``after``/``before``: a cursor
+        (:func:`trioqueue.job_cursor`) of a job; the page starts right after (ends right
+        before) it in ``sort`` order, ``offset`` counted from there.
 
         Raises:
             ValueError: an unknown ``status`` or ``sort``, ``limit`` outside 1..10000,
-                ``offset`` < 0, a negative ``preview``, or a ``search`` longer than 1000
-                characters or holding NUL.
+                ``offset`` < 0, a negative ``preview``, a ``search`` longer than 1000
+                characters or holding NUL, a cursor that is not one of ``sort``'s, both
+                ``after`` and ``before``, or a ``search_window`` < 1.
         """
         queue, status, limit, offset = check_list_jobs(queue, status, limit, offset)
-        pattern = like_pattern(check_filters(queue, status, search)[2])
-        sql = self._list_sql[check_sort(sort)]
+        where = self._job_filter(queue, status, search, cancelled, search_window)
+        sort = check_sort(sort)
         cut = check_preview(preview)
-        only = check_cancelled(cancelled, status)
-        rows = await self._reads.run(
-            "list_jobs", fetch, sql, queue, status, limit, min(offset, INT64), pattern, cut, only
+        start, end = check_cursors(after, before, sort)
+        sql, args, backwards = list_statement(
+            where, sort, limit, min(offset, INT64), cut, start, end
         )
-        return [job_info(row) for row in rows]
+        rows = await self._reads.run("list_jobs", fetch, render(sql, self._schema), *args)
+        infos = [job_info(row) for row in rows]
+        return infos[::-1] if backwards else infos
+
+    def _job_filter(
+        self,
+        queue: str | None,
+        status: JobStatus | None,
+        search: str | None,
+        cancelled: bool | None,
+        search_window: int | None = None,
+    ) -> JobFilter:
+        queue, status, search = check_filters(queue, status, search)
+        only = check_cancelled(cancelled, status)
+        window = check_search_window(search_window)
+        return JobFilter(queue, status, like_pattern(search), only, window)
 
     async def count_jobs(
         self,
@@ -144,45 +178,54 @@ class ReadCalls(BackendBase):
         search: str | None = None,
         cancelled: bool | None = None,
     ) -> int:
-        """How many jobs :meth:`list_jobs` would list with these filters and no paging."""
-        queue, status, search = check_filters(queue, status, search)
-        only = check_cancelled(cancelled, status)
-        count: int = await self._reads.run(
-            "count_jobs",
-            fetchval,
-            self._sql["count_jobs"],
-            queue,
-            status,
-            like_pattern(search),
-            only,
-        )
+        """How many jobs :meth:`list_jobs` would list with these filters and no paging
+        (exactly: on a big table, :meth:`estimate_jobs` answers sooner)."""
+        sql, args = count_statement(self._job_filter(queue, status, search, cancelled), None)
+        count: int = await self._reads.run("count_jobs", fetchval, render(sql, self._schema), *args)
         return count
 
+    async def estimate_jobs(
+        self,
+        queue: str | None = None,
+        status: JobStatus | None = None,
+        *,
+        search: str | None = None,
+        cancelled: bool | None = None,
+        search_window: int | None = None,
+    ) -> JobCount:
+        """How many jobs :meth:`list_jobs` would list with these filters: exact up to
+        ``exact_count_up_to`` (counted within ``count_timeout``), else the planner's
+        estimate, flagged ``estimated`` (docs/dashboard.rst, "Big tables")."""
+        where = self._job_filter(queue, status, search, cancelled, search_window)
+        return await self._reads.run(
+            "count_jobs",
+            estimate_jobs,
+            self._schema,
+            where,
+            self.exact_count_up_to,
+            self.count_timeout,
+        )
+
     async def counts(self) -> dict[str, dict[JobStatus, int]]:
-        """Jobs per queue and state (states with no jobs are left out)."""
-        rows = await self._reads.run("counts", fetch, self._sql["counts"])
-        counts: dict[str, dict[JobStatus, int]] = {}
-        for row in rows:
-            counts.setdefault(row["queue"], {})[row["state"]] = row["n"]
-        return counts
+        """Jobs per queue and state (states with no jobs are left out); finished ones
+        estimated past ``exact_finished_up_to`` (:meth:`queue_stats` says when)."""
+        return {
+            queue: dict(stats.counts)
+            for queue, stats in (await self._stats("counts")).items()
+            if stats.counts
+        }
 
     async def queue_stats(self) -> dict[str, QueueStats]:
-        """Per queue: its counts and the age of its oldest ready job (None when none is)."""
-        rows = await self._reads.run("queue_stats", fetch, self._sql["queue_stats"])
-        counts: dict[str, dict[JobStatus, int]] = {}
-        ages: dict[str, float] = {}
-        flow: dict[str, tuple[bool, int | None, float | None]] = {}
-        for row in rows:
-            per_state = counts.setdefault(row["queue"], {})
-            if row["state"] is not None:  # None: a configured queue without jobs
-                per_state[row["state"]] = row["n"]
-            if row["oldest_ready_age"] is not None:
-                ages[row["queue"]] = row["oldest_ready_age"]
-            flow[row["queue"]] = (row["paused"], row["max_running"], row["max_per_second"])
-        return {
-            queue: QueueStats(counts[queue], ages.get(queue), *flow[queue])
-            for queue in sorted(counts)
-        }
+        """Per queue: its counts and the age of its oldest ready job (None when none is).
+        Live counts are exact; finished ones are estimates past ``exact_finished_up_to``
+        finished jobs in the table (``QueueStats.estimated``)."""
+        return await self._stats("queue_stats")
+
+    async def _stats(self, op: str) -> dict[str, QueueStats]:
+        rows = await self._reads.run(
+            op, read_counts, self._sql, self._schema, self.exact_finished_up_to
+        )
+        return stats_from(rows)
 
     async def list_workers(self) -> list[WorkerInfo]:
         """Every registered worker pool, ordered by queue then start time."""

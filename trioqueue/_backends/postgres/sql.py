@@ -173,10 +173,10 @@ def _load_queries(*names: str) -> dict[str, str]:
     return queries
 
 
-#: Every named query of ``queries.sql``, ``operator.sql``, ``retention.sql`` and
-#: ``replica.sql`` (what a read replica is asked), placeholders unfilled.
+#: Every named query of ``queries.sql``, ``operator.sql``, ``retention.sql``, ``reads.sql``
+#: and ``replica.sql`` (what a read replica is asked), placeholders unfilled.
 QUERIES: dict[str, str] = _load_queries(
-    "queries.sql", "operator.sql", "retention.sql", "replica.sql"
+    "queries.sql", "operator.sql", "retention.sql", "reads.sql", "replica.sql"
 )
 
 #: Every migration, in order.

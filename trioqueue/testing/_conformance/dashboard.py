@@ -9,10 +9,19 @@ from typing import Any
 
 import pytest
 
+from trioqueue._backends.cursors import job_cursor
 from trioqueue._backends.interface import Backend
 from trioqueue._core.wire import Verdict
 from trioqueue._errors import UnknownJobError
-from trioqueue._types import Ack, Failure, PoolBeat, PoolRegistration, TruncatedText
+from trioqueue._types import (
+    JOB_SORTS,
+    Ack,
+    Failure,
+    JobCount,
+    PoolBeat,
+    PoolRegistration,
+    TruncatedText,
+)
 from trioqueue.testing._conformance._base import WORKER, ConformanceBase, Q
 
 __all__ = ["DashboardConformance"]
@@ -200,6 +209,41 @@ class DashboardConformance(ConformanceBase):
         assert await listed("-finished_at") == [high, high2, mid, low]
         page = await backend.list_jobs(sort="-priority", limit=2, offset=1)
         assert self._ids(page) == [high, mid]
+
+    async def test_cursor_pages_walk_each_sort_as_the_whole_list_orders_it(
+        self, backend: Backend, clock: object
+    ) -> None:
+        # Keyset paging (docs/api.rst, "Paging through jobs"): pages after (before) a
+        # cursor give the list's order, finished and unfinished jobs alike.
+        for n, priority in enumerate([0, 9, 5, 9, 5]):
+            await backend.enqueue(Q, n, priority=priority)
+        first, second = await self._claim(backend, limit=2)
+        await backend.ack([Ack(second.job.id, second.job.claim_seq)])
+        await self._wait_out()
+        await backend.ack([Ack(first.job.id, first.job.claim_seq)])
+        for sort in JOB_SORTS:
+            every = self._ids(await backend.list_jobs(sort=sort))
+            walked: list[int] = []
+            page = await backend.list_jobs(sort=sort, limit=2)
+            while page:
+                walked += self._ids(page)
+                page = await backend.list_jobs(sort=sort, limit=2, after=job_cursor(page[-1], sort))
+            assert walked == every, sort
+            last = (await backend.list_jobs(sort=sort))[-1]
+            before = await backend.list_jobs(sort=sort, limit=3, before=job_cursor(last, sort))
+            assert self._ids(before) == every[-4:-1], sort
+        with pytest.raises(ValueError, match="made for sort"):
+            await backend.list_jobs(sort="-id", after=job_cursor(last, "id"))
+
+    async def test_small_counts_are_exact_and_say_so(self, backend: Backend, clock: object) -> None:
+        await backend.enqueue_many(Q, list(range(3)))
+        await backend.cancel((await backend.list_jobs())[0].id)
+        assert await backend.estimate_jobs(Q) == JobCount(3)
+        assert await backend.estimate_jobs(Q, "ready") == JobCount(2)
+        assert await backend.estimate_jobs(Q, "failed", cancelled=True) == JobCount(1)
+        stats = await backend.queue_stats()
+        assert stats[Q].estimated is False
+        assert dict(stats[Q].counts) == {"ready": 2, "failed": 1}
 
     @pytest.mark.parametrize(
         ("arguments", "exception", "name"),

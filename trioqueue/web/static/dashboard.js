@@ -94,6 +94,20 @@
     return null;
   }
 
+  // An estimated count as the page renders it (trioqueue/web/counts.py): "~1.2M".
+  function countText(n, estimated) {
+    if (!estimated) return String(n);
+    var units = [[1e9, "G"], [1e6, "M"], [1e3, "k"]];
+    for (var i = 0; i < units.length; i++) {
+      if (n >= units[i][0]) {
+        var scaled = n / units[i][0];
+        var shown = scaled < 10 ? scaled.toFixed(1) : scaled.toFixed(0);
+        return "~" + shown.replace(/\.0$/, "") + units[i][1];
+      }
+    }
+    return "~" + n;
+  }
+
   function onQueue(data) {
     // Only the overview shows queue counts; elsewhere a queue event would reload the page.
     if (document.body.getAttribute("data-page") !== "overview") return;
@@ -104,7 +118,10 @@
       return;
     }
     row.querySelectorAll("[data-testid=queue-count]").forEach(function (el) {
-      el.textContent = String(data.counts[el.getAttribute("data-status")] || 0);
+      var status = el.getAttribute("data-status");
+      var estimated = data.estimated && (status === "succeeded" || status === "failed");
+      el.setAttribute("data-estimated", estimated ? "true" : "false");
+      el.textContent = countText(data.counts[status] || 0, estimated);
     });
     var oldest = row.querySelector("[data-testid=oldest-ready-age]");
     if (oldest) oldest.textContent = data.oldest_ready_age === null ? "–" : age(data.oldest_ready_age);
