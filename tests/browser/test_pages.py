@@ -185,7 +185,9 @@ def test_job_list_pages_through_every_job(
         if len(seen) < len(ids):
             page.get_by_test_id("page-next").click()
     screenshot("jobs-last-page")
-    expect(page.get_by_test_id("job-total")).to_contain_text("21–23 of 23")
+    # A page reached by cursor knows its size and the total, not its position
+    # (docs/dashboard.rst, "Big tables").
+    expect(page.get_by_test_id("job-total")).to_contain_text("3 shown of 23")
     expect(page.get_by_test_id("page-next")).to_have_count(0)
     assert seen == sorted(ids, reverse=True)  # newest first, each job once
     page.get_by_test_id("page-prev").click()
