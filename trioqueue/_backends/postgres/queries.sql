@@ -737,7 +737,10 @@ acked AS (
         started_at = j.claimed_at + make_interval(secs => i.started_after),
         run_seconds = i.run_seconds
     FROM items AS i
-    WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
+    -- IS TRUE keeps the partial indexes of running rows out of the plan, so the rows are
+    -- found by primary key whatever the statistics say (docs/performance.rst, "PostgreSQL:
+    -- history and the hot path"); it means status = 'running', which is never NULL.
+    WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND (j.status = 'running') IS TRUE
     RETURNING i.n,
               CASE WHEN j.awaited THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END
                   AS finished
@@ -788,7 +791,10 @@ failed AS (
         END,
         cancelled = j.cancel_requested_at IS NOT NULL
     FROM items AS i
-    WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
+    -- IS TRUE keeps the partial indexes of running rows out of the plan, so the rows are
+    -- found by primary key whatever the statistics say (docs/performance.rst, "PostgreSQL:
+    -- history and the hot path"); it means status = 'running', which is never NULL.
+    WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND (j.status = 'running') IS TRUE
     RETURNING i.n, j.queue, j.status, j.id, j.claim_seq, j.attempts, j.worker_id, j.host,
               j.claimed_at, j.wait_seconds, j.last_error, j.cancelled, i.error_type, i.traceback,
               i.started_after, i.run_seconds,
@@ -841,7 +847,10 @@ released AS (
         END,
         cancelled = j.cancel_requested_at IS NOT NULL
     FROM items AS i
-    WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND j.status = 'running'
+    -- IS TRUE keeps the partial indexes of running rows out of the plan, so the rows are
+    -- found by primary key whatever the statistics say (docs/performance.rst, "PostgreSQL:
+    -- history and the hot path"); it means status = 'running', which is never NULL.
+    WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND (j.status = 'running') IS TRUE
     RETURNING i.n, j.queue, j.status, j.id, j.claim_seq, j.attempts, j.worker_id, j.host,
               j.claimed_at, j.wait_seconds, j.last_error, j.cancelled, i.started_after,
               i.run_seconds,
