@@ -278,7 +278,7 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         "CREATE INDEX jobs_group_queued_idx ON {schema}.jobs USING btree (queue, group_key, priority DESC, id) WHERE ((status = 'queued'::text) AND (group_key IS NOT NULL))",
         "CREATE INDEX jobs_group_running_idx ON {schema}.jobs USING btree (queue, group_key) WHERE ((status = 'running'::text) AND (group_key IS NOT NULL))",
         "CREATE UNIQUE INDEX jobs_pkey ON {schema}.jobs USING btree (id)",
-        "CREATE INDEX jobs_retention_idx ON {schema}.jobs USING btree (queue, status, finished_at) WHERE (finished_at IS NOT NULL)",  # 0011
+        "CREATE INDEX jobs_retention_idx ON {schema}.jobs USING btree (queue, status, finished_at) INCLUDE (id) WHERE (finished_at IS NOT NULL)",  # 0011, 0014
         "CREATE UNIQUE INDEX jobs_schedule_tick_idx ON {schema}.jobs USING btree (schedule_name, schedule_tick) WHERE (schedule_name IS NOT NULL)",
         "CREATE UNIQUE INDEX maintainer_pkey ON {schema}.maintainer USING btree (id)",  # 0011
         "CREATE UNIQUE INDEX queues_pkey ON {schema}.queues USING btree (queue)",

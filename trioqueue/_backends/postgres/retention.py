@@ -129,11 +129,16 @@ def prune_batch(row: Mapping[str, Any]) -> PruneBatch:
     )
 
 
+#: What a batch's transaction sets first (retention.sql says why).
+BATCH_SETTINGS = "SET LOCAL jit = off; SET LOCAL enable_bitmapscan = off"
+
+
 async def _batch(connection: Any, query: str, *args: Any) -> Any:
-    """The batch statement in a transaction of its own with jit off (retention.sql says
-    why): one crossing, three round trips (BEGIN and SET, the batch, COMMIT)."""
+    """The batch statement in a transaction of its own with jit and bitmap scans off
+    (retention.sql says why): one crossing, three round trips (BEGIN and SET, the batch,
+    COMMIT)."""
     async with connection.transaction():
-        await connection.execute("SET LOCAL jit = off")
+        await connection.execute(BATCH_SETTINGS)
         return await connection.fetchrow(query, *args)
 
 

@@ -87,6 +87,10 @@ RETURNING 1;
 -- The caller runs it with jit off (SET LOCAL, retention.py): its estimates (a recursive
 -- CTE, one bounded scan per queue and status) are far above what it reads, and past
 -- jit_above_cost PostgreSQL spent seconds compiling a statement that runs in milliseconds.
+-- And with bitmap scans off: where the statistics say a queue's rows past its cutoff are
+-- few, or vacuum has not yet marked their pages all-visible, the planner would read each
+-- queue's rows by a bitmap scan, which cannot stop at $2 rows: it reads every row past
+-- the cutoff and sorts them. The ordered index-only scan stops at $2 whatever the count.
 WITH RECURSIVE lease AS MATERIALIZED (
     SELECT m.seq FROM {schema}.maintainer AS m
     WHERE m.seq = $1::bigint AND m.not_visible_until > now()
