@@ -262,14 +262,27 @@ def test_bad_lines_name_every_problem_and_connect_to_nothing(
     assert after == []
 
 
-def test_values_the_backend_refuses_are_named_together_and_nothing_is_written(
+def test_values_the_backend_refuses_are_named_together_before_connecting(
     on_memory: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The backend's own checks, asked first: a bad queue name and a keep-time of 0 are one
+    usage error, even were the database unreachable, and nothing is written."""
     after = on_memory(nothing)
     assert main([*DSN, "retention", "set", "", "--succeeded", "0s", "--failed", "1d"]) == 2
     err = capsys.readouterr().err
+    assert err.count("\n") == 1
     assert "queue" in err and "succeeded" in err
-    assert policies(after[-1]) == {None: (7 * DAY, 30 * DAY)}
+    assert after == []
+
+
+@pytest.mark.parametrize("queue", ["", "a\u202eb", "x" * 129])
+def test_clear_checks_the_queue_name_before_connecting(
+    on_memory: Any, capsys: pytest.CaptureFixture[str], queue: str
+) -> None:
+    after = on_memory(nothing)
+    assert main([*DSN, "retention", "clear", queue]) == 2
+    assert "queue" in capsys.readouterr().err
+    assert after == []
 
 
 def test_clear_drops_a_queues_own_policy(

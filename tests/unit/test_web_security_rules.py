@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from trioqueue.cli import _dashboard
 from trioqueue.cli._commands import build_parser
-from trioqueue.web.auth import safe_next
+from trioqueue.web.auth import Guard, safe_next
 from trioqueue.web.hosts import (
     LOOPBACK_NAMES,
     bind_hosts,
@@ -241,3 +241,13 @@ def test_a_bad_allowed_host_or_origin_is_an_error_before_connecting(
     args = argparse.Namespace(**{"allowed_host": [], "allowed_origin": [], option: [value]})
     with pytest.raises(ValueError, match=match):
         _dashboard.check("127.0.0.1", args)
+
+
+def test_a_guard_keeps_the_sessions_it_is_given_even_while_empty() -> None:
+    """An empty Sessions is falsy (it has a length); the guard must still use it, or two
+    apps meant to share their logins (a multi-database dashboard) would not."""
+    shared = Sessions()
+    assert len(shared) == 0
+    guard = Guard(token="t", read_only=False, allowed_origins=None, sessions=shared)
+    assert guard.sessions is shared
+    assert Guard(token="t", read_only=False, allowed_origins=None).sessions is not shared

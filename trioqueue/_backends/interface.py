@@ -187,17 +187,20 @@ class Backend(Protocol):
         second. None lifts a limit; both are set by each call (docs/flow.rst)."""
         ...
 
-    async def get_job(self, job_id: int) -> JobInfo:
+    async def get_job(self, job_id: int, *, fresh: bool = False) -> JobInfo:
         """A snapshot of one job (a payload that cannot be decoded comes back as an
-        :class:`~trioqueue.UndecodablePayload`, here and in :meth:`list_jobs`)."""
+        :class:`~trioqueue.UndecodablePayload`, here and in :meth:`list_jobs`).
+
+        ``fresh=True`` asks for the primary's state where a backend reads a replica
+        (PostgreSQL's ``read_dsn``); a backend without one is always fresh."""
         ...
 
     async def get_jobs(
-        self, job_ids: Sequence[int], *, preview: int | None = None
+        self, job_ids: Sequence[int], *, preview: int | None = None, fresh: bool = False
     ) -> dict[int, JobInfo]:
         """Snapshots of many jobs in one read (one statement): each known job's
         :class:`JobInfo` by id; an unknown id is left out. ``preview`` as in
-        :meth:`list_jobs`.
+        :meth:`list_jobs`, ``fresh`` as in :meth:`get_job`.
 
         Raises:
             TypeError: an id is not an int.

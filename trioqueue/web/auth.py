@@ -138,7 +138,8 @@ class Guard:
         self.token = token or None
         self.read_only = read_only
         self.allowed = check_allowed_origins(allowed_origins)
-        self.sessions = sessions or Sessions()
+        # "is None", not "or": a Sessions is falsy while empty, and a shared one must stay shared.
+        self.sessions = sessions if sessions is not None else Sessions()
 
     def token_matches(self, given: str | None) -> bool:
         """Constant-time comparison with the configured token."""

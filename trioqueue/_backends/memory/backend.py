@@ -459,8 +459,8 @@ class MemoryBackend:
             lambda now, _: self._model.set_queue_limits(now, queue, running, rate),
         )
 
-    async def get_job(self, job_id: int) -> JobInfo:
-        """A snapshot of one job.
+    async def get_job(self, job_id: int, *, fresh: bool = False) -> JobInfo:
+        """A snapshot of one job (always fresh: this backend has no replica to read).
 
         Raises:
             UnknownJobError: (a ``LookupError``) no job has this id.
@@ -477,10 +477,10 @@ class MemoryBackend:
         return await self._execute("get_job", effect)
 
     async def get_jobs(
-        self, job_ids: Sequence[int], *, preview: int | None = None
+        self, job_ids: Sequence[int], *, preview: int | None = None, fresh: bool = False
     ) -> dict[int, JobInfo]:
         """Snapshots of many jobs in one read: each known job's JobInfo by id
-        (``preview`` as in :meth:`list_jobs`).
+        (``preview`` as in :meth:`list_jobs`; always fresh, as :meth:`get_job`).
 
         Raises:
             TypeError: an id is not an int.

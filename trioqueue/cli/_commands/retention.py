@@ -3,18 +3,20 @@ kept, and which pool prunes them (docs/protocol.rst §15, docs/cli.rst).
 
 ``retention`` alone shows every setting and the maintainer lease; the actions change one
 setting and print them all again, so the operator reads what is now in force. A duration's
-spelling is checked before connecting (``trioqueue/cli/_durations.py``), its value by the
-backend together with the queue name: either way one error names every problem, exit 2,
-and nothing is written.
+spelling, its value and the queue name are checked before connecting
+(``trioqueue/cli/_durations.py``, then the backend's own checks, which the backend applies
+again): one error names every problem, exit 2, and nothing is written.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 import trioqueue
+from trioqueue._backends.retention_checks import check_clear_retention, check_retention
 from trioqueue.cli._commands.common import CliError, Subparsers, run_on_database, subcommand
 from trioqueue.cli._durations import duration_text, parse_duration
 from trioqueue.cli._escape import say
@@ -130,6 +132,10 @@ def policy_request(args: argparse.Namespace) -> tuple[str | None, dict[str, floa
             problems.append(f"--{kind}: {exc}")
     if args.succeeded is None and args.failed is None:
         problems.append("give --succeeded, --failed or both")
+    if args.queue is not None or changes:
+        problems += _backend_problems(
+            lambda: check_retention(args.queue, changes.get("succeeded"), changes.get("failed"))
+        )
     if problems:
         raise CliError("; ".join(problems))
     return (None if args.default else args.queue), changes
@@ -148,7 +154,20 @@ async def set_policy(
         return await backend.get_retention(), await backend.maintainer()
 
 
+def _backend_problems(check: Callable[[], object]) -> list[str]:
+    """What the backend's own check says is wrong, asked before connecting: a bad name or
+    value is a usage error even when the database cannot be reached."""
+    try:
+        check()
+    except (TypeError, ValueError) as exc:
+        return [str(exc)]
+    return []
+
+
 def _run_clear(args: argparse.Namespace) -> int:
+    problems = _backend_problems(lambda: check_clear_retention(args.queue))
+    if problems:
+        raise CliError("; ".join(problems))
     settings, had = run_on_database(args, clear_policy, args.queue)
     if not had:
         say(f"queue {args.queue} had no retention of its own: the default applies")

@@ -37,6 +37,20 @@ class OperatorConformance(ConformanceBase):
         assert await listed(limit=2, offset=1) == ids[1:3]
         assert await listed(offset=100) == []
 
+    async def test_a_fresh_read_sees_what_the_last_write_did(
+        self, backend: Backend, clock: object
+    ) -> None:
+        """``fresh=True`` (the primary's state, where a backend reads a replica) is taken by
+        every backend; without a replica it reads what a plain read does."""
+        job_id = await backend.enqueue(Q, "x")
+        running = await self._claim_one(backend)
+        assert (await backend.get_job(job_id, fresh=True)).status == "running"
+        await backend.ack([Ack(running.job.id, running.job.claim_seq)])
+        assert (await backend.get_job(job_id, fresh=True)).status == "succeeded"
+        fresh = await backend.get_jobs([job_id], fresh=True)
+        assert fresh == await backend.get_jobs([job_id])
+        assert fresh[job_id].status == "succeeded"
+
     @pytest.mark.parametrize(
         "filters",
         [
