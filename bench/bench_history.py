@@ -31,6 +31,8 @@ once, ``--churn-rate`` jobs/s enqueued and drained by a pool for ``--churn-minut
 else vacuuming). Phase "churned": the same rounds, the measurements' own jobs kept
 (they are churn too), nothing vacuumed by the bench.
 
+Every schema's default retention keeps finished jobs for ever (``keep_for_ever``): the
+history is what is measured, and the pools' maintainer would otherwise prune it meanwhile.
 Schemas are kept for reuse unless ``--drop``. Connections run with synchronous_commit=off.
 """
 
@@ -136,12 +138,23 @@ async def prepare(dsn: str, fill: Fill, refill: bool) -> None:
             )
             if exists and not refill:
                 print(f"{label(fill.rows)}: schema {fill.schema} exists, used as it is")
+                await keep_for_ever(backend)
                 return
             await connection.execute(f'DROP SCHEMA IF EXISTS "{fill.schema}" CASCADE')
         await backend.migrate()
+        await keep_for_ever(backend)
     report = await trio.to_thread.run_sync(lambda: fill_finished(dsn, fill.schema, fill.rows))
     print(f"{label(fill.rows)}: {report.line()}")
     sys.stdout.flush()
+
+
+async def keep_for_ever(backend: trioqueue.PostgresBackend) -> None:
+    """History is kept: the default retention keeps every finished job, so that the pools'
+    maintainer (docs/protocol.rst §15) does not prune the fill during the measurement.
+    With the defaults it would: the fill's finished_at spans 30 days, the default keeps
+    succeeded jobs 7 days, and a pool's first maintenance pass deleted about 750,000 of
+    the 1M fill while its drains were being measured (185 buffers per job against 36)."""
+    await backend.set_retention(None, succeeded=None, failed=None)
 
 
 async def sizes(backend: trioqueue.PostgresBackend) -> dict[str, int]:

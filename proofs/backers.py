@@ -335,8 +335,9 @@ class Rule:
     (``§10.17``), and what backs it.
 
     ``traces`` names files of ``proofs/traces/`` (without ``.json``); ``checks`` names z3
-    proofs (functions of ``proofs/timing.py``) and model-check twins (classes of
-    ``proofs/model_check.py``), written ``timing.<function>`` and ``model_check.<Twin>``.
+    proofs (functions of ``proofs/timing.py`` and ``proofs/maintainer_timing.py``) and
+    model-check twins (classes of ``proofs/model_check.py``), written
+    ``timing.<function>``, ``maintainer_timing.<function>`` and ``model_check.<Twin>``.
     """
 
     id: str
@@ -704,6 +705,13 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "§15",
         "retention by policy in bounded batches, fenced by the maintainer lease",
+        checks=(
+            "maintainer_timing.fence_after_claim",
+            "maintainer_timing.fence_after_renewal",
+            "maintainer_timing.fired_fence",
+            "maintainer_timing.refused_claim",
+            "maintainer_timing.failed_renewal",
+        ),
         tests=(
             Tests(_RETENTION_MODEL, (), "the reference model, after every step"),
             Tests("unit/test_memory_backend.py", (), _RETENTION),

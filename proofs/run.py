@@ -2,8 +2,9 @@
 
 Three parts, each of which checks the code itself:
 
-- ``z3``: the timing proofs of ``timing.py``, which run the guard core's own functions on
-  symbolic times, each with its negative twins;
+- ``z3``: the timing proofs of ``timing.py`` and ``maintainer_timing.py``, which run the
+  guard's and the maintainer's core functions on symbolic times, each with its negative
+  twins;
 - ``traces``: every conformance trace of ``traces/`` and every line of the drawn corpus
   (``corpus/scripts.jsonl``, when there is one) replayed through the current core, which
   must make every decision they record;
@@ -31,11 +32,12 @@ CORPUS = HERE / "corpus" / "scripts.jsonl"
 
 
 def run_timing_proofs() -> int:
-    from timing import run_all
+    import maintainer_timing
+    import timing
 
     failed = total = 0
     began = time.perf_counter()
-    for outcome in run_all():
+    for outcome in [*timing.run_all(), *maintainer_timing.run_all()]:
         total += 1
         mark = "ok  " if outcome.ok else "FAIL"
         print(

@@ -29,6 +29,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 timing: Any = importlib.import_module("timing")
+maintainer_timing: Any = importlib.import_module("maintainer_timing")
 model_check: Any = importlib.import_module("model_check")
 
 
@@ -37,6 +38,15 @@ def test_timing_proof_holds_of_the_code(proof: Any) -> None:
     """The proof's claim holds of the core as it is (its twins test the proof, not the
     code: ``python proofs/run.py`` runs them)."""
     outcome = timing.check(proof.name, proof.question, timing.THE_CODE)
+    assert outcome.ok, f"{outcome.name}: expected proved, got {outcome.got}: {outcome.detail}"
+
+
+@pytest.mark.parametrize(
+    "proof", maintainer_timing.PROOF_LIST, ids=lambda proof: str(proof.question.__name__)
+)
+def test_maintainer_proof_holds_of_the_code(proof: Any) -> None:
+    """As above, for the maintainer lease's core (``proofs/maintainer_timing.py``)."""
+    outcome = maintainer_timing.check(proof.name, proof.question, maintainer_timing.THE_CODE)
     assert outcome.ok, f"{outcome.name}: expected proved, got {outcome.got}: {outcome.detail}"
 
 
