@@ -27,13 +27,13 @@ between its send and its answer (synchronised clocks, docs/protocol.rst §8).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from symbolic import Num, Verdict, all_of, implies, prove, reals
-from timing import Outcome, patched
+import timing
+from symbolic import Num, all_of, implies, reals
+from timing import Outcome
 
 from trioqueue._core import maintainer
 from trioqueue._core.maintainer import Change, LeaseCall, MaintainerCore
@@ -292,31 +292,12 @@ PROOF_LIST: list[Proof] = [
 
 
 def check(name: str, question: Callable[[Variant], Question], variant: Variant) -> Outcome:
-    """Ask ``question`` of ``variant``: the code must be proved, a twin must be caught."""
-    expected = "proved" if variant is THE_CODE else "counterexample"
-    with patched(variant.patches):
-        asked = question(variant)
-        verdict: Verdict = prove(asked.run, asked.claim, asked.assumptions)
-    return Outcome(name, expected, verdict.got, verdict.seconds, verdict.detail, verdict.paths)
+    return timing.check(name, question, variant, THE_CODE)
 
 
 def run_all() -> Iterator[Outcome]:
-    for proof in PROOF_LIST:
-        yield check(proof.name, proof.question, THE_CODE)
-        for what, variant in proof.twins:
-            yield check(f"  twin: {what}", proof.question, variant)
+    return timing.run_all(PROOF_LIST, THE_CODE)
 
 
 if __name__ == "__main__":
-    began = time.perf_counter()
-    bad = 0
-    for outcome in run_all():
-        bad += not outcome.ok
-        print(
-            f"{'ok  ' if outcome.ok else 'FAIL'} {outcome.got:<15} {outcome.paths:4} paths  "
-            f"{outcome.name}"
-        )
-        if not outcome.ok:
-            print(f"     expected {outcome.expected}: {outcome.detail}")
-    print(f"{time.perf_counter() - began:.1f} s")
-    raise SystemExit(bad)
+    raise SystemExit(timing.report(run_all()))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,9 +110,12 @@ class Outcome:
         return self.expected == self.got
 
 
-def check(name: str, question: Callable[[Variant], Question], variant: Variant) -> Outcome:
-    """Ask ``question`` of ``variant``: the code must be proved, a twin must be caught."""
-    expected = "proved" if variant is THE_CODE else "counterexample"
+def check(
+    name: str, question: Callable[[Any], Any], variant: Any, the_code: object = THE_CODE
+) -> Outcome:
+    """Ask ``question`` of ``variant``: the code (``the_code``) must be proved, a twin must
+    be caught. ``maintainer_timing.py`` asks its questions the same way."""
+    expected = "proved" if variant is the_code else "counterexample"
     with patched(variant.patches):
         asked = question(variant)
         verdict: Verdict = prove(asked.run, asked.claim, asked.assumptions)
@@ -869,17 +872,20 @@ PROOF_LIST: list[Proof] = [
 ]
 
 
-def run_all() -> Iterator[Outcome]:
-    for proof in PROOF_LIST:
-        yield check(proof.name, proof.question, THE_CODE)
+def run_all(proofs: Sequence[Any] = (), the_code: object = THE_CODE) -> Iterator[Outcome]:
+    """Each proof of ``proofs`` (by default :data:`PROOF_LIST`) asked of the code, then of
+    each of its twins."""
+    for proof in proofs or PROOF_LIST:
+        yield check(proof.name, proof.question, the_code, the_code)
         for what, variant in proof.twins:
-            yield check(f"  twin: {what}", proof.question, variant)
+            yield check(f"  twin: {what}", proof.question, variant, the_code)
 
 
-def main() -> int:
+def report(outcomes: Iterable[Outcome]) -> int:
+    """Print one line per outcome; the number that went otherwise than expected."""
     began = time.perf_counter()
     failed = 0
-    for result in run_all():
+    for result in outcomes:
         mark = "ok  " if result.ok else "FAIL"
         failed += not result.ok
         print(
@@ -889,6 +895,10 @@ def main() -> int:
             print(f"     expected {result.expected}: {result.detail}")
     print(f"{time.perf_counter() - began:.1f} s")
     return failed
+
+
+def main() -> int:
+    return report(run_all())
 
 
 if __name__ == "__main__":
