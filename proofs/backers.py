@@ -1,4 +1,4 @@
-"""What backs each guarantee: invariants I1-I17 of docs/protocol.rst, and its rules §1 and §4.
+"""What backs each guarantee: the invariants of docs/protocol.rst (§9), and its rules §1 and §4.
 
 One source of truth for two tables: the one in proofs/README.md (section "Every invariant
 and what backs it", written by ``python proofs/backers.py --write``) and the one
@@ -82,6 +82,7 @@ _CRASHES = "the conformance suite: attempts without an outcome, quarantine, park
 _ATTEMPTS = "the conformance suite: attempt rows, lost attempts, cancellations, timings"
 _RETENTION = "the conformance suite: policies, bounded fenced batches, the maintainer lease"
 _RETENTION_MODEL = "unit/test_retention_model_stateful.py"
+_DUPLICATES = "the conformance suite: keep, replace, debounce, a running holder left alone"
 
 _CLAIM = Proof("(a) registration", "registration_fence")
 _RENEWAL = Proof("(a) renewal", "renewal_fence")
@@ -301,6 +302,28 @@ GUARANTEES: tuple[Guarantee, ...] = (
             Tests("unit/test_memory_backend.py", (), _RETENTION),
             Tests("postgres/test_postgres_backend.py", (), _RETENTION),
             Tests("postgres/test_postgres_retention.py", (), "the lease row, a claim waits"),
+        ),
+    ),
+    Guarantee(
+        "I20",
+        "a duplicate changes only a waiting job",
+        "An enqueue whose dedup key an unfinished job holds changes that job only while it "
+        "waits, exactly as its ``on_duplicate`` policy says (replace: payload, priority and "
+        "run time; debounce: the run time); a running job is left as it was, and the answer "
+        "says ``running``; a worker never runs a payload that an answer says was replaced.",
+        tests=(
+            Tests(
+                "unit/test_duplicates_model_stateful.py",
+                (),
+                "the reference model, after every step",
+            ),
+            Tests("unit/test_memory_backend.py", (), _DUPLICATES),
+            Tests("postgres/test_postgres_backend.py", (), _DUPLICATES),
+            Tests(
+                "postgres/test_postgres_duplicates.py",
+                (),
+                "a replace racing a claim, two connections",
+            ),
         ),
     ),
     Guarantee(
@@ -717,6 +740,24 @@ RULES: tuple[Rule, ...] = (
             Tests("unit/test_memory_backend.py", (), _RETENTION),
             Tests("postgres/test_postgres_backend.py", (), _RETENTION),
             Tests("postgres/test_postgres_retention.py", (), "bounded batches, the lease row"),
+        ),
+    ),
+    Rule(
+        "§18",
+        "duplicates: keep, replace or debounce a waiting holder, never a running one",
+        tests=(
+            Tests(
+                "unit/test_duplicates_model_stateful.py",
+                (),
+                "the reference model, after every step",
+            ),
+            Tests("unit/test_memory_backend.py", (), _DUPLICATES),
+            Tests("postgres/test_postgres_backend.py", (), _DUPLICATES),
+            Tests(
+                "postgres/test_postgres_duplicates.py",
+                (),
+                "a replace racing a claim, two connections",
+            ),
         ),
     ),
 )

@@ -16,6 +16,8 @@ __all__ = [
     "BackendStatistics",
     "Claimed",
     "Claims",
+    "EnqueueOutcome",
+    "Enqueued",
     "Failure",
     "FinishedBucket",
     "Job",
@@ -25,6 +27,7 @@ __all__ = [
     "JobStatus",
     "Notice",
     "NoticeKind",
+    "OnDuplicate",
     "PoolBeat",
     "PoolRegistration",
     "QueueStats",
@@ -49,6 +52,54 @@ JobSort = Literal[
 JOB_SORTS: tuple[JobSort, ...] = (
     "id", "-id", "priority", "-priority", "created_at", "-created_at", "finished_at", "-finished_at"
 )  # fmt: skip
+
+#: What ``enqueue(..., dedup_key=k, on_duplicate=...)`` does when an unfinished job of the
+#: queue holds ``k`` (docs/protocol.rst §18): ``keep`` it as it is (the default),
+#: ``replace`` its payload, priority and run time, or ``debounce`` it (push its run time
+#: back to now + delay). Only a waiting duplicate is ever changed, never a running one.
+OnDuplicate = Literal["keep", "replace", "debounce"]
+ON_DUPLICATE: tuple[OnDuplicate, ...] = ("keep", "replace", "debounce")
+
+#: What an enqueue with a dedup key did: ``added`` a new job; ``kept`` the duplicate
+#: unchanged (``on_duplicate="keep"``); ``replaced`` or ``debounced`` the waiting
+#: duplicate; or changed nothing because the duplicate is ``running``.
+EnqueueOutcome = Literal["added", "kept", "replaced", "debounced", "running"]
+
+
+@final
+class Enqueued(tuple[int, bool]):
+    """What ``enqueue_deduplicated`` did: unpacks as ``(id, added)``, as it always has.
+
+    ``id`` is the new job's, or the duplicate's when nothing was added; ``added`` is True
+    for a new job only; ``outcome`` says what happened (:data:`EnqueueOutcome`). It
+    compares (and hashes) as its ``(id, added)`` pair.
+    """
+
+    outcome: EnqueueOutcome
+
+    def __new__(cls, job_id: int, outcome: EnqueueOutcome) -> Enqueued:
+        self = super().__new__(cls, (job_id, outcome == "added"))
+        object.__setattr__(self, "outcome", outcome)
+        return self
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Enqueued is read-only ({name})")
+
+    def __getnewargs__(self) -> tuple[int, EnqueueOutcome]:
+        return self[0], self.outcome  # (pickling and copying keep the outcome)
+
+    def __repr__(self) -> str:
+        return f"Enqueued(id={self[0]}, outcome={self.outcome!r})"
+
+    @property
+    def id(self) -> int:
+        """The new job's id, or the duplicate's."""
+        return self[0]
+
+    @property
+    def added(self) -> bool:
+        """Whether a new job was added."""
+        return self[1]
 
 
 @final

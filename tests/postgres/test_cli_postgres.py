@@ -115,6 +115,36 @@ def test_enqueue_with_delay_and_dedup_key(run: Cli) -> None:
     assert (info.status, info.payload) == ("scheduled", 1)
 
 
+def test_enqueue_on_duplicate_replaces_or_debounces_the_waiting_holder(run: Cli) -> None:
+    """docs/protocol.rst §18: the id on stdout is the holder's; stderr says what it got."""
+    code, out, err = run("enqueue", "q", "1", "--delay", "600", "--dedup-key", "k")
+    assert (code, err) == (0, "")
+    job_id = out.strip()
+    held = f"job {job_id} already exists with dedup key 'k'"
+    code, out, err = run(
+        "enqueue", "q", "2", "--dedup-key", "k", "--on-duplicate", "replace", "--priority", "4"
+    )
+    assert (code, out.strip()) == (0, job_id)
+    assert err == f"{held}; it waited, and now has this payload, priority and delay\n"
+    [info] = run.jobs()
+    assert (info.status, info.payload, info.priority) == ("ready", 2, 4)
+    code, out, err = run(
+        "enqueue", "q", "3", "--dedup-key", "k", "--on-duplicate", "debounce", "--delay", "60"
+    )
+    assert (code, out.strip()) == (0, job_id)
+    assert err == f"{held}; it waited, and now runs after the delay\n"
+    [info] = run.jobs()
+    assert (info.status, info.payload, info.priority) == ("scheduled", 2, 4)
+
+
+def test_enqueue_on_duplicate_without_what_it_needs_exits_2(run: Cli) -> None:
+    code, out, err = run("enqueue", "q", "1", "--on-duplicate", "debounce")
+    assert (code, out) == (2, "")
+    assert "needs a dedup_key" in err
+    assert "needs a delay > 0" in err
+    assert run.jobs() == []
+
+
 def test_enqueue_with_a_group(run: Cli) -> None:
     code, out, err = run("enqueue", "q", "1", "--group", "customer-42")
     assert (code, err) == (0, "")

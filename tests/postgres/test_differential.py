@@ -101,6 +101,9 @@ max_attempts = st.integers(1, 3)
 delays = st.sampled_from([None, None, None, 0, 0.0, 3600])
 dedup_keys = st.none() | st.none() | st.none() | st.sampled_from(["k1", "k2"])
 groups = st.none() | st.sampled_from(["g1", "g2"])
+#: docs/protocol.rst §18: keep mostly; without a dedup key, or debounce without a delay, a
+#: policy is bad input (refused alike).
+on_duplicates = st.sampled_from(["keep", "keep", "replace", "debounce"])
 #: Small limits: a running cap a few claims reach, and rates too slow to refill a token
 #: during an example (see the module docstring).
 max_runnings = st.sampled_from([None, 1, 2])
@@ -320,6 +323,7 @@ class Differential:
             "max_attempts": self.draw(max_attempts, "max_attempts"),
             "dedup_key": self.draw(dedup_keys, "dedup_key"),
             "group": self.draw(groups, "group"),
+            "on_duplicate": self.draw(on_duplicates, "on_duplicate"),
         }
 
     async def enqueue_many(self) -> None:

@@ -31,6 +31,7 @@ from trioqueue._types import PoolBeat, PoolRegistration
 from trioqueue.cli import _demo
 from trioqueue.cli._commands import build_parser, main
 from trioqueue.cli._commands.common import LISTEN_DSN_ENV, database_hint
+from trioqueue.cli._commands.enqueue import duplicate_news
 from trioqueue.cli._commands.jobs import LIST_PREVIEW
 from trioqueue.cli._commands.queue import flow_text, limits_text
 from trioqueue.cli._commands.status import clock_text, status_table, workers_table
@@ -204,12 +205,28 @@ def _enqueue_recorded(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     async def enqueue_reporting(
         dsn: str, schema: str, queue: str, payload: Any, options: dict[str, Any]
-    ) -> tuple[int, bool]:
+    ) -> trioqueue.Enqueued:
         written.append(payload)
-        return 7, True
+        return trioqueue.Enqueued(7, "added")
 
     monkeypatch.setattr("trioqueue.cli._commands.enqueue.enqueue_reporting", enqueue_reporting)
     return written
+
+
+@pytest.mark.parametrize(
+    ("outcome", "news"),
+    [
+        ("kept", "; not enqueued again"),
+        ("replaced", "; it waited, and now has this payload, priority and delay"),
+        ("debounced", "; it waited, and now runs after the delay"),
+        ("running", " and is running; left unchanged, not enqueued again"),
+    ],
+)
+def test_enqueue_says_what_befell_the_duplicate(
+    outcome: trioqueue.EnqueueOutcome, news: str
+) -> None:
+    done = trioqueue.Enqueued(7, outcome)
+    assert duplicate_news(done, "k") == f"job 7 already exists with dedup key 'k'{news}"
 
 
 def test_enqueue_reads_the_payload_from_stdin(

@@ -333,7 +333,7 @@ def _database_answers(text: str) -> dict[object, object]:
         job_cmd.job_operation: (False, "succeeded"),
         queue_cmd.queue_limits: stats(text)[text],
         queue_cmd.pause_queue: None,
-        enqueue_cmd.enqueue_reporting: (7, False),
+        enqueue_cmd.enqueue_reporting: trioqueue.Enqueued(7, "kept"),
         _schedule.list_schedules: [schedule(text)],
         _schedule.set_schedule: schedule(text),
         _schedule.delete_schedule: False,

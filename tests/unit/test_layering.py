@@ -127,6 +127,12 @@ CLI_PRIVATE_IMPORTS: dict[str, tuple[str, frozenset[str]]] = {
         "schedule set's checks before connecting",
         frozenset({"trioqueue.cli._schedule"}),
     ),
+    # `trioqueue retention set` and `clear` check the queue name and keep-times with the
+    # backend's own checks before connecting, as `schedule set` does.
+    "trioqueue._backends.retention_checks": (
+        "retention set's and clear's checks before connecting",
+        frozenset({"trioqueue.cli._commands.retention"}),
+    ),
     # `trioqueue worker --database NAME=DSN` checks every DSN before it connects (one error
     # listing every problem), and shows each with its password masked, as the driver does.
     "trioqueue._backends.postgres.driver": (

@@ -36,6 +36,7 @@ from trioqueue._types import (
     Ack,
     BackendStatistics,
     Claimed,
+    Enqueued,
     Failure,
     FinishedBucket,
     JobCount,
@@ -43,6 +44,7 @@ from trioqueue._types import (
     JobSort,
     JobStatus,
     Notice,
+    OnDuplicate,
     PoolBeat,
     PoolRegistration,
     QueueStats,
@@ -142,6 +144,7 @@ class Backend(Protocol):
         max_attempts: int = 10,
         dedup_key: str | None = None,
         group: str | None = None,
+        on_duplicate: OnDuplicate = "keep",
     ) -> int: ...
 
     async def enqueue_many(
@@ -154,7 +157,25 @@ class Backend(Protocol):
         max_attempts: int = 10,
         dedup_key: str | None = None,
         group: str | None = None,
+        on_duplicate: OnDuplicate = "keep",
     ) -> list[int]: ...
+
+    async def enqueue_deduplicated(
+        self,
+        queue: str,
+        payload: Any,
+        *,
+        dedup_key: str,
+        priority: int = 0,
+        delay: float | None = None,
+        max_attempts: int = 10,
+        group: str | None = None,
+        on_duplicate: OnDuplicate = "keep",
+    ) -> Enqueued:
+        """:meth:`enqueue` with a ``dedup_key``, saying what happened (unpacks as
+        ``(id, added)``; ``outcome`` tells kept, replaced, debounced and running apart:
+        docs/protocol.rst §18)."""
+        ...
 
     async def cancel(self, job_id: int) -> bool: ...
 

@@ -24,8 +24,11 @@ from trioqueue._core.wire import RenewItem
 from trioqueue._types import (
     JOB_SORTS,
     JOB_STATUSES,
+    ON_DUPLICATE,
+    EnqueueOutcome,
     JobSort,
     JobStatus,
+    OnDuplicate,
     PoolBeat,
     PoolRegistration,
 )
@@ -727,3 +730,49 @@ def check_schedule_name(name: object) -> str:
     a database can store. :func:`check_schedule` holds a new name to the rules of a queue's
     (:func:`check_queue`)."""
     return _check_name("name", name, MAX_SCHEDULE_NAME_LENGTH, strict=False)
+
+
+def check_on_duplicate(on_duplicate: object, *, dedup_key: object, delay: object) -> OnDuplicate:
+    """``enqueue``'s ``on_duplicate`` policy (docs/protocol.rst §18), checked with what it
+    needs: a policy other than ``keep`` acts on a dedup key's holder, so it needs a
+    ``dedup_key``; ``debounce`` pushes the holder's run time back by ``delay``, so it needs a
+    delay > 0. (The key and delay themselves are checked by :func:`check_enqueue`.)
+
+    Raises:
+        TypeError, ValueError: naming every problem, in one error.
+    """
+    if on_duplicate == "keep":
+        return "keep"
+    problems: list[TypeError | ValueError] = []
+    if not isinstance(on_duplicate, str):
+        problems.append(TypeError(f"on_duplicate must be a str, not {type(on_duplicate).__name__}"))
+    elif on_duplicate not in ON_DUPLICATE:
+        choices = ", ".join(repr(choice) for choice in ON_DUPLICATE)
+        problems.append(
+            ValueError(f"on_duplicate must be one of {choices}, not {_show(on_duplicate)}")
+        )
+    if dedup_key is None:
+        problems.append(
+            ValueError(
+                f"on_duplicate={_show(on_duplicate)} needs a dedup_key (the duplicate it acts on)"
+            )
+        )
+    if on_duplicate == "debounce" and (delay is None or delay == 0):
+        problems.append(
+            ValueError(
+                "on_duplicate='debounce' needs a delay > 0 (how far to push the run time back)"
+            )
+        )
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise ValueError("; ".join(str(exc) for exc in problems))
+    return on_duplicate  # type: ignore[return-value]  # one of ON_DUPLICATE, checked above
+
+
+def revision_outcome(policy: OnDuplicate, changed: bool) -> EnqueueOutcome:
+    """What ``revise_duplicate`` did to a dedup key's holder under ``policy`` (not keep):
+    the holder ``changed`` (it was waiting), or it is running and nothing changed."""
+    if not changed:
+        return "running"
+    return "replaced" if policy == "replace" else "debounced"

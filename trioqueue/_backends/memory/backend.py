@@ -66,6 +66,7 @@ from trioqueue._backends.validation import (
     check_job_id,
     check_job_ids,
     check_list_jobs,
+    check_on_duplicate,
     check_preview,
     check_queue,
     check_queue_limits,
@@ -78,6 +79,7 @@ from trioqueue._backends.validation import (
     check_sort,
     check_timeout,
     check_worker_id,
+    revision_outcome,
 )
 from trioqueue._backends.waiting import wait_finished
 from trioqueue._core.schedule import plan_advances
@@ -99,6 +101,8 @@ from trioqueue._types import (
     BackendStatistics,
     Claimed,
     Claims,
+    Enqueued,
+    EnqueueOutcome,
     Failure,
     FinishedBucket,
     JobCount,
@@ -107,6 +111,7 @@ from trioqueue._types import (
     JobStatus,
     Notice,
     NoticeKind,
+    OnDuplicate,
     PoolBeat,
     PoolRegistration,
     QueueStats,
@@ -295,12 +300,19 @@ class MemoryBackend:
         max_attempts: int = 10,
         dedup_key: str | None = None,
         group: str | None = None,
+        on_duplicate: OnDuplicate = "keep",
     ) -> int:
         """Add one job; with ``dedup_key``, return the unfinished duplicate's id instead.
 
+        Args:
+            on_duplicate: what to do to that duplicate while it waits (docs/protocol.rst
+                §18): ``"keep"`` it (the default), ``"replace"`` its payload, priority and
+                run time, or ``"debounce"`` it (run time now + ``delay``). A running
+                duplicate is never changed; :meth:`enqueue_deduplicated` says what happened.
+
         Raises:
             TypeError: ``payload`` is not JSON-serialisable, or an option has a wrong type.
-            ValueError: an option is out of range.
+            ValueError: an option is out of range, or ``on_duplicate`` lacks what it needs.
         """
         [job_id] = await self.enqueue_many(
             queue,
@@ -310,6 +322,7 @@ class MemoryBackend:
             max_attempts=max_attempts,
             dedup_key=dedup_key,
             group=group,
+            on_duplicate=on_duplicate,
         )
         return job_id
 
@@ -323,14 +336,17 @@ class MemoryBackend:
         delay: float | None = None,
         max_attempts: int = 10,
         group: str | None = None,
-    ) -> tuple[int, bool]:
-        """:meth:`enqueue` with a ``dedup_key``, also saying whether the job was added.
+        on_duplicate: OnDuplicate = "keep",
+    ) -> Enqueued:
+        """:meth:`enqueue` with a ``dedup_key``, also saying what happened.
 
         Returns:
-            ``(id, True)`` for a new job; ``(id, False)`` when an unfinished job of the
-            queue already held ``dedup_key`` and nothing was added (``id`` is that job's).
+            An :class:`~trioqueue.Enqueued`, which unpacks as ``(id, added)``: ``(id,
+            True)`` for a new job; ``(id, False)`` when an unfinished job of the queue
+            already held ``dedup_key`` (``id`` is that job's), and its ``outcome`` says
+            whether it was kept, replaced, debounced, or left alone as running.
         """
-        [job_id], added = await self._enqueue(
+        [job_id], outcome = await self._enqueue(
             queue,
             [payload],
             priority=priority,
@@ -338,8 +354,9 @@ class MemoryBackend:
             max_attempts=max_attempts,
             dedup_key=dedup_key,
             group=group,
+            on_duplicate=on_duplicate,
         )
-        return job_id, added
+        return Enqueued(job_id, outcome)
 
     async def enqueue_many(
         self,
@@ -351,11 +368,13 @@ class MemoryBackend:
         max_attempts: int = 10,
         dedup_key: str | None = None,
         group: str | None = None,
+        on_duplicate: OnDuplicate = "keep",
     ) -> list[int]:
         """Add several jobs in one statement (counted as one ``"enqueue"`` call).
 
         Everything is validated first: on any error nothing is written. An empty list
-        issues no statement.
+        issues no statement. ``on_duplicate`` as in :meth:`enqueue` (with a ``dedup_key``,
+        so one payload).
 
         Raises:
             TypeError: a payload is not JSON-serialisable, or an option has a wrong type.
@@ -369,6 +388,7 @@ class MemoryBackend:
             max_attempts=max_attempts,
             dedup_key=dedup_key,
             group=group,
+            on_duplicate=on_duplicate,
         )
         return ids
 
@@ -382,8 +402,10 @@ class MemoryBackend:
         max_attempts: int,
         dedup_key: str | None,
         group: str | None,
-    ) -> tuple[list[int], bool]:
-        """The ids, and False when a dedup key's holder was found instead of adding."""
+        on_duplicate: OnDuplicate,
+    ) -> tuple[list[int], EnqueueOutcome]:
+        """The ids, and what was done (``added``, or what befell a dedup key's holder)."""
+        policy = check_on_duplicate(on_duplicate, dedup_key=dedup_key, delay=delay)
         request = check_enqueue(
             queue,
             payloads,
@@ -395,9 +417,21 @@ class MemoryBackend:
         )
         if not request.payloads:
             await trio.lowlevel.checkpoint()
-            return [], True
+            return [], "added"
 
-        return await self._execute("enqueue", lambda now, _: self._model.enqueue(now, request))
+        def enqueue(now: float, _: object) -> tuple[list[int], EnqueueOutcome]:
+            # Both statements in one step: PostgreSQL runs them one after the other, and
+            # what can come between them there (the holder finishing) is retried there.
+            ids, added = self._model.enqueue(now, request)
+            if added:
+                return ids, "added"
+            if policy == "keep":
+                return ids, "kept"
+            answer = self._model.revise_duplicate(now, request, policy)
+            assert answer is not None  # the holder enqueue found, in the same step
+            return [answer[0]], revision_outcome(policy, answer[1])
+
+        return await self._execute("enqueue", enqueue)
 
     async def cancel(self, job_id: int) -> bool:
         """Cancel a job: at once if it is not running, else by flagging its row.

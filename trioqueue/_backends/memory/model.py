@@ -6,6 +6,7 @@ Theory of operation
 as a plain class: one method per named query (``enqueue``, ``claim``, ``renew``, ``ack``,
 ``fail``, ``release``, ``cancel``, ``retry``, ``get_job``, ``await_job``, ``list_jobs``, ``count_jobs``,
 ``delete_job``, ``counts``, ``queue_stats``, ``finished_history``, ``prune``, ``find_dedup``,
+``revise_duplicate``,
 the attempts table's ``list_attempts``, ``queue_timings`` and ``attempt_history``,
 the worker pools' ``register_pool``, ``beat``, ``unregister_pool`` and ``list_workers``, and
 the schedules' ``set_schedule``, ``delete_schedule``, ``list_schedules``, ``due_schedules``
@@ -95,6 +96,7 @@ from trioqueue._types import (
     JobStatus,
     Notice,
     NoticeKind,
+    OnDuplicate,
     PoolBeat,
     PoolRegistration,
     QueueStats,
@@ -336,6 +338,34 @@ class MemoryModel:
     def find_dedup(self, queue: str, dedup_key: str) -> int | None:
         """The unfinished job of ``queue`` holding ``dedup_key``; mirrors ``find_dedup``."""
         return self._dedup.get((queue, dedup_key))
+
+    def revise_duplicate(
+        self, now: float, request: EnqueueRequest, policy: OnDuplicate
+    ) -> tuple[int, bool] | None:
+        """Apply ``policy`` to the holder of ``request.dedup_key``; mirrors ``revise_duplicate``.
+
+        Only a waiting holder (status queued) is changed: ``replace`` gives it the
+        request's payload, priority and run time (now + delay), ``debounce`` the run time
+        alone. A holder that is running, leased or not, is left as it is (docs/protocol.rst
+        §18). One ``AVAILABLE`` notice when a holder changed.
+
+        Returns:
+            ``(holder id, True)`` when it changed, ``(holder id, False)`` when it is
+            running, None when no unfinished job holds the key.
+        """
+        assert request.dedup_key is not None  # (check_on_duplicate saw to it)
+        job_id = self._dedup.get((request.queue, request.dedup_key))
+        if job_id is None:
+            return None
+        row = self._rows[job_id]
+        if row.status != "queued":
+            return job_id, False
+        if policy == "replace":
+            row.payload = request.payloads[0]
+            self._reprioritise(row, request.priority)
+        self._show_at(row, now + request.delay, now)
+        self._notify_available(row.queue)
+        return job_id, True
 
     def cancel(self, now: float, job_id: int) -> bool:
         """Cancel a job; mirrors ``-- name: cancel``.
@@ -1044,6 +1074,18 @@ class MemoryModel:
                 continue
             if not self._settle_expired(row, now):
                 self._make_ready(index, row)
+
+    def _reprioritise(self, row: Row, priority: int) -> None:
+        """Give a queued row a new priority: its ready entry, ordered by the old one, is
+        taken out (a rare write, so a linear removal does); ``_show_at`` puts it back."""
+        if priority == row.priority:
+            return
+        if row.in_ready:
+            index = self._index(row.queue)
+            index.ready.remove((-row.priority, row.id))
+            heapq.heapify(index.ready)
+            row.in_ready = False
+        row.priority = priority
 
     @staticmethod
     def _make_ready(index: _QueueIndex, row: Row) -> None:

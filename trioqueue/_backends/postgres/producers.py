@@ -1,5 +1,10 @@
 """The PostgreSQL backend's producer calls: enqueue, enqueue_many, dedup keys.
 
+A held dedup key is answered by policy (docs/protocol.rst §18): ``keep`` reads the holder
+(``find_dedup``); ``replace`` and ``debounce`` change it, if it waits, in one statement that
+locks it first (``revise_duplicate``), so a claim taking it at the same moment either
+takes the changed row or wins and leaves it unchanged.
+
 Every enqueue is one ``INSERT`` of all its payloads (``unnest``), which also sends the
 queue's NOTIFY; inside a caller's transaction (``connection=``) both take effect only if it
 commits.
@@ -14,7 +19,8 @@ import trio
 
 from trioqueue._backends.postgres.base import BackendBase
 from trioqueue._backends.postgres.driver import PgConnection
-from trioqueue._backends.validation import check_enqueue
+from trioqueue._backends.validation import check_enqueue, check_on_duplicate, revision_outcome
+from trioqueue._types import Enqueued, EnqueueOutcome, OnDuplicate
 
 
 class ProducerCalls(BackendBase):
@@ -30,19 +36,24 @@ class ProducerCalls(BackendBase):
         max_attempts: int = 10,
         dedup_key: str | None = None,
         group: str | None = None,
+        on_duplicate: OnDuplicate = "keep",
         connection: PgConnection | None = None,
     ) -> int:
         """Add one job; with ``dedup_key``, return the unfinished duplicate's id instead.
 
         Args:
+            on_duplicate: what to do to that duplicate while it waits (docs/protocol.rst
+                §18): ``"keep"`` it (the default), ``"replace"`` its payload, priority and
+                run time, or ``"debounce"`` it (run time now + ``delay``). A running
+                duplicate is never changed; :meth:`enqueue_deduplicated` says what happened.
             connection: enqueue inside the caller's transaction on this connection (from
                 :meth:`acquire`, or ``ctx.connection`` of a transactional handler): the job
                 exists, and its NOTIFY is sent, only if that transaction commits.
 
         Raises:
             TypeError: ``payload`` is not JSON-serialisable, or an option has a wrong type.
-            ValueError: an option is out of range, or ``connection`` is not one of this
-                backend's connections.
+            ValueError: an option is out of range, ``on_duplicate`` lacks what it needs, or
+                ``connection`` is not one of this backend's connections.
         """
         [job_id] = await self.enqueue_many(
             queue,
@@ -52,6 +63,7 @@ class ProducerCalls(BackendBase):
             max_attempts=max_attempts,
             dedup_key=dedup_key,
             group=group,
+            on_duplicate=on_duplicate,
             connection=connection,
         )
         return job_id
@@ -66,15 +78,18 @@ class ProducerCalls(BackendBase):
         delay: float | None = None,
         max_attempts: int = 10,
         group: str | None = None,
+        on_duplicate: OnDuplicate = "keep",
         connection: PgConnection | None = None,
-    ) -> tuple[int, bool]:
-        """:meth:`enqueue` with a ``dedup_key``, also saying whether the job was added.
+    ) -> Enqueued:
+        """:meth:`enqueue` with a ``dedup_key``, also saying what happened.
 
         Returns:
-            ``(id, True)`` for a new job; ``(id, False)`` when an unfinished job of the
-            queue already held ``dedup_key`` and nothing was added (``id`` is that job's).
+            An :class:`~trioqueue.Enqueued`, which unpacks as ``(id, added)``: ``(id,
+            True)`` for a new job; ``(id, False)`` when an unfinished job of the queue
+            already held ``dedup_key`` (``id`` is that job's), and its ``outcome`` says
+            whether it was kept, replaced, debounced, or left alone as running.
         """
-        [job_id], added = await self._enqueue(
+        [job_id], outcome = await self._enqueue(
             queue,
             [payload],
             priority=priority,
@@ -82,9 +97,10 @@ class ProducerCalls(BackendBase):
             max_attempts=max_attempts,
             dedup_key=dedup_key,
             group=group,
+            on_duplicate=on_duplicate,
             connection=connection,
         )
-        return job_id, added
+        return Enqueued(job_id, outcome)
 
     async def enqueue_many(
         self,
@@ -96,12 +112,14 @@ class ProducerCalls(BackendBase):
         max_attempts: int = 10,
         dedup_key: str | None = None,
         group: str | None = None,
+        on_duplicate: OnDuplicate = "keep",
         connection: PgConnection | None = None,
     ) -> list[int]:
         """Add several jobs in one statement (counted as one ``"enqueue"`` call).
 
         Everything is validated first: on any error nothing is written. An empty list
-        issues no statement. One NOTIFY wakes the queue's listeners.
+        issues no statement. One NOTIFY wakes the queue's listeners. ``on_duplicate`` as
+        in :meth:`enqueue` (with a ``dedup_key``, so one payload).
 
         Args:
             connection: enqueue inside the caller's transaction on this connection; see
@@ -120,6 +138,7 @@ class ProducerCalls(BackendBase):
             max_attempts=max_attempts,
             dedup_key=dedup_key,
             group=group,
+            on_duplicate=on_duplicate,
             connection=connection,
         )
         return ids
@@ -134,10 +153,12 @@ class ProducerCalls(BackendBase):
         max_attempts: int,
         dedup_key: str | None,
         group: str | None,
+        on_duplicate: OnDuplicate,
         connection: PgConnection | None,
-    ) -> tuple[list[int], bool]:
-        """The ids, and False when a dedup key's holder was found instead of adding."""
+    ) -> tuple[list[int], EnqueueOutcome]:
+        """The ids, and what was done (``added``, or what befell a dedup key's holder)."""
         self._check_connection(connection)
+        policy = check_on_duplicate(on_duplicate, dedup_key=dedup_key, delay=delay)
         request = check_enqueue(
             queue,
             payloads,
@@ -149,7 +170,7 @@ class ProducerCalls(BackendBase):
         )
         if not request.payloads:
             await trio.lowlevel.checkpoint()
-            return [], True
+            return [], "added"
         run = self._driver.run if connection is None else connection.run
         return await run(
             "enqueue",
@@ -162,6 +183,7 @@ class ProducerCalls(BackendBase):
             request.dedup_key,
             request.group,
             request.trace_context,
+            policy,
         )
 
     def _check_connection(self, connection: object) -> None:
@@ -187,13 +209,28 @@ class ProducerCalls(BackendBase):
         dedup_key: str | None,
         group: str | None,
         trace_context: str | None,
-    ) -> tuple[list[int], bool]:
+        policy: OnDuplicate = "keep",
+    ) -> tuple[list[int], EnqueueOutcome]:
         args = (queue, payloads, priority, max_attempts, delay, dedup_key, group, trace_context)
         while True:
             ids = [row["id"] for row in await connection.fetch(self._sql["enqueue"], *args)]
             if ids or dedup_key is None:
-                return ids, True
-            # A duplicate holds the key. It may finish before we read it; then insert again.
-            existing = await connection.fetchval(self._sql["find_dedup"], queue, dedup_key)
-            if existing is not None:
-                return [existing], False
+                return ids, "added"
+            # A duplicate holds the key. It may finish before we read (or revise) it; then
+            # insert again.
+            if policy == "keep":
+                existing = await connection.fetchval(self._sql["find_dedup"], queue, dedup_key)
+                if existing is not None:
+                    return [existing], "kept"
+                continue
+            holder = await connection.fetchrow(
+                self._sql["revise_duplicate"],
+                queue,
+                dedup_key,
+                policy,
+                payloads[0],
+                priority,
+                delay,
+            )
+            if holder is not None:
+                return [holder["id"]], revision_outcome(policy, holder["changed"])

@@ -59,6 +59,35 @@ ORDER BY i.id;
 SELECT id FROM {schema}.jobs
 WHERE queue = $1::text AND dedup_key = $2::text AND status IN ('queued', 'running');
 
+-- name: revise_duplicate
+-- on_duplicate (docs/protocol.rst §18): after `enqueue` found dedup key $2 of queue $1
+-- held, change the holder if it waits. $3 is the policy: 'replace' sets payload $4,
+-- priority $5 and run time now() + $6 s; 'debounce' sets the run time alone. The holder is
+-- locked first, waiting for a lock (no SKIP LOCKED): a claim taking the row at the same
+-- moment makes this wait for it, and then the row's new version is read, so a claim that
+-- took it first wins and the holder comes back 'running', unchanged. Once this holds the
+-- lock, every claim skips the row (SKIP LOCKED) until this commits. No row: the holder
+-- finished meanwhile (the caller inserts again). One notice when the holder changed.
+WITH holder AS (
+    SELECT h.id, h.status FROM {schema}.jobs AS h
+    WHERE h.queue = $1::text AND h.dedup_key = $2::text AND h.status IN ('queued', 'running')
+    FOR UPDATE
+),
+revised AS (
+    UPDATE {schema}.jobs AS j
+    SET payload = CASE WHEN $3::text = 'replace' THEN $4::text::jsonb ELSE j.payload END,
+        priority = CASE WHEN $3::text = 'replace' THEN $5::integer ELSE j.priority END,
+        not_visible_until = now() + make_interval(secs => $6::float8)
+    FROM holder AS h
+    WHERE j.id = h.id AND h.status = 'queued'
+    RETURNING j.id
+),
+notified AS (
+    SELECT pg_notify({channel}, 'a:' || $1::text) WHERE EXISTS (SELECT FROM revised)
+)
+SELECT h.id, EXISTS (SELECT FROM revised) AS changed
+FROM holder AS h, (SELECT count(*) FROM notified) AS n;
+
 -- name: cancel
 -- A leased job gets the cancel flag (its worker learns of it from its next renewal, which
 -- the notice makes happen now); any other unfinished job fails at once.

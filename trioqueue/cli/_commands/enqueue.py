@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import typing
 from typing import Any, TextIO
 
 import trioqueue
 from trioqueue.cli._commands.common import CliError, Subparsers, run_on_database, subcommand
 from trioqueue.cli._escape import say
+
+#: What ``--on-duplicate`` takes: the ``on_duplicate`` policies (docs/protocol.rst §18).
+POLICIES: tuple[str, ...] = typing.get_args(trioqueue.OnDuplicate)
 
 
 def add(commands: Subparsers) -> None:
@@ -31,6 +35,14 @@ def add(commands: Subparsers) -> None:
         "--dedup-key", metavar="KEY", help="skip if an unfinished job of the queue has this key"
     )
     enqueue.add_argument(
+        "--on-duplicate",
+        choices=POLICIES,
+        default="keep",
+        help="what a waiting job holding --dedup-key gets: kept as it is (the default), "
+        "replaced (this payload, --priority and --delay), or debounced (run in --delay s); "
+        "a running one is left alone",
+    )
+    enqueue.add_argument(
         "--group", metavar="KEY", help="run one job of this group at a time (docs/flow.rst)"
     )
 
@@ -43,16 +55,25 @@ def _run_enqueue(args: argparse.Namespace) -> int:
         "max_attempts": args.max_attempts,
         "dedup_key": args.dedup_key,
         "group": args.group,
+        "on_duplicate": args.on_duplicate,
     }
-    job_id, added = run_on_database(args, enqueue_reporting, args.queue, payload, options)
-    say(str(job_id))
-    if not added:
+    done = run_on_database(args, enqueue_reporting, args.queue, payload, options)
+    say(str(done.id))
+    if not done.added:
         # stdout stays the id alone, for scripts; the news goes to stderr.
-        say(
-            f"job {job_id} already exists with dedup key {args.dedup_key!r}; not enqueued again",
-            file=sys.stderr,
-        )
+        say(duplicate_news(done, args.dedup_key), file=sys.stderr)
     return 0
+
+
+def duplicate_news(done: trioqueue.Enqueued, dedup_key: str) -> str:
+    """What befell the job that holds ``dedup_key`` (nothing was added)."""
+    held = f"job {done.id} already exists with dedup key {dedup_key!r}"
+    return {
+        "kept": f"{held}; not enqueued again",
+        "replaced": f"{held}; it waited, and now has this payload, priority and delay",
+        "debounced": f"{held}; it waited, and now runs after the delay",
+        "running": f"{held} and is running; left unchanged, not enqueued again",
+    }[done.outcome]
 
 
 def read_payload(arg: str, stdin: TextIO) -> str:
@@ -103,11 +124,12 @@ async def enqueue(dsn: str, schema: str, queue: str, payload: Any, options: dict
 
 async def enqueue_reporting(
     dsn: str, schema: str, queue: str, payload: Any, options: dict[str, Any]
-) -> tuple[int, bool]:
-    """Enqueue one job: its id and True, or a duplicate's id and False (nothing added)."""
+) -> trioqueue.Enqueued:
+    """Enqueue one job: its id and what was done (``added``, or the duplicate's fate)."""
     options = dict(options)
     dedup_key = options.pop("dedup_key", None)
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
         if dedup_key is None:
-            return await backend.enqueue(queue, payload, **options), True
+            # (with a policy other than keep, enqueue refuses: it needs a dedup key)
+            return trioqueue.Enqueued(await backend.enqueue(queue, payload, **options), "added")
         return await backend.enqueue_deduplicated(queue, payload, dedup_key=dedup_key, **options)
