@@ -97,7 +97,7 @@ def add_dead_filters(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--error-type",
         metavar="TYPE",
-        help="only jobs whose last attempt raised TYPE (its qualified name: builtins.KeyError)",
+        help="only jobs whose last attempt raised TYPE (KeyError, myapp.errors.Refused)",
     )
     parser.add_argument(
         "--since",
