@@ -86,7 +86,10 @@ def build(plan: list[tuple[str, str | None, Outcome, str]]) -> tuple[MemoryModel
 
 def dead_filter(model: MemoryModel, given: Given) -> DeadFilter:
     queue, error, error_type, since, before, cancelled = given
-    moment = lambda t: None if t is None else model.to_datetime(float(t))  # noqa: E731
+
+    def moment(t: int | None) -> datetime | None:
+        return None if t is None else model.to_datetime(float(t))
+
     return DeadFilter(queue, error, error_type, moment(since), moment(before), cancelled)
 
 

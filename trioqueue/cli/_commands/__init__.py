@@ -145,8 +145,7 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(
         title="commands", dest="command", metavar="COMMAND", required=True
     )
-    groups = (migrate, worker, enqueue, job, show, queue, status, jobs, dead, schedule, audit)
-    groups = (*groups, tables)
-    for group in (*groups, retention, prune, dashboard, demo):
+    groups = (migrate, worker, enqueue, job, show, queue, status, jobs, dead, schedule)
+    for group in (*groups, audit, tables, retention, prune, dashboard, demo):
         group.add(commands)
     return parser
