@@ -83,6 +83,7 @@ _ATTEMPTS = "the conformance suite: attempt rows, lost attempts, cancellations, 
 _RETENTION = "the conformance suite: policies, bounded fenced batches, the maintainer lease"
 _RETENTION_MODEL = "unit/test_retention_model_stateful.py"
 _DUPLICATES = "the conformance suite: keep, replace, debounce, a running holder left alone"
+_DEAD = "the conformance suite: dead letters, their filters and summary, redrive in batches"
 
 _CLAIM = Proof("(a) registration", "registration_fence")
 _RENEWAL = Proof("(a) renewal", "renewal_fence")
@@ -324,6 +325,20 @@ GUARANTEES: tuple[Guarantee, ...] = (
                 (),
                 "a replace racing a claim, two connections",
             ),
+        ),
+    ),
+    Guarantee(
+        "I21",
+        "a redrive retries only dead letters",
+        "The dead letters listed are exactly the failed jobs their filters match; a redrive "
+        "changes only jobs still ``failed`` and matching when its batch locks them, each as "
+        "``retry`` changes one (attempts and ``claim_seq`` kept), in bounded batches and at "
+        "most once per call; every other job is left as it was.",
+        tests=(
+            Tests("unit/test_dead_letters_model.py", (), "the reference model, property test"),
+            Tests("unit/test_memory_backend.py", (), _DEAD),
+            Tests("postgres/test_postgres_backend.py", (), _DEAD),
+            Tests("postgres/test_postgres_dead_letters.py", (), "batches, locks, the index"),
         ),
     ),
     Guarantee(
@@ -758,6 +773,16 @@ RULES: tuple[Rule, ...] = (
                 (),
                 "a replace racing a claim, two connections",
             ),
+        ),
+    ),
+    Rule(
+        "§19",
+        "dead letters and their redrive in bounded batches",
+        tests=(
+            Tests("unit/test_dead_letters_model.py", (), "the reference model, property test"),
+            Tests("unit/test_memory_backend.py", (), _DEAD),
+            Tests("postgres/test_postgres_backend.py", (), _DEAD),
+            Tests("postgres/test_postgres_dead_letters.py", (), "batches, locks, the index"),
         ),
     ),
 )

@@ -17,6 +17,8 @@ __all__ = [
     "AttemptInfo",
     "AttemptOutcome",
     "AuditEntry",
+    "DeadLetter",
+    "DeadLetterSummary",
     "MaintainerInfo",
     "PruneBatch",
     "QueueTimings",
@@ -206,3 +208,35 @@ class MaintainerInfo:
     seq: int  # the lease's fence, incremented by each claim of it
     acquired_at: datetime
     expires_at: datetime  # the lease runs out then unless renewed
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A job that failed for good, as ``Backend.list_dead_letters`` reads it
+    (docs/protocol.rst §19): a cancellation is one too, with ``cancelled`` True."""
+
+    id: int
+    queue: str
+    attempts: int
+    max_attempts: int
+    priority: int
+    last_error: str | None  # its first MAX_DEAD_ERROR characters (show ID reads it all)
+    error_type: str | None  # the last attempt's qualified class name; None: it recorded none
+    cancelled: bool
+    created_at: datetime
+    finished_at: datetime
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class DeadLetterSummary:
+    """How many dead letters match, and how many per queue and per error type
+    (``Backend.dead_letter_summary``). Counted among the newest ``sample`` that match:
+    with ``capped`` True more matched, ``total`` is then the sample's size (a lower
+    bound) and the breakdowns are of that sample."""
+
+    total: int
+    capped: bool
+    by_queue: tuple[tuple[str, int], ...]  # most first, then by name
+    by_error_type: tuple[tuple[str | None, int], ...]  # None: no error type recorded

@@ -355,6 +355,18 @@ def test_status_table_counts_every_state() -> None:
     ]
 
 
+def test_status_table_marks_estimated_counts_as_the_dashboard_does() -> None:
+    counts = {
+        "big": Counter({"ready": 3, "succeeded": 1_234_567, "failed": 870}),
+        "small": Counter({"succeeded": 2}),
+    }
+    assert status_table(counts, {}, {}, {"big"}) == [
+        "QUEUE  SCHEDULED  READY  RUNNING  SUCCEEDED  FAILED  TOTAL  OLDEST READY  FLOW",
+        "big    0          3      0        ~1.2M      ~870    ~1.2M  -             -",
+        "small  0          0      0        2          0       2      -             -",
+    ]
+
+
 def test_queue_without_an_action_says_which_exist(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--dsn", "postgresql://nobody@127.0.0.1:1/none", "queue"]) == 2
     assert "choose an action: pause, resume or limits" in capsys.readouterr().err

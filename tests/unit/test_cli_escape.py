@@ -322,6 +322,7 @@ def _database_answers(text: str) -> dict[object, object]:
             {text: 1.0},
             [worker(text)],
             {text: text},
+            {text},
         ),
         jobs_cmd.list_jobs: [job(text), job(text, status="succeeded")],
         show_cmd.show_job: (job(text, status="failed"), False, [attempt(text)]),

@@ -293,3 +293,40 @@ def test_jobs_shows_when_each_finished_and_how_long_it_took() -> None:
     local = finished.astimezone().strftime("%Y-%m-%d %H:%M:%S")
     assert rows[0].split()[8:11] == [*local.split(), "3m05s"]
     assert rows[1].split()[8:10] == ["-", "-"]
+
+
+async def many_seed(backend: trioqueue.MemoryBackend) -> None:
+    """Five jobs waiting on one queue."""
+    await backend.enqueue_many("q", [1, 2, 3, 4, 5])
+
+
+def test_jobs_pages_by_cursor_and_says_the_next_one(
+    on_memory: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    on_memory(many_seed)
+    assert main([*DSN, "jobs", "--limit", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[1:3]] == ["1", "2"]
+    assert lines[-2:-1] == [""]
+    word, cursor = lines[-1].rsplit(" ", 1)
+    assert word == "next page: --after"
+    assert main([*DSN, "jobs", "--limit", "2", "--after", cursor]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[1:3]] == ["3", "4"]
+    cursor = lines[-1].rsplit(" ", 1)[1]
+    assert main([*DSN, "jobs", "--limit", "2", "--after", cursor]) == 0
+    out = capsys.readouterr().out
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["5"]
+    assert "next page" not in out  # not a full page: the last one
+
+
+def test_jobs_refuses_a_bad_cursor_and_one_with_an_offset(
+    on_memory: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    on_memory(many_seed)
+    assert main([*DSN, "jobs", "--after", "not-a-cursor"]) == 2
+    assert "cursor" in capsys.readouterr().err
+    assert main([*DSN, "jobs", "--after", "x", "--offset", "3"]) == 2
+    assert "give --offset or --after, not both" in capsys.readouterr().err
+    assert main([*DSN, "jobs", "--after", "x", "--watch"]) == 2
+    assert "not with --after" in capsys.readouterr().err

@@ -24,6 +24,7 @@ import trio.testing
 import trioqueue
 from tests._hostile_text import unsafe_in
 from trioqueue._types import Ack, Failure
+from trioqueue.cli import _clock as cli_clock
 from trioqueue.cli._commands import main
 from trioqueue.cli._commands.prune import LEASE_SECONDS
 from trioqueue.cli._commands.retention import maintainer_text, settings_report
@@ -175,7 +176,27 @@ def test_retention_shows_each_queues_own_and_the_maintainer(
     ]
     assert lines[4] == "audit log: kept forever"
     assert lines[5].startswith("maintainer: host-1:42:abcd (lease 1), until ")
-    assert re.search(r" UTC \(in (29|30)s\)$", lines[5])  # by this machine's clock
+    assert re.search(r" UTC \(in (29|30)s\)$", lines[5])  # by the database's clock
+
+
+def test_the_maintainers_time_left_is_counted_on_the_databases_clock(
+    on_memory: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """This machine's clock ten minutes ahead of the database's: the lease, taken for an
+    hour by the database's clock, still has an hour left (not 50 minutes)."""
+    ahead = 600.0
+
+    async def seed(backend: trioqueue.MemoryBackend) -> None:
+        backend.wall_clock = lambda: trio.current_time() + ahead
+        await backend.claim_maintainer("host-1:42:abcd", 3600.0)
+
+    monkeypatch.setattr(
+        cli_clock, "local_now", lambda: datetime.now(UTC) + timedelta(seconds=ahead)
+    )
+    on_memory(seed)
+    assert main([*DSN, "retention"]) == 0
+    [line] = [x for x in capsys.readouterr().out.splitlines() if x.startswith("maintainer:")]
+    assert re.search(r" UTC \(in (59m59s|1h00m)\)$", line), line
 
 
 def test_a_lapsed_lease_says_no_pool_holds_it() -> None:

@@ -170,3 +170,31 @@ async def test_a_database_that_fails_is_shown_on_the_overview_and_in_healthz(two
     assert "unavailable: PostgreSQL: connection refused &lt;b&gt;" in page
     assert health.status_code == 503
     assert health.json()["databases"] == {"main": "ok", "reporting": "unavailable"}
+
+
+async def test_no_link_of_the_root_login_page_is_dead(two: Any) -> None:
+    """The root's login form is the first database's page served outside its prefix: its
+    navigation names the overview and each database, not one database's pages (``/jobs``
+    exists only under a prefix)."""
+    a, b = two
+    async with client(create_multi_app({"main": a, "reporting": b}, token=TOKEN)) as http:
+        page = (await http.get("/login")).text
+        paths = site_paths(page)
+        answers = {path: (await http.get(path)).status_code for path in paths}
+        wrong = await http.post("/login", data={"token": "wrong" * 8}, headers=SAME_SITE)
+    assert {"/", "/db/main/", "/db/reporting/"} <= set(paths)
+    assert "/jobs" not in paths
+    assert 'data-testid="nav-databases"' in page
+    assert all(status != 404 for status in answers.values()), answers
+    # The page the wrong token gets back is the root's too.
+    assert wrong.status_code == 401
+    assert "/jobs" not in site_paths(wrong.text)
+    assert "/db/main/" in site_paths(wrong.text)
+
+
+async def test_a_login_page_under_a_prefix_keeps_its_databases_links(two: Any) -> None:
+    a, b = two
+    async with client(create_multi_app({"main": a, "reporting": b}, token=TOKEN)) as http:
+        page = (await http.get("/db/main/login")).text
+    assert "/db/main/jobs" in site_paths(page)
+    assert 'data-testid="nav-databases"' not in page

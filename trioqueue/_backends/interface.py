@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from datetime import datetime
 from typing import Any, Protocol, cast
 
 import trio
@@ -25,6 +26,8 @@ from trioqueue._operator_types import (
     AttemptBucket,
     AttemptInfo,
     AuditEntry,
+    DeadLetter,
+    DeadLetterSummary,
     MaintainerInfo,
     PruneBatch,
     QueueTimings,
@@ -108,6 +111,9 @@ READ_OPERATIONS = (
     "clear_retention",
     "set_audit_retention",
     "maintainer",
+    # dead letters (docs/protocol.rst §19)
+    "list_dead_letters",
+    "dead_letter_summary",
 )
 
 #: The maintainer's calls (docs/protocol.rst §15), counted like :data:`OPERATIONS`.
@@ -317,9 +323,15 @@ class Backend(Protocol):
         search: str | None = None,
         cancelled: bool | None = None,
         batch_size: int = 500,
+        error: str | None = None,
+        error_type: str | None = None,
+        failed_since: datetime | None = None,
+        failed_before: datetime | None = None,
     ) -> int:
         """Put every failed job that matches these filters (as :meth:`list_jobs` reads
-        them) back on its queue, as :meth:`retry` does one; returns how many.
+        them, and the dead-letter filters as :meth:`list_dead_letters` reads them: a
+        redrive, docs/protocol.rst §19) back on its queue, as :meth:`retry` does one;
+        returns how many.
 
         Done in statements of at most ``batch_size`` jobs each, so no statement holds many
         row locks; a job that fails again meanwhile is not retried twice by one call.
@@ -327,6 +339,49 @@ class Backend(Protocol):
         Raises:
             ValueError: a bad filter, a status other than ``"failed"`` or None, or
                 ``batch_size`` outside 1..10000.
+        """
+        ...
+
+    async def list_dead_letters(
+        self,
+        queue: str | None = None,
+        *,
+        error: str | None = None,
+        error_type: str | None = None,
+        failed_since: datetime | None = None,
+        failed_before: datetime | None = None,
+        cancelled: bool | None = None,
+        limit: int = 100,
+        after: int | None = None,
+    ) -> list[DeadLetter]:
+        """The jobs that failed for good (cancellations among them, ``cancelled`` True)
+        matching the filters, highest id first, at most ``limit``; ``after``: the last id
+        of the page before. ``error``: text anywhere in ``last_error`` (any case);
+        ``error_type``: the last attempt's, exactly; ``failed_since`` <= ``finished_at``
+        < ``failed_before`` (docs/protocol.rst §19).
+
+        Raises:
+            TypeError, ValueError: naming every bad argument; nothing is read.
+        """
+        ...
+
+    async def dead_letter_summary(
+        self,
+        queue: str | None = None,
+        *,
+        error: str | None = None,
+        error_type: str | None = None,
+        failed_since: datetime | None = None,
+        failed_before: datetime | None = None,
+        cancelled: bool | None = None,
+        sample: int | None = 10_000,
+    ) -> DeadLetterSummary:
+        """How many dead letters match the filters (as :meth:`list_dead_letters`), per
+        queue and per error type, counted among the newest ``sample`` of them (None: all
+        of them, an exact count that reads every match).
+
+        Raises:
+            TypeError, ValueError: naming every bad argument; nothing is read.
         """
         ...
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trioqueue._backends.validation import (
     MAX_LIST_LIMIT,
@@ -15,6 +15,9 @@ from trioqueue._backends.validation import (
     check_int,
 )
 from trioqueue._types import JobStatus
+
+if TYPE_CHECKING:
+    from trioqueue._backends.dead_letter_checks import DeadFilter
 
 __all__ = [
     "MAX_AUDIT_ACTION",
@@ -49,6 +52,9 @@ class Matching:
     search: str | None
     cancelled: bool | None
     batch_size: int
+    #: A bulk retry's dead-letter filters (docs/protocol.rst §19): error text, error type,
+    #: failure times; None for none (and for every bulk delete).
+    dead: DeadFilter | None = None
 
 
 def check_matching(

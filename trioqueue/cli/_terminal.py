@@ -95,6 +95,23 @@ def format_age(seconds: float | None) -> str:
     return f"{whole}s"
 
 
+_UNITS = ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k"))
+
+
+def count_text(n: int, estimated: bool = False) -> str:
+    """A count as the dashboard shows it (docs/dashboard.rst, "Big tables"): ``n`` when
+    exact; an estimate marked ``~``, to two significant figures (``~1.2M``, ``~870``), so
+    that no one reads the planner's figure as a tally."""
+    if not estimated:
+        return str(n)
+    for size, unit in _UNITS:
+        if n >= size:
+            scaled = n / size
+            shown = f"{scaled:.1f}" if scaled < 10 else f"{scaled:.0f}"
+            return f"~{shown.removesuffix('.0')}{unit}"
+    return f"~{n}"
+
+
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """``headers`` and ``rows`` aligned in left-justified columns, two spaces apart, every
     cell made :func:`visible` (stored text goes into tables: it cannot act on the terminal,

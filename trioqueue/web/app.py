@@ -30,7 +30,7 @@ from starlette.staticfiles import StaticFiles
 
 import trioqueue
 from trioqueue.metrics import DatabaseGauges
-from trioqueue.web import api, audit, controls, healthz, pages, retention, tables
+from trioqueue.web import api, audit, controls, dead, healthz, pages, retention, tables
 from trioqueue.web.auditor import Auditor
 from trioqueue.web.auth import Guard, check_bind, check_token, refusal
 from trioqueue.web.events import EventStream, Waker, check_interval
@@ -124,6 +124,7 @@ def create_app(
         healthz.route(backend),  # no token, no data (trioqueue/web/healthz.py)
         *controls.routes(backend, guard),
         *audit.routes(backend, guard),
+        *dead.routes(backend, guard),
         *tables.routes(backend, guard),
         *retention.routes(backend, guard),
         *api.routes(backend, guard),

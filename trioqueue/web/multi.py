@@ -46,6 +46,7 @@ from trioqueue.web.limits import (
     BodyLimit,
     check_body_limits,
 )
+from trioqueue.web.render import ROOT_DATABASES
 from trioqueue.web.throttle import LoginThrottle
 from trioqueue.web.visible import visible
 
@@ -141,9 +142,10 @@ def create_multi_app(
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/", guard.page(overview), methods=["GET"]),
-        # The login form and the logout are every database's: the first app's serve them.
-        Route("/login", first, methods=["GET", "POST"]),
-        Route("/logout", first, methods=["POST"]),
+        # The login form and the logout are every database's: the first app's serve them,
+        # at the root, where their navigation names the databases (_AtRoot).
+        Route("/login", _AtRoot(first, backends), methods=["GET", "POST"]),
+        Route("/logout", _AtRoot(first, backends), methods=["POST"]),
         Mount("/static", static, name="static"),
         *(Mount(prefix_of(name), Prefixed(app, name)) for name, app in apps.items()),
     ]
@@ -252,6 +254,20 @@ def _text(value: str) -> str:
 def _path_part(value: str) -> str:
     """A string as one segment of a path in an attribute: percent-encoded, then escaped."""
     return html.escape(quote(value, safe=""))
+
+
+class _AtRoot:
+    """A one-database app's page served at the multi app's root (the login form): the
+    scope names the databases (:data:`~trioqueue.web.render.ROOT_DATABASES`), so the page's
+    navigation links to the overview and to each database, not to pages of one database
+    that the root does not have."""
+
+    def __init__(self, app: ASGIApp, backends: Mapping[str, Backend]) -> None:
+        self.app = app
+        self.databases = tuple((name, prefix_of(name)) for name in backends)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app({**scope, ROOT_DATABASES: self.databases}, receive, send)
 
 
 # -- the prefix ---------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from trioqueue.web.attempts import timings_json
 from trioqueue.web.auditor import record
 from trioqueue.web.auth import Guard, Handler, safe_next
 from trioqueue.web.charts import seconds_text
+from trioqueue.web.clock import database_now, local_now
 from trioqueue.web.counts import FINISHED, count_text
 from trioqueue.web.policies import keep_text
 from trioqueue.web.queue_charts import queue_charts
@@ -122,7 +123,7 @@ def _url_path(name: str) -> str:
 
 
 def _now() -> datetime:
-    return datetime.now(UTC)
+    return local_now()
 
 
 def environment() -> jinja2.Environment:
@@ -140,6 +141,9 @@ def environment() -> jinja2.Environment:
         "now": _now,
         "ago": lambda t: f"{_age((_now() - t).total_seconds())} ago",
         "until": lambda t: _age((t - _now()).total_seconds()),
+        # From the database's now (clock.py): leases and heartbeats are its timestamps.
+        "until_at": lambda t, now: _age((t - now).total_seconds()),
+        "ago_at": lambda t, now: f"{_age((now - t).total_seconds())} ago",
         "iso": lambda t: None if t is None else t.isoformat(),
         "short_time": lambda t: t.astimezone(UTC).strftime("%m-%d %H:%M:%S"),
         "full_time": lambda t: t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
@@ -321,6 +325,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             page="job",
             title=f"Job {job_id}",
             job=info,
+            db_now=await database_now(backend),
             attempts=shown,
             earlier_attempts=len(attempts) - len(shown),
             error_attempt=error_attempt(info.last_error, attempts),

@@ -14,7 +14,13 @@ from starlette.responses import HTMLResponse
 
 from trioqueue.web.auth import Guard, safe_next
 
-__all__ = ["Renderer"]
+__all__ = ["ROOT_DATABASES", "Renderer"]
+
+#: The scope key a multi-database app sets on the pages it serves at its root (the login
+#: form, trioqueue/web/multi.py): the databases, ``(name, prefix)`` each. Such a page is
+#: not under any database's prefix, so its navigation links to them and to the overview
+#: instead of to one database's pages (which exist only under a prefix).
+ROOT_DATABASES = "trioqueue.root_databases"
 
 
 class Renderer:
@@ -28,6 +34,7 @@ class Renderer:
         self, request: Request, template: str, status: int = 200, **context: Any
     ) -> HTMLResponse:
         context.setdefault("events_url", None)
+        context.setdefault("databases", request.scope.get(ROOT_DATABASES))
         html = self.env.get_template(template).render(
             read_only=self.guard.read_only,
             logged_in=self.guard.token is not None and self.guard.authorised(request),

@@ -24,6 +24,7 @@ import trioqueue
 from trioqueue.web.api import parse_queue, read_json
 from trioqueue.web.auditor import record
 from trioqueue.web.auth import Guard, error
+from trioqueue.web.clock import database_now
 from trioqueue.web.pages import Form, environment
 from trioqueue.web.policies import (
     KINDS,
@@ -142,6 +143,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             title="Retention",
             retention=retention,
             maintainer=await backend.maintainer(),
+            db_now=await database_now(backend),  # the lease runs by the database's clock
             prefill=prefill,
             kinds=KINDS,
             units=UNIT_NAMES,

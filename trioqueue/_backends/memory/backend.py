@@ -32,6 +32,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
+from trioqueue._backends.dead_letter_checks import (
+    DEFAULT_SAMPLE,
+    MAX_DEAD_ERROR,
+    check_dead_page,
+    check_dead_sample,
+    check_retry_matching,
+    summary_of,
+)
 from trioqueue._backends.interface import (
     MAINTENANCE_OPERATIONS,
     OPERATIONS,
@@ -89,6 +97,8 @@ from trioqueue._operator_types import (
     AttemptBucket,
     AttemptInfo,
     AuditEntry,
+    DeadLetter,
+    DeadLetterSummary,
     MaintainerInfo,
     PruneBatch,
     QueueTimings,
@@ -1065,6 +1075,10 @@ class MemoryBackend:
         search: str | None = None,
         cancelled: bool | None = None,
         batch_size: int = 500,
+        error: str | None = None,
+        error_type: str | None = None,
+        failed_since: datetime | None = None,
+        failed_before: datetime | None = None,
     ) -> int:
         """Retry every failed job matching the filters, ``batch_size`` per statement (the
         cursor moving on by id, as on PostgreSQL); how many were retried.
@@ -1073,7 +1087,14 @@ class MemoryBackend:
             ValueError: a bad filter, a status other than ``"failed"`` or None, or
                 ``batch_size`` outside 1..10000.
         """
-        matching = check_matching(queue, status, search, cancelled, batch_size, retry=True)
+        matching = check_retry_matching(
+            queue,
+            status,
+            search,
+            cancelled,
+            batch_size,
+            (error, error_type, failed_since, failed_before),
+        )
         return await self._run_matching("retry_matching", matching)
 
     async def delete_matching(
@@ -1094,6 +1115,55 @@ class MemoryBackend:
         matching = check_matching(queue, status, search, cancelled, batch_size, retry=False)
         return await self._run_matching("delete_matching", matching)
 
+    async def list_dead_letters(
+        self,
+        queue: str | None = None,
+        *,
+        error: str | None = None,
+        error_type: str | None = None,
+        failed_since: datetime | None = None,
+        failed_before: datetime | None = None,
+        cancelled: bool | None = None,
+        limit: int = 100,
+        after: int | None = None,
+    ) -> list[DeadLetter]:
+        """The dead letters matching the filters, newest (highest id) first; ``after``:
+        the last id of the page before.
+
+        Raises:
+            TypeError, ValueError: naming every bad argument.
+        """
+        given = (queue, error, error_type, failed_since, failed_before, cancelled)
+        found, size, cursor = check_dead_page(given, limit, after)
+        return await self._execute(
+            "list_dead_letters",
+            lambda now, _: self._model.list_dead_letters(now, found, size, cursor, MAX_DEAD_ERROR),
+        )
+
+    async def dead_letter_summary(
+        self,
+        queue: str | None = None,
+        *,
+        error: str | None = None,
+        error_type: str | None = None,
+        failed_since: datetime | None = None,
+        failed_before: datetime | None = None,
+        cancelled: bool | None = None,
+        sample: int | None = DEFAULT_SAMPLE,
+    ) -> DeadLetterSummary:
+        """How many dead letters match, per queue and per error type, counted among the
+        newest ``sample`` that match (None: all, exactly).
+
+        Raises:
+            TypeError, ValueError: naming every bad argument.
+        """
+        given = (queue, error, error_type, failed_since, failed_before, cancelled)
+        found, size = check_dead_sample(given, sample)
+        rows = await self._execute(
+            "dead_letter_summary", lambda now, _: self._model.dead_letter_summary(now, found, size)
+        )
+        return summary_of(rows, size)
+
     async def _run_matching(self, op: str, matching: Matching) -> int:
         """One statement per batch, as the PostgreSQL backend runs them (operator.py)."""
         batch = (
@@ -1106,6 +1176,11 @@ class MemoryBackend:
             def effect(
                 now: float, _: Fault | None, after: int = cursor
             ) -> tuple[int, int | None, int]:
+                if op == "retry_matching":
+                    return self._model.retry_matching(
+                        now, after, m.queue, m.status, m.search, m.batch_size, m.cancelled,
+                        dead=m.dead,
+                    )  # fmt: skip
                 return batch(now, after, m.queue, m.status, m.search, m.batch_size, m.cancelled)
 
             picked, last_id, count = await self._execute(op, effect)

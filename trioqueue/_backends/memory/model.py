@@ -45,12 +45,14 @@ from __future__ import annotations
 import heapq
 import json
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from trioqueue._backends.cursors import Cursor
+from trioqueue._backends.dead_letter_checks import DeadFilter
 from trioqueue._backends.memory.attempts import (
     AttemptRow,
     AttemptStart,
@@ -75,6 +77,7 @@ from trioqueue._operator_types import (
     AttemptInfo,
     AttemptOutcome,
     AuditEntry,
+    DeadLetter,
     MaintainerInfo,
     PruneBatch,
     QueueTimings,
@@ -1486,12 +1489,17 @@ class MemoryModel:
         search: str | None,
         limit: int,
         cancelled: bool | None = None,
+        *,
+        dead: DeadFilter | None = None,
     ) -> tuple[int, int | None, int]:
         """One batch of a bulk retry; mirrors ``-- name: retry_matching``: the first
-        ``limit`` failed, unlocked, matching jobs after id ``after``, each retried as
-        :meth:`retry` does (of failed jobs sharing a dedup key, the first by id). Returns
-        how many were picked, the last picked id, and how many were retried."""
-        picked = self._pick(now, after, queue, status, search, cancelled, limit, failed_only=True)
+        ``limit`` failed, unlocked, matching jobs after id ``after`` (and matching ``dead``,
+        a redrive's dead-letter filters), each retried as :meth:`retry` does (of failed
+        jobs sharing a dedup key, the first by id). Returns how many were picked, the last
+        picked id, and how many were retried."""
+        picked = self._pick(
+            now, after, queue, status, search, cancelled, limit, failed_only=True, dead=dead
+        )
         done = sum(self.retry(now, row.id) for row in picked)
         return len(picked), picked[-1].id if picked else None, done
 
@@ -1522,6 +1530,7 @@ class MemoryModel:
         limit: int,
         *,
         failed_only: bool,
+        dead: DeadFilter | None = None,
     ) -> list[Row]:
         """A batch's rows: the filters of ``count_jobs`` (its cancelled filter too), after
         the cursor, in id order, skipping locked rows (``SKIP LOCKED``)."""
@@ -1531,8 +1540,84 @@ class MemoryModel:
             if row.id > after
             and row.id not in self._locked
             and (not failed_only or row.status == "failed")
+            and (dead is None or self._is_dead_match(row, dead))
         ]
         return rows[:limit]
+
+    # -- dead letters (dead_letters.sql, docs/protocol.rst §19) ---------------------------
+
+    def list_dead_letters(
+        self, now: float, found: DeadFilter, limit: int, after: int | None, cut: int
+    ) -> list[DeadLetter]:
+        """One page of dead letters, highest id first, ids below ``after``, ``last_error``
+        cut to ``cut`` characters; mirrors ``-- name: list_dead_letters``."""
+        rows = [row for row in self._dead_rows(found) if after is None or row.id < after]
+        return [self._dead_letter(row, cut) for row in rows[:limit]]
+
+    def dead_letter_summary(
+        self, now: float, found: DeadFilter, sample: int | None
+    ) -> list[tuple[str, str | None, int]]:
+        """The summary's rows ``(kind, name, n)``: ``total``, the matches of the newest
+        ``sample`` plus at most one more, then the sample's counts per queue and per error
+        type; mirrors ``-- name: dead_letter_summary``."""
+        rows = self._dead_rows(found)
+        picked = rows if sample is None else rows[: sample + 1]
+        kept = picked if sample is None else picked[:sample]
+        queues = Counter(row.queue for row in kept)
+        types = Counter(self._error_type(row) for row in kept)
+        return [
+            ("total", None, len(picked)),
+            *(("queue", name, n) for name, n in queues.items()),
+            *(("error_type", name, n) for name, n in types.items()),
+        ]
+
+    def _dead_rows(self, found: DeadFilter) -> list[Row]:
+        """The failed rows matching ``found``, highest id first (``jobs_dead_idx``)."""
+        rows = [
+            row
+            for row in self._rows.values()
+            if row.status == "failed" and self._is_dead_match(row, found)
+        ]
+        return rows[::-1]  # ids ascend in insertion order
+
+    def _is_dead_match(self, row: Row, found: DeadFilter) -> bool:
+        """Whether a failed row matches the dead-letter filters (each None: no filter)."""
+        finished = None if row.finished_at is None else self.to_datetime(row.finished_at)
+        error = None if found.error is None else found.error.lower()
+        return (
+            (found.queue is None or row.queue == found.queue)
+            and (error is None or (row.last_error is not None and error in row.last_error.lower()))
+            and (found.error_type is None or self._error_type(row) == found.error_type)
+            and (
+                found.failed_since is None
+                or (finished is not None and finished >= found.failed_since)
+            )
+            and (
+                found.failed_before is None
+                or (finished is not None and finished < found.failed_before)
+            )
+            and (found.cancelled is None or row.cancelled == found.cancelled)
+        )
+
+    def _error_type(self, row: Row) -> str | None:
+        """The error type of ``row``'s last attempt row (highest claim_seq); None without."""
+        attempts = self._attempts.get(row.id)
+        return max(attempts, key=lambda r: r.claim_seq).error_type if attempts else None
+
+    def _dead_letter(self, row: Row, cut: int) -> DeadLetter:
+        assert row.finished_at is not None  # a failed row is finished
+        return DeadLetter(
+            id=row.id,
+            queue=row.queue,
+            attempts=row.attempts,
+            max_attempts=row.max_attempts,
+            priority=row.priority,
+            last_error=None if row.last_error is None else row.last_error[:cut],
+            error_type=self._error_type(row),
+            cancelled=row.cancelled,
+            created_at=self.to_datetime(row.created_at),
+            finished_at=self.to_datetime(row.finished_at),
+        )
 
     def set_schedule_enabled(self, now: float, name: str, enabled: bool) -> bool:
         """Enable or disable a schedule; mirrors ``-- name: set_schedule_enabled``.

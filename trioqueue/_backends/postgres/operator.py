@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trioqueue._backends.operator_checks import AuditRecord, Matching, read_detail
+from trioqueue._backends.postgres.arguments import like_pattern
 from trioqueue._backends.postgres.driver import Driver
 from trioqueue._backends.postgres.replica import ReadRoute
 from trioqueue._core.schedule import next_tick
@@ -52,11 +53,23 @@ async def run_matching(
             pattern,
             matching.batch_size,
             matching.cancelled,
+            *_dead_arguments(op, matching),
         )
         done += int(row["done"])
         if row["picked"] < matching.batch_size:
             return done
         cursor = row["last_id"]
+
+
+def _dead_arguments(op: str, matching: Matching) -> tuple[Any, ...]:
+    """A bulk retry's dead-letter parameters ($7..$10: error pattern, error type, failed
+    since, failed before); a bulk delete's statement has none."""
+    if op != "retry_matching":
+        return ()
+    dead = matching.dead
+    if dead is None:
+        return (None, None, None, None)
+    return (like_pattern(dead.error), dead.error_type, dead.failed_since, dead.failed_before)
 
 
 async def set_schedule_enabled(

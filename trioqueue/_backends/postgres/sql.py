@@ -176,7 +176,12 @@ def _load_queries(*names: str) -> dict[str, str]:
 #: Every named query of ``queries.sql``, ``operator.sql``, ``retention.sql``, ``reads.sql``
 #: and ``replica.sql`` (what a read replica is asked), placeholders unfilled.
 QUERIES: dict[str, str] = _load_queries(
-    "queries.sql", "operator.sql", "retention.sql", "reads.sql", "replica.sql"
+    "queries.sql",
+    "operator.sql",
+    "retention.sql",
+    "reads.sql",
+    "replica.sql",
+    "dead_letters.sql",
 )
 
 #: Every migration, in order.

@@ -17,6 +17,7 @@ exit codes) is in ``common.py``.
   the filters of ``filters.py`` (which ``jobs`` shares).
 - ``queue.py``: ``queue pause|resume|limits``.
 - ``status.py``, ``jobs.py``: ``status`` and ``jobs`` (``--watch``).
+- ``dead.py``: ``dead`` (the dead letters, counted and listed) and ``dead redrive``.
 - ``audit.py``, ``tables.py``: ``audit`` (the dashboard's audit log) and ``tables``
   (table health).
 - ``retention.py``, ``prune.py``: ``retention [set|clear|audit]`` (how long finished jobs
@@ -47,6 +48,7 @@ from trioqueue.cli import _broken_pipe
 from trioqueue.cli._commands import (
     audit,
     dashboard,
+    dead,
     demo,
     enqueue,
     job,
@@ -143,7 +145,7 @@ def build_parser(*, json_errors: bool = False) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(
         title="commands", dest="command", metavar="COMMAND", required=True
     )
-    groups = (migrate, worker, enqueue, job, show, queue, status, jobs, schedule, audit, tables)
-    for group in (*groups, retention, prune, dashboard, demo):
+    groups = (migrate, worker, enqueue, job, show, queue, status, jobs, dead, schedule)
+    for group in (*groups, audit, tables, retention, prune, dashboard, demo):
         group.add(commands)
     return parser

@@ -1,4 +1,10 @@
-"""``trioqueue jobs``: a page of jobs, oldest first, or (``--watch``) a live view of them."""
+"""``trioqueue jobs``: a page of jobs, oldest first, or (``--watch``) a live view of them.
+
+A page is found by ``--offset`` (the database walks past every row before it) or, however
+deep, by ``--after CURSOR`` (keyset paging: ``list_jobs(after=)``, docs/api.rst, "Paging
+through jobs"); a full page ends with the cursor of its last job, the ``--after`` of the
+next page.
+"""
 
 from __future__ import annotations
 
@@ -54,6 +60,11 @@ def add(commands: Subparsers) -> None:
     jobs.add_argument("--limit", type=bounded_int(1, 10_000), default=50, metavar="N")
     jobs.add_argument("--offset", type=bounded_int(0, 2**63 - 1), default=0, metavar="N")
     jobs.add_argument(
+        "--after",
+        metavar="CURSOR",
+        help="the page after this cursor (a full page ends with the next one's)",
+    )
+    jobs.add_argument(
         "--watch",
         action="store_true",
         help="redraw the list in place until Ctrl-C (not a terminal: a snapshot per interval)",
@@ -81,7 +92,11 @@ def _run_jobs(args: argparse.Namespace) -> int:
     if args.watch:
         if args.cancelled is not None:
             raise CliError("--watch shows every job: not with --no-cancelled or --cancelled-only")
+        if args.after is not None:
+            raise CliError("--watch shows the first page: not with --after")
         return _run_jobs_watch(args)
+    if args.after is not None and args.offset:
+        raise CliError("give --offset or --after, not both")
     infos = run_on_database(
         args,
         list_jobs,
@@ -92,11 +107,14 @@ def _run_jobs(args: argparse.Namespace) -> int:
         LIST_PREVIEW,
         args.cancelled,
         resolve_read_dsn(args),
+        args.after,
     )
     if not infos:
         say("no jobs")
         return 0
     say(*jobs_table(infos))
+    if len(infos) == args.limit:
+        say("", f"next page: --after {trioqueue.job_cursor(infos[-1], 'id')}")
     return 0
 
 
@@ -110,9 +128,11 @@ async def list_jobs(
     preview: int | None = None,
     cancelled: bool | None = None,
     read_dsn: str | None = None,
+    after: str | None = None,
 ) -> list[trioqueue.JobInfo]:
     """One page of jobs, as ``list_jobs`` (``preview``: how much of each long text;
-    ``cancelled``: cancellations kept, left out or alone; ``read_dsn``: a replica to read)."""
+    ``cancelled``: cancellations kept, left out or alone; ``read_dsn``: a replica to read;
+    ``after``: the cursor the page starts after, in id order)."""
     async with trioqueue.open_postgres(
         dsn, schema=schema, max_connections=1, **read_replica(read_dsn)
     ) as backend:
@@ -123,6 +143,7 @@ async def list_jobs(
             offset=offset,
             preview=preview,
             cancelled=cancelled,
+            after=after,
         )
 
 

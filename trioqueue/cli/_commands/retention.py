@@ -17,6 +17,7 @@ from typing import Any
 
 import trioqueue
 from trioqueue._backends.retention_checks import check_clear_retention, check_retention
+from trioqueue.cli._clock import database_now
 from trioqueue.cli._commands.common import CliError, Subparsers, run_on_database, subcommand
 from trioqueue.cli._durations import duration_text, parse_duration
 from trioqueue.cli._escape import say
@@ -24,6 +25,9 @@ from trioqueue.cli._terminal import format_age, format_table
 
 #: What ``retention`` reads: every setting, and the maintainer lease (None: never taken).
 Settings = tuple[trioqueue.Retention, trioqueue.MaintainerInfo | None]
+#: The settings, and the database's clock when they were read: the maintainer lease runs
+#: by it, so its time left is counted from it (trioqueue/cli/_clock.py).
+Read = tuple[Settings, datetime.datetime]
 
 
 def add(commands: Subparsers) -> None:
@@ -65,13 +69,19 @@ def add(commands: Subparsers) -> None:
 
 
 def _run_show(args: argparse.Namespace) -> int:
-    say(*settings_report(run_on_database(args, read_settings), _now()))
+    say(*settings_report(*run_on_database(args, read_settings)))
     return 0
 
 
-async def read_settings(dsn: str, schema: str) -> Settings:
+async def read_settings(dsn: str, schema: str) -> Read:
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        return await backend.get_retention(), await backend.maintainer()
+        return await _read(backend)
+
+
+async def _read(backend: trioqueue.PostgresBackend | trioqueue.MemoryBackend) -> Read:
+    """Every setting, the maintainer, and the database's now."""
+    settings = await backend.get_retention(), await backend.maintainer()
+    return settings, await database_now(backend)
 
 
 def settings_report(settings: Settings, now: datetime.datetime) -> list[str]:
@@ -94,8 +104,8 @@ def _keeps(policy: trioqueue.RetentionPolicy) -> list[str]:
 
 
 def maintainer_text(info: trioqueue.MaintainerInfo | None, now: datetime.datetime) -> str:
-    """Who holds the maintainer lease and until when (by this machine's clock, as
-    ``status`` tells a pool's last beat), or that no pool does."""
+    """Who holds the maintainer lease and until when, its time left counted from ``now``
+    (the database's clock, which the lease runs by), or that no pool does."""
     if info is None:
         return "none (no pool has taken the lease)"
     until = info.expires_at.astimezone(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -109,7 +119,7 @@ def maintainer_text(info: trioqueue.MaintainerInfo | None, now: datetime.datetim
 
 def _run_set(args: argparse.Namespace) -> int:
     queue, changes = policy_request(args)
-    say(*settings_report(run_on_database(args, set_policy, queue, changes), _now()))
+    say(*settings_report(*run_on_database(args, set_policy, queue, changes)))
     return 0
 
 
@@ -143,7 +153,7 @@ def policy_request(args: argparse.Namespace) -> tuple[str | None, dict[str, floa
 
 async def set_policy(
     dsn: str, schema: str, queue: str | None, changes: dict[str, float | None]
-) -> Settings:
+) -> Read:
     """Set ``queue``'s policy (None: the default). A kind ``changes`` leaves out keeps the
     value now in force for the queue: its own policy's, else the default's."""
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
@@ -151,7 +161,7 @@ async def set_policy(
         policy = current.default if queue is None else current.for_queue(queue)
         keep: dict[str, Any] = {"succeeded": policy.succeeded, "failed": policy.failed}
         await backend.set_retention(queue, **(keep | changes))
-        return await backend.get_retention(), await backend.maintainer()
+        return await _read(backend)
 
 
 def _backend_problems(check: Callable[[], object]) -> list[str]:
@@ -168,17 +178,17 @@ def _run_clear(args: argparse.Namespace) -> int:
     problems = _backend_problems(lambda: check_clear_retention(args.queue))
     if problems:
         raise CliError("; ".join(problems))
-    settings, had = run_on_database(args, clear_policy, args.queue)
+    read, had = run_on_database(args, clear_policy, args.queue)
     if not had:
         say(f"queue {args.queue} had no retention of its own: the default applies")
-    say(*settings_report(settings, _now()))
+    say(*settings_report(*read))
     return 0
 
 
-async def clear_policy(dsn: str, schema: str, queue: str) -> tuple[Settings, bool]:
+async def clear_policy(dsn: str, schema: str, queue: str) -> tuple[Read, bool]:
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
         had = await backend.clear_retention(queue)
-        return (await backend.get_retention(), await backend.maintainer()), had
+        return await _read(backend), had
 
 
 def _run_audit(args: argparse.Namespace) -> int:
@@ -186,15 +196,11 @@ def _run_audit(args: argparse.Namespace) -> int:
         seconds = parse_duration(args.duration)
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    say(*settings_report(run_on_database(args, set_audit, seconds), _now()))
+    say(*settings_report(*run_on_database(args, set_audit, seconds)))
     return 0
 
 
-async def set_audit(dsn: str, schema: str, seconds: float | None) -> Settings:
+async def set_audit(dsn: str, schema: str, seconds: float | None) -> Read:
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
         await backend.set_audit_retention(seconds)
-        return await backend.get_retention(), await backend.maintainer()
-
-
-def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.UTC)
+        return await _read(backend)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import trioqueue
 from trioqueue.cli._commands.common import (
@@ -20,8 +20,11 @@ from trioqueue.cli._commands.common import (
 )
 from trioqueue.cli._commands.queue import flow_text
 from trioqueue.cli._escape import say
-from trioqueue.cli._terminal import format_age, format_table
+from trioqueue.cli._terminal import count_text, format_age, format_table
 from trioqueue.cli._words import CLOCK_FLAGS, LIVE, STALE
+
+#: The states whose counts a big table estimates (QueueStats.estimated).
+FINISHED = ("succeeded", "failed")
 
 
 def add(commands: Subparsers) -> None:
@@ -35,9 +38,11 @@ def add(commands: Subparsers) -> None:
 
 
 def _run_status(args: argparse.Namespace) -> int:
-    counts, oldest, pools, flow = run_on_database(args, count_jobs, resolve_read_dsn(args))
+    counts, oldest, pools, flow, estimated = run_on_database(
+        args, count_jobs, resolve_read_dsn(args)
+    )
     if counts:
-        say(*status_table(counts, oldest, flow))
+        say(*status_table(counts, oldest, flow, estimated))
     else:
         say(f"no jobs in schema {schema_of(args)}")
     say("")
@@ -55,10 +60,12 @@ async def count_jobs(
     dict[str, float | None],
     list[trioqueue.WorkerInfo],
     dict[str, str],
+    set[str],
 ]:
     """Jobs per queue and state, each queue's oldest ready age and flow control (one
-    call: configured queues without jobs are listed too), and the registered worker
-    pools (another), both on the replica at ``read_dsn`` if given."""
+    call: configured queues without jobs are listed too), the registered worker pools
+    (another), both on the replica at ``read_dsn`` if given; and the queues whose finished
+    counts are estimates (``QueueStats.estimated``: a big table)."""
     async with trioqueue.open_postgres(
         dsn, schema=schema, max_connections=1, **read_replica(read_dsn)
     ) as backend:
@@ -68,7 +75,9 @@ async def count_jobs(
         queue: collections.Counter(s.counts) for queue, s in stats.items()
     }
     oldest = {queue: s.oldest_ready_age for queue, s in stats.items()}
-    return counts, oldest, pools, {queue: flow_text(s) for queue, s in stats.items()}
+    flow = {queue: flow_text(s) for queue, s in stats.items()}
+    estimated = {queue for queue, s in stats.items() if s.estimated}
+    return counts, oldest, pools, flow, estimated
 
 
 def workers_table(pools: list[trioqueue.WorkerInfo], now: datetime.datetime) -> list[str]:
@@ -111,9 +120,12 @@ def status_table(
     counts: dict[str, collections.Counter[str]],
     oldest: dict[str, float | None],
     flow: Mapping[str, str] | None = None,
+    estimated: Collection[str] = (),
 ) -> list[str]:
     """A row per queue, a column per state, totals, the oldest ready job's age, and the
-    queue's flow control (:func:`flow_text`)."""
+    queue's flow control (:func:`flow_text`). A queue in ``estimated`` has estimated
+    finished counts (a big table): they and its total are marked ``~``, as on the
+    dashboard; live counts are always exact."""
     headers = (
         "QUEUE", *(status.upper() for status in JOB_STATUSES), "TOTAL", "OLDEST READY", "FLOW"
     )  # fmt: skip
@@ -121,8 +133,11 @@ def status_table(
     rows = [
         [
             queue,
-            *(str(counter[status]) for status in JOB_STATUSES),
-            str(counter.total()),
+            *(
+                count_text(counter[status], queue in estimated and status in FINISHED)
+                for status in JOB_STATUSES
+            ),
+            count_text(counter.total(), queue in estimated),
             format_age(oldest.get(queue)),
             flow.get(queue, "-"),
         ]

@@ -25,6 +25,8 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
   lease, and the lease's claim, renewal and release (docs/protocol.rst §15, I16, I17);
 - ``duplicates.py``: what a held dedup key does under each ``on_duplicate`` policy (keep,
   replace, debounce), a running holder left alone (docs/protocol.rst §18, I20);
+- ``dead_letters.py``: dead letters, their filters, pages and bounded summary, and their
+  redrive in batches (docs/protocol.rst §19, I21);
 - ``dashboard.py``: searching, sorting, counting and deleting jobs, a job's lease details,
   worker pools and their beats, finished-job history;
 - ``_base.py``: what they share (the clock fixture, the timings, helpers, bad inputs).
@@ -38,6 +40,7 @@ from trioqueue.testing._conformance.claim import ClaimConformance
 from trioqueue.testing._conformance.controls import ControlsConformance
 from trioqueue.testing._conformance.crashes import CrashConformance
 from trioqueue.testing._conformance.dashboard import DashboardConformance
+from trioqueue.testing._conformance.dead_letters import DeadLetterConformance
 from trioqueue.testing._conformance.duplicates import DuplicateConformance
 from trioqueue.testing._conformance.enqueue import EnqueueConformance
 from trioqueue.testing._conformance.flow import FlowConformance
@@ -69,6 +72,7 @@ class BackendConformance(
     ControlsConformance,
     RetentionConformance,
     DuplicateConformance,
+    DeadLetterConformance,
 ):
     """What every backend must do, as tests. Subclass it in a test module::
 

@@ -12,19 +12,29 @@
   }
 
   // Countdowns (lease expiry) and ages (heartbeat, last beat) from the ISO times the
-  // server put in data attributes, recomputed every second by the browser's clock.
+  // server put in data attributes, recomputed every second by the browser's clock. An
+  // element that carries the database's now when the page was made (data-db-now) counts
+  // on the database's clock instead: the times are the database's, and the browser's
+  // clock may be off (docs/dashboard.rst, "Clocks").
+  var loaded = Date.now();
+
+  function clockNow(el, now) {
+    var dbNow = el.getAttribute("data-db-now");
+    return dbNow ? now + (Date.parse(dbNow) - loaded) : now;
+  }
+
   function tick() {
     var now = Date.now();
     document.querySelectorAll("[data-countdown]").forEach(function (el) {
       var at = el.getAttribute("data-countdown");
       if (!at) { el.textContent = "–"; return; }
-      var left = (Date.parse(at) - now) / 1000;
+      var left = (Date.parse(at) - clockNow(el, now)) / 1000;
       el.textContent = left > 0 ? age(left) : "expired " + age(-left) + " ago";
       el.classList.toggle("error", left <= 0);
     });
     document.querySelectorAll("[data-age]").forEach(function (el) {
       var at = el.getAttribute("data-age");
-      el.textContent = at ? age((now - Date.parse(at)) / 1000) + " ago" : "–";
+      el.textContent = at ? age((clockNow(el, now) - Date.parse(at)) / 1000) + " ago" : "–";
     });
   }
 

@@ -1,0 +1,240 @@
+"""Argument checks of the dead-letter calls (docs/protocol.rst §19): the filters that
+``list_dead_letters``, ``dead_letter_summary`` and ``retry_matching`` share, a page and a
+sample. Both backends run them before any statement, so bad input gets one error naming
+every bad argument, and nothing is read or written. Also the summary both backends build
+from their counts (:func:`summary_of`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, TypeVar
+
+from trioqueue._backends.operator_checks import Matching, check_matching
+from trioqueue._backends.validation import (
+    MAX_LIST_LIMIT,
+    check_int,
+    check_queue_filter,
+    check_search,
+)
+from trioqueue._operator_types import DeadLetterSummary
+
+__all__ = [
+    "DEFAULT_SAMPLE",
+    "MAX_DEAD_ERROR",
+    "MAX_ERROR_TYPE",
+    "NO_DEAD_FILTER",
+    "DeadFilter",
+    "check_dead_filter",
+    "check_dead_page",
+    "check_dead_sample",
+    "check_retry_matching",
+    "summary_of",
+]
+
+#: How many of the newest matching dead letters a summary counts by default.
+DEFAULT_SAMPLE = 10_000
+#: How many characters of ``last_error`` a dead letter carries (``get_job`` reads it all).
+MAX_DEAD_ERROR = 1000
+#: The longest error type a filter names (a qualified class name).
+MAX_ERROR_TYPE = 300
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class DeadFilter:
+    """The checked filters of a dead-letter read or redrive; None: no filter."""
+
+    queue: str | None = None
+    error: str | None = None  # text anywhere in last_error, any case
+    error_type: str | None = None  # the last attempt's error type, exactly
+    failed_since: datetime | None = None  # finished_at >= this
+    failed_before: datetime | None = None  # finished_at < this
+    cancelled: bool | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self == NO_DEAD_FILTER
+
+
+NO_DEAD_FILTER = DeadFilter()
+
+
+def check_dead_filter(
+    queue: object,
+    error: object,
+    error_type: object,
+    failed_since: object,
+    failed_before: object,
+    cancelled: object,
+) -> DeadFilter:
+    """The filters, checked all together.
+
+    Raises:
+        TypeError, ValueError: naming every bad filter (one TypeError or ValueError as it
+            is when only one is): a queue or text ``list_jobs`` would refuse, an error type
+            that is not a non-empty str, a time that is not a timezone-aware datetime, a
+            ``failed_since`` after ``failed_before``, a ``cancelled`` not None or a bool.
+    """
+    problems: list[TypeError | ValueError] = []
+    checked = _filter(problems, (queue, error, error_type, failed_since, failed_before, cancelled))
+    _raise(problems)
+    return checked
+
+
+def _filter(problems: list[TypeError | ValueError], given: tuple[object, ...]) -> DeadFilter:
+    """The filters of ``given`` (as :func:`check_dead_filter` takes them), each bad one's
+    problem added to ``problems`` (and None in its place)."""
+    queue, error, error_type, failed_since, failed_before, cancelled = given
+    checked = DeadFilter(
+        queue=_collect(problems, lambda: None if queue is None else check_queue_filter(queue)),
+        error=_collect(problems, lambda: _error_text(error)),
+        error_type=_collect(problems, lambda: _error_type(error_type)),
+        failed_since=_collect(problems, lambda: _moment("failed_since", failed_since)),
+        failed_before=_collect(problems, lambda: _moment("failed_before", failed_before)),
+        cancelled=_collect(problems, lambda: _cancelled(cancelled)),
+    )
+    since, before = checked.failed_since, checked.failed_before
+    if since is not None and before is not None and since > before:
+        problems.append(ValueError("failed_since must not be after failed_before"))
+    return checked
+
+
+def check_retry_matching(
+    queue: object,
+    status: object,
+    search: object,
+    cancelled: object,
+    batch_size: object,
+    dead: tuple[object, object, object, object],
+) -> Matching:
+    """``retry_matching``'s arguments: the filters of ``check_matching`` and ``dead``,
+    the dead-letter filters ``(error, error_type, failed_since, failed_before)``, checked
+    all together.
+
+    Raises:
+        TypeError, ValueError: naming every bad argument.
+    """
+    problems: list[TypeError | ValueError] = []
+    matching = _collect(
+        problems,
+        lambda: check_matching(queue, status, search, cancelled, batch_size, retry=True),
+    )
+    error, error_type, since, before = dead
+    checked = _collect(
+        problems, lambda: check_dead_filter(None, error, error_type, since, before, None)
+    )
+    _raise(problems)
+    assert matching is not None  # a problem was raised otherwise
+    assert checked is not None
+    return replace(matching, dead=None if checked.empty else checked)
+
+
+def check_dead_page(
+    given: tuple[object, ...], limit: object, after: object
+) -> tuple[DeadFilter, int, int | None]:
+    """A page's filters ``given`` (as :func:`check_dead_filter` takes them), its
+    ``limit`` (1..10000) and ``after``, None or the last id of the page before (the next
+    page holds lower ids), checked all together."""
+    problems: list[TypeError | ValueError] = []
+    checked = _filter(problems, given)
+    size = _collect(problems, lambda: check_int("limit", limit, minimum=1, maximum=MAX_LIST_LIMIT))
+    cursor = _collect(
+        problems, lambda: None if after is None else check_int("after", after, minimum=1)
+    )
+    _raise(problems)
+    assert size is not None  # a problem was raised otherwise
+    return checked, size, cursor
+
+
+def check_dead_sample(given: tuple[object, ...], sample: object) -> tuple[DeadFilter, int | None]:
+    """A summary's filters ``given`` and its ``sample``: how many of the newest matching
+    dead letters to count (1..10,000,000), or None: every one (an exact count, which reads
+    them all); checked all together."""
+    problems: list[TypeError | ValueError] = []
+    checked = _filter(problems, given)
+    size = _collect(
+        problems,
+        lambda: None if sample is None else check_int("sample", sample, minimum=1, maximum=10**7),
+    )
+    _raise(problems)
+    return checked, size
+
+
+def summary_of(rows: list[tuple[str, str | None, int]], sample: int | None) -> DeadLetterSummary:
+    """The summary from its statement's rows ``(kind, name, n)``: one ``total`` row (the
+    sample's matches plus at most one more), then the counts per queue and error type."""
+    picked = next(n for kind, _, n in rows if kind == "total")
+    capped = sample is not None and picked > sample
+    return DeadLetterSummary(
+        total=sample if capped and sample is not None else picked,
+        capped=capped,
+        by_queue=_ranked((name or "", n) for kind, name, n in rows if kind == "queue"),
+        by_error_type=_ranked((name, n) for kind, name, n in rows if kind == "error_type"),
+    )
+
+
+def _ranked(counts: Any) -> tuple[Any, ...]:
+    """Most first, then by name (None, no error type, first among equals)."""
+    return tuple(sorted(counts, key=lambda pair: (-pair[1], pair[0] is not None, pair[0] or "")))
+
+
+def _error_text(error: object) -> str | None:
+    return None if error is None else _text("error", error)
+
+
+def _error_type(error_type: object) -> str | None:
+    if error_type is None:
+        return None
+    text = _text("error_type", error_type)
+    if not text or len(text) > MAX_ERROR_TYPE:
+        raise ValueError(f"error_type must be 1 to {MAX_ERROR_TYPE} characters")
+    return text
+
+
+def _text(name: str, value: object) -> str:
+    """A filter's text, checked as ``list_jobs`` checks a search, its error naming it."""
+    try:
+        checked = check_search(value)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(str(exc).replace("search", name, 1)) from None
+    assert checked is not None  # value is not None
+    return checked
+
+
+def _moment(name: str, value: object) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise TypeError(f"{name} must be a datetime or None, not {type(value).__name__}")
+    if value.utcoffset() is None:
+        raise ValueError(f"{name} must be timezone-aware (a naive datetime names no moment)")
+    return value
+
+
+def _cancelled(cancelled: object) -> bool | None:
+    if cancelled is not None and not isinstance(cancelled, bool):
+        raise TypeError(f"cancelled must be None or a bool, not {type(cancelled).__name__}")
+    return cancelled
+
+
+def _collect(problems: list[TypeError | ValueError], check: Callable[[], T]) -> T | None:
+    try:
+        return check()
+    except (TypeError, ValueError) as exc:
+        problems.append(exc)
+        return None
+
+
+def _raise(problems: list[TypeError | ValueError]) -> None:
+    """One error naming every problem: a lone problem as it is, several as one
+    ValueError (a TypeError when each of them is one)."""
+    if not problems:
+        return
+    if len(problems) == 1:
+        raise problems[0]
+    kind = TypeError if all(isinstance(p, TypeError) for p in problems) else ValueError
+    raise kind("; ".join(str(p) for p in problems))
