@@ -73,6 +73,9 @@ class BatchHandle:
     registered_at: float = 0.0
     #: When the claim that took it was sent (trio's clock): where its attempts' spans begin.
     claim_sent: float = 0.0
+    #: Its jobs run in one batch handler call (docs/protocol.rst §20): the call, under the
+    #: batch scope, is cancelled only once every job of the batch is stopped.
+    one_call: bool = False
 
     def scope_of(self, job_id: int) -> trio.CancelScope:
         """The job's own scope; a batch of one job uses the batch scope (saves memory)."""
@@ -80,6 +83,8 @@ class BatchHandle:
 
     def stop_job(self, job_id: int) -> None:
         self.scope_of(job_id).cancel()
+        if self.one_call and all(scope.cancel_called for scope in self.job_scopes.values()):
+            self.scope.cancel()  # nothing the call does can matter any more
 
 
 class Guard:
