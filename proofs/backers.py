@@ -711,6 +711,15 @@ RULES: tuple[Rule, ...] = (
             Tests("postgres/test_postgres_retention.py", (), "bounded batches, the lease row"),
         ),
     ),
+    Rule(
+        "§20",
+        "batch handlers: one call per batch under its scope, exactly one outcome per job",
+        tests=(
+            Tests("unit/test_pool_batch_handler.py", (), "outcomes, stops, fence, duration"),
+            Tests("unit/test_batch_handler_properties.py", (), "random answers, cancels, D"),
+            Tests("postgres/test_postgres_batch_handler.py", (), "real rows, a cancel by NOTIFY"),
+        ),
+    ),
 )
 
 

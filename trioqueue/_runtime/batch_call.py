@@ -7,11 +7,11 @@ The nursery tree of a batch in batch mode::
             on_job_claimed(job) for each job, then batch_handler(jobs, ctx): one call
     └── shielded settling         one outcome per job, in one hand-over to the writer
 
-No job task and no job scope run anything: one job's stop (a cancel, its row reclaimed or
-gone) cannot cancel a call that works for its siblings too. The guard still cancels the
-job's scope, which the handler reads through ``ctx.stop_requested(job_id)``, and the stop
+There is no job task and no job scope: one job's stop (a cancel, its row reclaimed or gone)
+cannot cancel a call that works for its siblings too. The guard records the stop on the
+job's lease, which the handler reads through ``ctx.stop_requested(job_id)``, and the stop
 decides the job's outcome whatever the answer says (I8); once every job of the batch is
-stopped, the batch scope is cancelled too (``BatchHandle.one_call``). A stop of the batch
+stopped, the batch scope is cancelled (``BatchHandle.one_call``). A stop of the batch
 (fence, duration, shutdown) cancels the call; the answer it did not give is then decided by
 that stop for every job, as for the handlers of a per-job batch.
 
@@ -72,6 +72,12 @@ class _Said:
         self.delay = delay
 
 
+#: What the call answered before it returned: nothing.
+_NO_ANSWER = object()
+#: A success without a result.
+_NOTHING_TO_STORE = _Said()
+
+
 class BatchCallRunner(BatchRunner):
     """Runs each batch of the pool in one call of ``config.batch_handler``."""
 
@@ -94,12 +100,11 @@ class BatchCallRunner(BatchRunner):
         self._delays: dict[tuple[int, int], float] = {}
 
     def start(self, batches: trio.Nursery, handle: BatchHandle) -> None:
-        handle.one_call = True  # before the guard's first beat can stop a job
         batches.start_soon(self._call, handle, name=_BATCH_CALL)
 
     async def _call(self, handle: BatchHandle) -> None:
         """Run the batch in one call, then decide and settle one outcome per job."""
-        answer: object = None
+        answer: object = _NO_ANSWER  # until the call returns
         error: Raised | None = None  # what the call (or a claim hook) raised
         began: float | None = None  # when the call started (None: it never did)
         exiting = False
@@ -124,7 +129,7 @@ class BatchCallRunner(BatchRunner):
                 error, exiting = self._escaped(handle, handle.jobs[0], escaped, error)
                 raise
             finally:
-                said = self._said(handle, answer, error, began is not None)
+                said = self._said(handle, answer, error)
                 with trio.CancelScope(shield=True):
                     finished = [
                         self._decided(handle, job, said[job.id], started, exiting, began, trace)
@@ -145,13 +150,12 @@ class BatchCallRunner(BatchRunner):
             return [None] * len(handle.jobs)
         return [self._start_trace(handle, job) for job in handle.jobs]
 
-    def _said(
-        self, handle: BatchHandle, answer: object, error: Raised | None, called: bool
-    ) -> dict[int, _Said]:
+    def _said(self, handle: BatchHandle, answer: object, error: Raised | None) -> dict[int, _Said]:
         """What the call came to for each job: the call's error for all, or each job's own
-        outcome from the answer (a job left out, or an unusable answer, is a failure)."""
+        outcome from the answer (a job left out, or an unusable answer, is a failure).
+        Without either (the call never ran, or was cancelled), the stop decides."""
         jobs = handle.jobs
-        if error is not None or not called:
+        if error is not None or answer is _NO_ANSWER:
             return {job.id: _Said(_copy(error)) for job in jobs}
         outcomes, unusable = read_answer(answer, [job.id for job in jobs])
         if unusable is not None:
@@ -165,6 +169,8 @@ class BatchCallRunner(BatchRunner):
         if outcome is None:
             return _Said(_plain(missing_message(job.id)))
         if isinstance(outcome, JobSucceeded):
+            if outcome.result is None:
+                return _NOTHING_TO_STORE  # never written to: one will do
             try:
                 return _Said(result=encode_result(outcome.result))
             except TypeError as exc:  # no JSON form: the attempt fails, as for a handler

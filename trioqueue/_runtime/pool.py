@@ -622,7 +622,9 @@ class _Pool:
         if self.observer is not None:
             for claim in claimed:
                 self.observer.job_claimed(self.config.queue, claim.job.waited)
-        handle = self.guard.register(claimed, claim_sent)
+        handle = self.guard.register(
+            claimed, claim_sent, one_call=self.config.batch_handler is not None
+        )
         if handle is None:
             self.slots.release()
             batches.start_soon(self.runner.reject, claimed)
