@@ -37,6 +37,7 @@ from trioqueue._core.batch_outcome import (
     missing_message,
     read_answer,
 )
+from trioqueue._core.outcome import SUCCEEDED
 from trioqueue._core.timing import Timing
 from trioqueue._runtime.batch import BatchRunner, _Finished
 from trioqueue._runtime.batch_context import BatchContext
@@ -46,7 +47,7 @@ from trioqueue._runtime.guard import BatchHandle, Guard
 from trioqueue._runtime.logfields import job_fields
 from trioqueue._runtime.monitor import BlockingMonitor
 from trioqueue._runtime.writer import OutcomeWriter
-from trioqueue._types import Job
+from trioqueue._types import AttemptTiming, Job
 
 if TYPE_CHECKING:
     from trioqueue._otel import AttemptTrace
@@ -130,9 +131,12 @@ class BatchCallRunner(BatchRunner):
                 raise
             finally:
                 said = self._said(handle, answer, error)
+                plain = self._plain_success_timing(handle, began, exiting)
                 with trio.CancelScope(shield=True):
                     finished = [
-                        self._decided(handle, job, said[job.id], started, exiting, began, trace)
+                        self._decided(
+                            handle, job, said[job.id], started, exiting, began, trace, plain
+                        )
                         for job, trace in zip(handle.jobs, traces, strict=True)
                     ]
                     await self._settle(handle, finished)
@@ -148,7 +152,7 @@ class BatchCallRunner(BatchRunner):
     def _traces(self, handle: BatchHandle) -> list[AttemptTrace | None]:
         if self._tracer is None:
             return [None] * len(handle.jobs)
-        return [self._start_trace(handle, job) for job in handle.jobs]
+        return self._tracer.start_all(handle.jobs, handle.claim_sent, handle.registered_at)
 
     def _said(self, handle: BatchHandle, answer: object, error: Raised | None) -> dict[int, _Said]:
         """What the call came to for each job: the call's error for all, or each job's own
@@ -181,6 +185,18 @@ class BatchCallRunner(BatchRunner):
         assert isinstance(outcome, JobFailed)
         return _Said(failure)
 
+    def _plain_success_timing(
+        self, handle: BatchHandle, began: float | None, exiting: bool
+    ) -> AttemptTiming | None:
+        """The timing every job of the batch shares, when nothing stopped the batch and
+        nothing watches its jobs one by one (no observer): then a job the call answered
+        with a success, and that has no stop of its own, succeeded (as ``decide_attempt``
+        says of work nothing stopped), without deciding it job by job (the common case,
+        and the cost per job is a bench goal: docs/performance.rst). None otherwise."""
+        if began is None or exiting or handle.scope.cancel_called or self._observer is not None:
+            return None
+        return AttemptTiming(began - handle.registered_at, trio.current_time() - began)
+
     def _decided(
         self,
         handle: BatchHandle,
@@ -190,8 +206,16 @@ class BatchCallRunner(BatchRunner):
         exiting: bool,
         began: float | None,
         trace: AttemptTrace | None,
+        plain: AttemptTiming | None,
     ) -> _Finished:
         """The job's outcome, decided now (I8) by the per-job rules, from what was said."""
+        if plain is not None and said.error is None and trace is None:
+            lease = handle.leases[job.id]
+            if lease.stop is None:
+                lease.end_work()
+                done = _Finished(job, SUCCEEDED, None, said.result)
+                done.timing = plain
+                return done
         done = self._finished(handle, job, said.error, said.result, None, started, exiting, began)
         error = said.error
         if error is not None and not error.error_type:
