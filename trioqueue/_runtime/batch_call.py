@@ -241,8 +241,9 @@ class BatchCallRunner(BatchRunner):
         try:
             await super()._settle(handle, finished)
         finally:
-            for done in finished:  # the delays of jobs that were not retried after all
-                self._delays.pop((done.job.id, done.job.claim_seq), None)
+            if self._delays:  # the delays of jobs that were not retried after all
+                for done in finished:
+                    self._delays.pop((done.job.id, done.job.claim_seq), None)
 
 
 def _copy(error: Raised | None) -> Raised | None:
