@@ -118,6 +118,46 @@ async def test_an_exception_from_the_call_fails_every_job(autojump_clock: object
     assert len(rec.of("retry")) == 2  # charged and retried, as a raised exception is
 
 
+async def test_a_claim_hook_that_raises_fails_every_job_and_the_call_never_runs(
+    autojump_clock: object,
+) -> None:
+    calls: list[int] = []
+
+    async def handler(jobs: Sequence[Job], ctx: BatchContext) -> Any:
+        calls.append(len(jobs))
+        return [JobSucceeded() for _ in jobs]
+
+    async def on_job_claimed(job: Job) -> None:
+        if job.payload == "bad":
+            raise LookupError("hook broke")
+
+    cfg = batch_config(Recorder(), handler, on_job_claimed=on_job_claimed)
+    infos = await run_until_finished(cfg, ["a", "bad", "c"], max_attempts=1)
+    assert calls == []
+    assert [(i.status, i.last_error) for i in infos] == [("failed", "LookupError: hook broke")] * 3
+
+
+async def test_a_call_that_asks_to_exit_fails_every_job_and_the_pool_raises_it(
+    autojump_clock: object,
+) -> None:
+    """As a handler's SystemExit (docs/protocol.rst §4.1): every job of the batch is recorded
+    failed, charged, then the pool raises the very exception."""
+    raised = SystemExit(3)
+
+    async def handler(jobs: Sequence[Job], ctx: BatchContext) -> Any:
+        await trio.sleep(1)
+        raise raised
+
+    async with trioqueue.open_memory() as backend:
+        ids = [await backend.enqueue("q", n, max_attempts=1) for n in range(2)]
+        with pytest.raises(SystemExit) as caught:
+            await trioqueue.run_worker_pool(backend, batch_config(Recorder(), handler))
+        infos = [await backend.get_job(i) for i in ids]
+    assert caught.value is raised
+    expected = "SystemExit: 3 (raised by the handler; the worker process exits)"
+    assert [(i.status, i.last_error) for i in infos] == [("failed", expected)] * 2
+
+
 async def test_a_job_left_out_of_the_answer_fails_on_its_own(autojump_clock: object) -> None:
     async def handler(jobs: Sequence[Job], ctx: BatchContext) -> Any:
         return {job.id: JobSucceeded() for job in jobs if job.payload != "forgotten"}
