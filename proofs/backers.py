@@ -342,6 +342,20 @@ GUARANTEES: tuple[Guarantee, ...] = (
         ),
     ),
     Guarantee(
+        "I22",
+        "a batch handler's jobs each get exactly one outcome",
+        "Each job of a batch run by one batch handler call gets exactly one outcome: its own "
+        "stop's if it has one, else its batch's stop's, else the handler's answer for it (a "
+        "missing or unusable answer is a charged failure). The call runs once, under the "
+        "batch's scope, and stops at the lease fence, at ``max_job_duration`` or once every "
+        "job is stopped, never because one job is; a lost lease writes nothing.",
+        tests=(
+            Tests("unit/test_pool_batch_handler.py", (), "outcomes, stops, fence, duration"),
+            Tests("unit/test_batch_handler_properties.py", (), "random answers, cancels, D"),
+            Tests("postgres/test_postgres_batch_handler.py", (), "real rows, a cancel by NOTIFY"),
+        ),
+    ),
+    Guarantee(
         "§1",
         "lease counted from the lock",
         "A claim's lease counts from the moment its row is locked, not from the statement's "
@@ -783,6 +797,15 @@ RULES: tuple[Rule, ...] = (
             Tests("unit/test_memory_backend.py", (), _DEAD),
             Tests("postgres/test_postgres_backend.py", (), _DEAD),
             Tests("postgres/test_postgres_dead_letters.py", (), "batches, locks, the index"),
+        ),
+    ),
+    Rule(
+        "§20",
+        "batch handlers: one call per batch under its scope, exactly one outcome per job",
+        tests=(
+            Tests("unit/test_pool_batch_handler.py", (), "outcomes, stops, fence, duration"),
+            Tests("unit/test_batch_handler_properties.py", (), "random answers, cancels, D"),
+            Tests("postgres/test_postgres_batch_handler.py", (), "real rows, a cancel by NOTIFY"),
         ),
     ),
 )

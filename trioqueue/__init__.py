@@ -9,6 +9,7 @@ from trioqueue._backends.cursors import job_cursor
 from trioqueue._backends.memory import MemoryBackend, open_memory
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._core.backoff import ExponentialBackoff
+from trioqueue._core.batch_outcome import JobFailed, JobRetry, JobSucceeded
 from trioqueue._core.tracebacks import MAX_TRACEBACK_CHARS
 from trioqueue._core.wire import Verdict
 from trioqueue._errors import BackendError, ConfigError, TrioqueueError, UnknownJobError
@@ -27,6 +28,7 @@ from trioqueue._operator_types import (
     TableHealth,
     TableSize,
 )
+from trioqueue._runtime.batch_context import BatchContext
 from trioqueue._runtime.config import WorkerConfig, transactional_worker_config
 from trioqueue._runtime.context import JobContext
 from trioqueue._runtime.observer import PoolObserver
@@ -60,6 +62,7 @@ __all__ = [
     "AuditEntry",
     "BackendError",
     "BackendStatistics",
+    "BatchContext",
     "ConfigError",
     "DeadLetter",
     "DeadLetterSummary",
@@ -70,9 +73,12 @@ __all__ = [
     "Job",
     "JobContext",
     "JobCount",
+    "JobFailed",
     "JobInfo",
+    "JobRetry",
     "JobSort",
     "JobStatus",
+    "JobSucceeded",
     "MaintainerInfo",
     "MemoryBackend",
     "OnDuplicate",

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextvars import Token
 from importlib import metadata
 from typing import Final
@@ -100,6 +100,20 @@ class AttemptTracer:
             # one. Saying so costs one check, where starting one costs its attributes, its
             # link and the span: about a fifth of a drained job at batch 50 (docs/telemetry.rst).
             return None
+        return self._started(job, claim_sent, registered_at, batch_size)
+
+    def start_all(
+        self, jobs: Sequence[Job], claim_sent: float, registered_at: float
+    ) -> list[AttemptTrace | None]:
+        """The spans of a batch's attempts, as :meth:`start` for each job, with one look at
+        the provider for the whole batch (a batch handler's, docs/protocol.rst §20)."""
+        if isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+            return [None] * len(jobs)
+        return [self._started(job, claim_sent, registered_at, len(jobs)) for job in jobs]
+
+    def _started(
+        self, job: Job, claim_sent: float, registered_at: float, batch_size: int
+    ) -> AttemptTrace | None:
         try:
             return self._start(job, claim_sent, registered_at, batch_size)
         except Exception:

@@ -43,6 +43,10 @@ PUBLIC = {
     "Verdict",
     "WorkerConfig",
     "WorkerInfo",
+    "BatchContext",  # batch handlers (docs/api.rst, "Batch handlers")
+    "JobSucceeded",
+    "JobFailed",
+    "JobRetry",
     "open_memory",
     "open_postgres",
     "run_worker_pool",

@@ -302,6 +302,18 @@ def test_every_config_field_has_its_option() -> None:
     assert fields - options == {"max_attempts"}
 
 
+def test_batch_handler_names_batch_handlers() -> None:
+    """``--batch-handler``: every handler named is a batch handler (docs/protocol.rst §20)."""
+    configs = configs_of(
+        "--queue", f"a={HERE}:send_email", "--queue", f"b={HERE}:make_report",
+        "--batch-handler", "--batch-size", "50",
+    )  # fmt: skip
+    assert [(c.queue, c.handler, c.batch_handler, c.batch_size) for c in configs] == [
+        ("a", None, send_email, 50),
+        ("b", None, make_report, 50),
+    ]
+
+
 def _worker_parser() -> Any:
     subparsers: Any = next(a for a in build_parser()._actions if a.dest == "command")
     return subparsers.choices["worker"]

@@ -211,6 +211,28 @@ async def test_each_job_of_a_batch_has_its_attempt_span(
         assert seconds(parts["trioqueue handler"]) == pytest.approx(payload, abs=1e-3)
 
 
+async def test_each_job_of_a_batch_handlers_call_has_its_attempt_span(
+    exporter: InMemorySpanExporter, autojump_clock: object
+) -> None:
+    """Batch mode (docs/protocol.rst §20): one call, a span per job, the call's time as each
+    job's handler span; a failed job's span carries its outcome."""
+
+    async def handle_batch(jobs: Sequence[trioqueue.Job], ctx: trioqueue.BatchContext) -> Any:
+        await trio.sleep(2)
+        return [trioqueue.JobSucceeded(), trioqueue.JobFailed(ValueError("no"))]
+
+    cfg = config(Recorder(), handler=None, batch_handler=handle_batch, batch_size=2)
+    infos = await run_jobs(cfg, [1, 2])
+    spans = exporter.get_finished_spans()
+    attempts = named(spans, "process q")
+    assert sorted(attribute(s, "trioqueue.job.id") for s in attempts) == [i.id for i in infos]
+    for attempt in attempts:
+        parts = children(spans, attempt)
+        assert (parts["trioqueue claim"].attributes or {})["messaging.batch.message_count"] == 2
+        assert seconds(parts["trioqueue handler"]) == pytest.approx(2, abs=1e-3)
+    assert [i.status for i in infos] == ["succeeded", "failed"]
+
+
 async def test_a_timeout_records_no_exception_and_a_release_says_released(
     exporter: InMemorySpanExporter, autojump_clock: object
 ) -> None:

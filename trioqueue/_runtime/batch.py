@@ -44,7 +44,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import trio
 
@@ -62,7 +62,7 @@ from trioqueue._core.timing import Timing, retry_delay, write_retries_spent
 from trioqueue._errors import is_transient, leaves
 from trioqueue._runtime.attempt_log import NOT_RECORDED as NOT_RECORDED
 from trioqueue._runtime.attempt_log import log_outcome
-from trioqueue._runtime.config import WorkerConfig, is_async_callable
+from trioqueue._runtime.config import Handler, WorkerConfig, is_async_callable
 from trioqueue._runtime.context import JobContext, PoolShare
 from trioqueue._runtime.failures import Raised, from_exception, from_exit, from_group
 from trioqueue._runtime.guard import BatchHandle, Guard
@@ -137,6 +137,8 @@ class BatchRunner:
         # logged with the frame's job; nothing is registered per job.
         monitor.recognise(BatchRunner._attempt.__code__, _attempt_job)
         self._handler_is_async = is_async_callable(config.handler)
+        # None in batch mode (batch_call.py), where no per-job handler runs.
+        self._handler = cast(Handler, config.handler)
         # Sync handlers get threads of their own, so they never queue behind other code's.
         self._threads = trio.CapacityLimiter(config.concurrency * config.batch_size)
         self._transactions: TransactionalBackend | None = (
@@ -229,7 +231,7 @@ class BatchRunner:
                         # Encoded here, so a value with no JSON form fails the attempt
                         # like any handler error (docs/usage.rst, "Results").
                         result = encode_result(
-                            await self._config.handler(job.payload, self._context(handle, job, txs))
+                            await self._handler(job.payload, self._context(handle, job, txs))
                         )
                     else:
                         result = await self._run_in_thread(job, self._context(handle, job, txs))
@@ -410,7 +412,7 @@ class BatchRunner:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(tell_thread_when_stopped, ctx)
             result, error = await trio.to_thread.run_sync(
-                call_sync_handler, self._config.handler, job.payload, ctx, limiter=self._threads
+                call_sync_handler, self._handler, job.payload, ctx, limiter=self._threads
             )
             nursery.cancel_scope.cancel()
         if error is not None:

@@ -23,6 +23,9 @@ from trioqueue._types import Job
 Handler = Callable[[Any, Any], Any]
 """``async def handler(payload, ctx)`` or a plain ``def`` run in a worker thread."""
 
+BatchHandler = Callable[[Any, Any], Awaitable[Any]]
+"""``async def batch_handler(jobs, ctx)``: a whole batch in one call, an outcome per job."""
+
 ClaimHook = Callable[[Job], Awaitable[None]]
 UnavailableHook = Callable[[Job, str], Awaitable[None]]
 FailedHook = Callable[[Job, str], Awaitable[None]]
@@ -62,6 +65,7 @@ class WorkerConfig:
 
     Args:
         handler: ``async def handler(payload, ctx)``, or a plain ``def`` run in a thread.
+            Give either it or ``batch_handler``.
         queue: the queue to work on.
         concurrency: batches handled at once.
         batch_size: jobs claimed per batch; they share one lease and one cancel scope.
@@ -88,9 +92,12 @@ class WorkerConfig:
         quarantine_after: a job whose last this many attempts each ended without an
             outcome (its worker died) runs alone, with nothing beside it in the pool, and
             is failed if that run ends so too (docs/protocol.rst §13); None: never.
+        batch_handler: ``async def batch_handler(jobs, ctx)``, in place of ``handler``:
+            each claimed batch in one call, in one task and one cancel scope, answering
+            one outcome per job (docs/howto/batch-handler.rst, docs/protocol.rst §20).
     """
 
-    handler: Handler
+    handler: Handler | None = None
     queue: str = "default"
     concurrency: int = 1
     batch_size: int = 1
@@ -111,6 +118,7 @@ class WorkerConfig:
     schedule_interval: float | None = 5
     quarantine_after: int | None = 2
     maintenance_interval: float | None = 60
+    batch_handler: BatchHandler | None = None
 
     def __post_init__(self) -> None:
         if self.max_attempts != DEFAULT_MAX_ATTEMPTS:
@@ -141,6 +149,7 @@ def problems_of(config: object) -> list[str]:
         return [f"expected a WorkerConfig, got {type(config).__name__}"]
     return [
         *_callables(config),
+        *_batch_mode(config),
         *_queue(config.queue),
         *_counts(config),
         *_timings(config),
@@ -186,7 +195,11 @@ def _callables(config: WorkerConfig) -> list[str]:
     handler: object = config.handler
     backoff: object = config.backoff
     found = []
-    if not callable(handler):
+    if handler is None and config.batch_handler is not None:
+        pass  # the batch handler's checks: _batch_mode
+    elif handler is None:
+        found.append("a handler is required: give handler (or batch_handler)")
+    elif not callable(handler):
         found.append("handler must be callable")
     elif _yields(handler):
         found.append(
@@ -208,6 +221,30 @@ def _callables(config: WorkerConfig) -> list[str]:
             )
         elif not is_async_callable(hook):
             found.append(f"{name} must be an async function (async def) or None")
+    return found
+
+
+def _batch_mode(config: WorkerConfig) -> list[str]:
+    """A batch handler, instead of the handler: async, and the only one; not transactional
+    (a transaction is per attempt, a batch handler's call is per batch)."""
+    batch_handler: object = config.batch_handler
+    if batch_handler is None:
+        return []
+    found = []
+    if config.handler is not None:
+        found.append("handler and batch_handler are mutually exclusive: give one of them")
+    if _yields(batch_handler):
+        found.append(
+            "batch_handler must not be a generator function (it uses yield): make it a "
+            "plain async def that returns one outcome per job"
+        )
+    elif not is_async_callable(batch_handler):
+        found.append("batch_handler must be an async function (async def batch_handler(jobs, ctx))")
+    if config.transactional is True:
+        found.append(
+            "batch_handler does not run in transactional mode (a transaction is per job "
+            "attempt): set transactional=False, or use a handler"
+        )
     return found
 
 

@@ -73,13 +73,21 @@ class BatchHandle:
     registered_at: float = 0.0
     #: When the claim that took it was sent (trio's clock): where its attempts' spans begin.
     claim_sent: float = 0.0
+    #: Its jobs run in one batch handler call (docs/protocol.rst §20), under the batch scope
+    #: alone (no job scopes): the call is cancelled only once every job of it is stopped.
+    one_call: bool = False
 
     def scope_of(self, job_id: int) -> trio.CancelScope:
         """The job's own scope; a batch of one job uses the batch scope (saves memory)."""
         return self.job_scopes.get(job_id, self.scope)
 
     def stop_job(self, job_id: int) -> None:
-        self.scope_of(job_id).cancel()
+        if not self.one_call:
+            self.scope_of(job_id).cancel()
+        elif all(lease.stop is not None for lease in self.leases.values()):
+            # The core has recorded the stop; once every job has one, nothing the call does
+            # can matter any more. Before, the call goes on for the others.
+            self.scope.cancel()
 
 
 class Guard:
@@ -119,8 +127,11 @@ class Guard:
 
     # -- called by the pool -------------------------------------------------------------
 
-    def register(self, claimed: Sequence[Claimed], claim_sent: float) -> BatchHandle | None:
-        """Register a claimed batch before anything runs for it; None if already expired."""
+    def register(
+        self, claimed: Sequence[Claimed], claim_sent: float, *, one_call: bool = False
+    ) -> BatchHandle | None:
+        """Register a claimed batch before anything runs for it; None if already expired.
+        ``one_call``: its jobs run in one batch handler call, under the batch scope alone."""
         batch_id = self._next_batch_id
         self._next_batch_id += 1
         # A row's lease counts from when the claim locked it, which the backend measured
@@ -144,10 +155,11 @@ class Guard:
             scope=trio.CancelScope(deadline=self.core.scope_deadline(batch_id)),
             leases=self.core.batch(batch_id).jobs,
             job_scopes={c.job.id: trio.CancelScope() for c in claimed}
-            if len(claimed) > 1
+            if len(claimed) > 1 and not one_call
             else _NO_SCOPES,
             registered_at=now,
             claim_sent=claim_sent,
+            one_call=one_call,
         )
         self._batches[batch_id] = handle
         self._in_flight += len(claimed)

@@ -53,6 +53,7 @@ from trioqueue._core.guard_rules import GuardCore
 from trioqueue._core.timing import Timing
 from trioqueue._errors import BackendError, ConfigError, exit_request, is_transient
 from trioqueue._runtime.batch import NOT_RECORDED, BatchRunner
+from trioqueue._runtime.batch_call import BatchCallRunner
 from trioqueue._runtime.clock import ClockWatch
 from trioqueue._runtime.config import WorkerConfig, check
 from trioqueue._runtime.guard import Guard
@@ -237,7 +238,9 @@ class _Pool:
                 shared_monitor(self.config.blocking_threshold) as monitor,
                 siblings_of(self.backend, self.config.queue, self.wake) as self.siblings,
             ):
-                self.runner = BatchRunner(
+                # Batch mode (docs/protocol.rst §20): one batch handler call per batch.
+                runner = BatchRunner if self.config.batch_handler is None else BatchCallRunner
+                self.runner = runner(
                     self.guard,
                     self.writer,
                     self.slots,
@@ -619,7 +622,9 @@ class _Pool:
         if self.observer is not None:
             for claim in claimed:
                 self.observer.job_claimed(self.config.queue, claim.job.waited)
-        handle = self.guard.register(claimed, claim_sent)
+        handle = self.guard.register(
+            claimed, claim_sent, one_call=self.config.batch_handler is not None
+        )
         if handle is None:
             self.slots.release()
             batches.start_soon(self.runner.reject, claimed)

@@ -117,6 +117,14 @@ def add(commands: Subparsers) -> None:
         ),
     )
     pool.add_argument(
+        "--batch-handler",
+        dest="batch_handler",
+        action="store_true",
+        help="the handlers named are batch handlers, async def handler(jobs, ctx): each "
+        "claimed batch in one call, answering one outcome per job (default: off; "
+        "docs/howto/batch-handler.rst)",
+    )
+    pool.add_argument(
         "--backoff",
         metavar="MODULE:ATTR",
         help="the retry delay policy, backoff(attempt) -> seconds (not with --backoff-*; "
@@ -258,10 +266,12 @@ def worker_configs(args: argparse.Namespace) -> list[trioqueue.WorkerConfig]:
     """
     specs = pool_specs(args.handler, args.queue)
     options = worker_options(args)
+    # --batch-handler: every handler named is a batch handler (docs/protocol.rst §20).
+    field = "batch_handler" if args.batch_handler else "handler"
     configs = [
         spec if isinstance(spec, trioqueue.WorkerConfig)
         else trioqueue.WorkerConfig(
-            handler=spec, queue=queue, **({"concurrency": default_concurrency(spec)} | options)
+            queue=queue, **({field: spec, "concurrency": default_concurrency(spec), **options})
         )
         for queue, spec in specs
     ]  # fmt: skip
