@@ -136,11 +136,12 @@ async def prepare(dsn: str, fill: Fill, refill: bool) -> None:
             exists = await connection.fetchval(
                 "SELECT to_regclass(format('%I.jobs', $1::text)) IS NOT NULL", fill.schema
             )
-            if exists and not refill:
-                print(f"{label(fill.rows)}: schema {fill.schema} exists, used as it is")
-                await keep_for_ever(backend)
-                return
-            await connection.execute(f'DROP SCHEMA IF EXISTS "{fill.schema}" CASCADE')
+            if not exists or refill:
+                await connection.execute(f'DROP SCHEMA IF EXISTS "{fill.schema}" CASCADE')
+        if exists and not refill:
+            print(f"{label(fill.rows)}: schema {fill.schema} exists, used as it is")
+            await keep_for_ever(backend)  # (the connection above is back: there is one)
+            return
         await backend.migrate()
         await keep_for_ever(backend)
     report = await trio.to_thread.run_sync(lambda: fill_finished(dsn, fill.schema, fill.rows))
