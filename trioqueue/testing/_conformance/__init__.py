@@ -23,6 +23,8 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
   enabled, disabled and run now, the audit log, table health;
 - ``retention.py``: retention policies, bounded prune batches fenced by the maintainer
   lease, and the lease's claim, renewal and release (docs/protocol.rst §15, I16, I17);
+- ``checkpoints.py``: checkpoints stored by the fenced renewal and outcome writes, kept
+  by the claim and delivered with it (docs/protocol.rst §16, I18);
 - ``dashboard.py``: searching, sorting, counting and deleting jobs, a job's lease details,
   worker pools and their beats, finished-job history;
 - ``_base.py``: what they share (the clock fixture, the timings, helpers, bad inputs).
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 from trioqueue.testing._conformance.attempts import AttemptConformance
 from trioqueue.testing._conformance.cancel import CancelConformance
+from trioqueue.testing._conformance.checkpoints import CheckpointConformance
 from trioqueue.testing._conformance.claim import ClaimConformance
 from trioqueue.testing._conformance.controls import ControlsConformance
 from trioqueue.testing._conformance.crashes import CrashConformance
@@ -65,6 +68,7 @@ class BackendConformance(
     AttemptConformance,
     ControlsConformance,
     RetentionConformance,
+    CheckpointConformance,
 ):
     """What every backend must do, as tests. Subclass it in a test module::
 
