@@ -83,6 +83,7 @@ _ATTEMPTS = "the conformance suite: attempt rows, lost attempts, cancellations, 
 _RETENTION = "the conformance suite: policies, bounded fenced batches, the maintainer lease"
 _RETENTION_MODEL = "unit/test_retention_model_stateful.py"
 _DUPLICATES = "the conformance suite: keep, replace, debounce, a running holder left alone"
+_CHECKPOINTS = "the conformance suite: stored by renewals and outcomes, fenced, delivered"
 _DEAD = "the conformance suite: dead letters, their filters and summary, redrive in batches"
 
 _CLAIM = Proof("(a) registration", "registration_fence")
@@ -303,6 +304,21 @@ GUARANTEES: tuple[Guarantee, ...] = (
             Tests("unit/test_memory_backend.py", (), _RETENTION),
             Tests("postgres/test_postgres_backend.py", (), _RETENTION),
             Tests("postgres/test_postgres_retention.py", (), "the lease row, a claim waits"),
+        ),
+    ),
+    Guarantee(
+        "I18",
+        "a checkpoint is stored only by its own attempt",
+        "A handler's latest checkpoint rides in the pool's one renewal statement and in its "
+        "attempt's final write, fenced by ``claim_seq``: a stale attempt's checkpoint is never "
+        "stored, a value already held is not sent again, and the next attempt is delivered "
+        "the last one stored (``ctx.last_checkpoint``).",
+        tests=(
+            Tests("unit/test_core_checkpoint.py", (), "the guard's send-once rule"),
+            Tests("unit/test_pool_checkpoints.py", (), "whole pools under a mock clock"),
+            Tests("unit/test_memory_backend.py", (), _CHECKPOINTS),
+            Tests("postgres/test_postgres_backend.py", (), _CHECKPOINTS),
+            Tests("postgres/test_postgres_checkpoints.py", (), "late renewals, HOT updates"),
         ),
     ),
     Guarantee(
@@ -769,6 +785,16 @@ RULES: tuple[Rule, ...] = (
             Tests("unit/test_memory_backend.py", (), _RETENTION),
             Tests("postgres/test_postgres_backend.py", (), _RETENTION),
             Tests("postgres/test_postgres_retention.py", (), "bounded batches, the lease row"),
+        ),
+    ),
+    Rule(
+        "§16",
+        "checkpoints: stored with the renewal and the final write, fenced, delivered",
+        tests=(
+            Tests("unit/test_core_checkpoint.py", (), "the guard's send-once rule"),
+            Tests("unit/test_pool_checkpoints.py", (), "whole pools under a mock clock"),
+            Tests("unit/test_memory_backend.py", (), _CHECKPOINTS),
+            Tests("postgres/test_postgres_backend.py", (), _CHECKPOINTS),
         ),
     ),
     Rule(

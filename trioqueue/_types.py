@@ -120,6 +120,9 @@ class Job:
     #: ``tracestate`` keys), stored with the row; None without OpenTelemetry
     #: (docs/telemetry.rst).
     trace_context: Mapping[str, str] | None = None
+    #: The checkpoint an earlier attempt stored (``ctx.checkpoint``, decoded JSON), which
+    #: the claim delivers; None when none did (docs/protocol.rst §16).
+    checkpoint: Any = None
 
 
 @final
@@ -162,6 +165,11 @@ class JobInfo:
     #: For a finished job: the worker pool that ran its last attempt
     #: (``WorkerInfo.worker_id``); None when no pool did (cancelled before it ran).
     finished_by: str | None = None
+    #: The latest checkpoint an attempt stored (``ctx.checkpoint``, decoded JSON), and when
+    #: it was stored; None when none was. Read by ``get_job`` and ``wait_for`` (a list of
+    #: jobs carries none: docs/protocol.rst §16).
+    checkpoint: Any = None
+    checkpointed_at: datetime | None = None
 
 
 @final
@@ -288,6 +296,8 @@ class Ack:
     progress: float | None = None
     result: str | None = None
     timing: AttemptTiming | None = None
+    #: The attempt's latest checkpoint as JSON text (docs/protocol.rst §16); None: none.
+    checkpoint: str | None = None
 
 
 @final
@@ -308,6 +318,8 @@ class Failure:
     #: Whether the failure is a cancellation is the backend's to say (a cancel asked
     #: before the write: docs/protocol.rst §14), not the worker's.
     traceback: str | None = None
+    #: The attempt's latest checkpoint as JSON text, kept for the retry (§16).
+    checkpoint: str | None = None
 
 
 class Recorded(enum.Enum):
@@ -331,6 +343,8 @@ class Release:
     claim_seq: int
     progress: float | None = None
     timing: AttemptTiming | None = None
+    #: The attempt's latest checkpoint as JSON text, kept for the next attempt (§16).
+    checkpoint: str | None = None
 
 
 class NoticeKind(enum.Enum):

@@ -211,6 +211,8 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("jobs", "host", "text", "YES", None),  # 0009
         ("jobs", "cancelled", "boolean", "NO", "false"),  # 0009
         ("jobs", "trace_context", "jsonb", "YES", None),  # 0009
+        ("jobs", "checkpoint", "jsonb", "YES", None),  # 0014
+        ("jobs", "checkpointed_at", "timestamp with time zone", "YES", None),  # 0014
         ("maintainer", "id", "boolean", "NO", "true"),  # 0011
         ("maintainer", "holder", "text", "YES", None),  # 0011
         ("maintainer", "seq", "bigint", "NO", "0"),  # 0011
@@ -538,7 +540,7 @@ async def test_late_renewal_never_shortens_a_newer_renewals_lease(
     [claimed] = await claim(backend)
     renew_sql = render(QUERIES["renew"], backend.schema)
     no_beat = (None,) * 10
-    args = ([str(job_id)], [str(claimed.job.claim_seq)], ["0.25"], V, *no_beat)
+    args = ([str(job_id)], [str(claimed.job.claim_seq)], ["0.25"], V, *no_beat, None)
     async with backend.acquire() as old, old.transaction():
         # The old statement's now() is fixed here, round trips before the newer renewal's.
         await old.fetchval("SELECT now()")
@@ -568,7 +570,7 @@ async def test_renewal_renews_a_row_changed_after_its_snapshot(backend: Postgres
         [str(c.job.claim_seq) for c in (raced, calm)],
         [None, "0.5"],
         2 * V,
-        *(None,) * 10,
+        *(None,) * 11,  # no beat, no checkpoints
     )
     answers: dict[int, str] = {}
     async with backend.acquire() as gate, backend.acquire() as renewer:

@@ -104,7 +104,7 @@ async def test_a_late_beat_changes_nothing(backend: PostgresBackend) -> None:
         await trio.sleep(0.01)
         await backend.renew([], visibility_timeout=V, beat=PoolBeat(POOL, 2, 0))
         [newer] = await backend.list_workers()
-        await old.fetch(renew_sql, [], [], [], V, *old_beat)
+        await old.fetch(renew_sql, [], [], [], V, *old_beat, None)
     [after] = await backend.list_workers()
     assert (after.in_flight, after.last_beat_at) == (2, newer.last_beat_at)
     assert (after.clock_skew, after.clock_verdict) == (None, None)

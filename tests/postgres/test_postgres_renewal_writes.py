@@ -48,7 +48,7 @@ async def renew_in_transaction(
             [str(s) for s in seqs],
             [None] * len(ids),
             lease,
-            *(None,) * 10,
+            *(None,) * 11,  # no beat, no checkpoints
         )
         after = await connection.fetchrow(counters, jobs_table(backend))
     updated = after["updated"] - before["updated"]

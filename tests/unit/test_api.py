@@ -53,6 +53,11 @@ PUBLIC = {
     "run_workers",
     "transactional_worker_config",
     "job_cursor",
+    "Enqueued",  # on_duplicate (docs/api.rst, docs/protocol.rst §18)
+    "EnqueueOutcome",
+    "OnDuplicate",
+    "DeadLetter",  # dead letters (docs/api.rst, docs/protocol.rst §19)
+    "DeadLetterSummary",
 }
 
 
@@ -105,6 +110,8 @@ def test_jobinfo_has_the_documented_fields() -> None:
         "group",  # enqueue(..., group=): one job of the group at a time (docs/flow.rst)
         # attempt history (docs/protocol.rst §14): cancellations, the next run, who ran it
         "cancelled", "next_attempt_at", "finished_by",
+        # checkpoints (docs/protocol.rst §16)
+        "checkpoint", "checkpointed_at",
     }  # fmt: skip
 
 

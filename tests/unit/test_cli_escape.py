@@ -120,6 +120,8 @@ def job(text: str, **changes: Any) -> trioqueue.JobInfo:
         "group": text,
         "cancel_requested_at": NOW,
         "finished_by": text,
+        "checkpoint": {text: [text]},
+        "checkpointed_at": NOW,
     }
     return trioqueue.JobInfo(**(fields | changes))
 
@@ -259,7 +261,7 @@ def test_show_prints_each_field_once_whatever_the_fields_hold(text: str) -> None
     lines = "\n".join(show_cmd.job_report(job(text))).split("\n")  # as printed
     fields = [line.split()[0] for line in lines[1:] if re.match(r"  \S", line)]
     assert fields == ["payload", "priority", "group", "created", "finished", "pool",
-                      "progress", "worker", "cancel", "error"]  # fmt: skip
+                      "progress", "worker", "cancel", "error", "checkpoint"]  # fmt: skip
     assert all(line.startswith("            ") for line in lines[1:] if not re.match(r"  \S", line))
 
 

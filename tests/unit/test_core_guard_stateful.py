@@ -6,13 +6,14 @@ guard task (``poll``, then send the renewal the core offers), let the current re
 back (random verdicts per job, missing ones included; an error; its timeout), leave it
 hanging (``stuck``: it returns only after it could have been abandoned; ``hard``: never),
 let an abandoned call exit late, answer superseded or unknown tokens, settle jobs, report
-progress, deliver cancel notices (also while a renewal is out) and begin a shutdown. As in
+progress and checkpoints, deliver cancel notices (also while a renewal is out) and begin a
+shutdown. As in
 the runtime, the guard usually runs right after a registration, an answer or a clock step.
 
 A small model tracks what the database granted, which cancel notices are outstanding, and
 the deadlines the runtime's cancel scopes hold (moved only as ``Effects.moved`` says).
 Invariants and checks are named after docs/protocol.rst (I2, I4, I5, I6, I7, I8, I10, I11, I12,
-I13).
+I13, I18).
 
 A batch's stop (why its scope was stopped: frozen, decides the outcome) and its lease (lost
 once the fence passes) are separate: a stopped batch is still renewed while any of its jobs
@@ -43,6 +44,7 @@ from hypothesis.stateful import (
     rule,
 )
 
+from trioqueue._core.checkpoint import CheckpointSlot
 from trioqueue._core.guard_rules import (
     BatchLease,
     Effects,
@@ -53,7 +55,7 @@ from trioqueue._core.guard_rules import (
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.rules import StopReason
 from trioqueue._core.timing import GRACE, MIN_RETRY, Timing, retry_delay
-from trioqueue._core.wire import Verdict
+from trioqueue._core.wire import RenewItem, Verdict
 
 EPS = 1e-6  # float slack for sums of times up to ~1e6
 UNKNOWN = 10**9  # a token or job id the core never issued
@@ -130,7 +132,7 @@ def freeze(value: object) -> object:
         return {key: freeze(item) for key, item in value.items()}
     if isinstance(value, (list, set)):
         return (type(value), *map(freeze, value))
-    if isinstance(value, (BatchLease, JobLease)):
+    if isinstance(value, (BatchLease, JobLease, CheckpointSlot)):
         return (type(value), *(freeze(getattr(value, f.name)) for f in fields(value)))
     return value
 
@@ -150,6 +152,11 @@ class ModelJob:
     stopped: int = 0  # appearances in Effects.stops
     cancelled: int = 0  # appearances in Effects.cancels
     cancel_flag: bool = False  # the row's cancel flag is set (renewals report it from now on)
+    checkpoint: str | None = None  # the latest ctx.checkpoint (JSON text)
+    # What the row surely holds of this attempt's checkpoints (None: none, or not known).
+    confirmed: str | None = None
+    # The core surely knows the row holds the latest: a renewal must not send it again.
+    fresh: bool = False
 
 
 @dataclass
@@ -267,6 +274,7 @@ class GuardMachine(RuleBasedStateMachine):
         if effects.abandoned is not None:
             assert self.abandoned is None, "I5: abandoned a renewal while another is abandoned"
             call = self.calls[effects.abandoned]
+            self.checkpoints_unknown(call.renewal)
             assert call.state == "current"
             assert core.abandoned is call.renewal
             assert core.current is None
@@ -482,6 +490,29 @@ class GuardMachine(RuleBasedStateMachine):
             job.progress = progress
         assert lease.progress == job.progress
 
+    @precondition(lambda self: any(job.batch_id in self.batches for job in self.jobs.values()))
+    @rule(data=st.data(), text=st.sampled_from(["1", "2", '"x"']))
+    def checkpoint(self, data: st.DataObject, text: str) -> None:
+        """I18: what ``ctx.checkpoint`` does (the value already encoded): the latest wins."""
+        live = sorted(j for j, job in self.jobs.items() if job.batch_id in self.batches)
+        job_id = data.draw(st.sampled_from(live))
+        job = self.jobs[job_id]
+        lease = self.g.job(job.batch_id, job_id)
+        if lease.checkpoint is None:
+            lease.checkpoint = CheckpointSlot(text)
+        else:
+            lease.checkpoint.latest = text
+        job.fresh = job.fresh and text == job.checkpoint
+        job.checkpoint = text
+
+    def checkpoints_unknown(self, renewal: Renewal) -> None:
+        """A renewal failed or was abandoned: a checkpoint it carried may or may not be
+        stored."""
+        for item in renewal.items:
+            if item.checkpoint is not None:
+                job = self.jobs[item.job_id]
+                job.confirmed, job.fresh = None, False
+
     # -- time ---------------------------------------------------------------------------
 
     @precondition(lambda self: self.core is not None)
@@ -661,6 +692,11 @@ class GuardMachine(RuleBasedStateMachine):
             assert job.stopped == 0
             assert item.claim_seq == job.claim_seq
             assert item.progress == job.progress, "I11: the latest valid progress goes out"
+            assert item.checkpoint in (None, job.checkpoint), "I18: only the latest goes out"
+            if item.checkpoint is None:
+                assert job.checkpoint in (None, job.confirmed), "I18: the latest is not stored"
+            else:
+                assert not job.fresh, "I18: a checkpoint the row holds is sent again"
         v = self.timing.visibility_timeout
         timeout = renewal.give_up_at - renewal.sent_at
         assert MIN_RETRY - EPS <= timeout <= max(MIN_RETRY, v) + EPS
@@ -718,6 +754,7 @@ class GuardMachine(RuleBasedStateMachine):
             if verdict is not None and verdict in RENEWING:
                 job = self.jobs[item.job_id]
                 job.granted = max(job.granted, renewal.sent_at + v)
+            self.checkpoint_answered(item, verdict)
         stops: list[tuple[int, int, StopReason]] = []
         cancels: list[tuple[int, int]] = []
         for b, (fence, old) in before.items():
@@ -788,8 +825,26 @@ class GuardMachine(RuleBasedStateMachine):
         assert sorted(effects.cancels) == sorted(cancels)
         self.absorb(effects)
 
+    def checkpoint_answered(self, item: RenewItem, verdict: Verdict | None) -> None:
+        """I18: a renewing verdict stored what the item carried; any other stored nothing.
+        The core surely knows it (``fresh``) while the job is still renewed."""
+        if item.checkpoint is None:
+            return
+        job = self.jobs[item.job_id]
+        if verdict not in RENEWING:
+            job.fresh = False
+            return
+        job.confirmed = item.checkpoint
+        if job.batch_id not in self.batches:
+            job.fresh = False
+            return
+        batch = self.g.batch(job.batch_id)
+        lease = batch.jobs[item.job_id]
+        job.fresh = not batch.lost and lease.renewed and item.checkpoint == job.checkpoint
+
     def fail_current(self, call: Call) -> None:
         core, renewal = self.g, call.renewal
+        self.checkpoints_unknown(renewal)
         before = self.batch_copies(renewal.batch_ids)
         effects = core.failed(renewal.token, self.now)
         call.state = "settled"

@@ -149,6 +149,8 @@ async def test_job_detail(backend: trioqueue.MemoryBackend) -> None:
         "cancel_requested_at": None,
         "cancel_acknowledged_at": None,
         "worker": None,
+        "checkpoint": None,
+        "checkpointed_at": None,
     }
 
 

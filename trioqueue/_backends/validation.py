@@ -25,12 +25,15 @@ from trioqueue._types import (
     JOB_SORTS,
     JOB_STATUSES,
     ON_DUPLICATE,
+    Ack,
     EnqueueOutcome,
+    Failure,
     JobSort,
     JobStatus,
     OnDuplicate,
     PoolBeat,
     PoolRegistration,
+    Release,
 )
 
 #: Longest queue name, in characters (at most 512 bytes of UTF-8, so a queue name and a
@@ -46,6 +49,9 @@ MAX_RATE = 1e6
 #: Longest result, in bytes of its JSON text (docs/usage.rst, "Results"): it rides in the
 #: batched ack statement and in the dashboard's job JSON, far below jsonb's 256 MB.
 MAX_RESULT_BYTES = 16 * 1024 * 1024
+#: Longest checkpoint, in bytes of its JSON text (docs/protocol.rst §16): it rides in the
+#: shared renewal statement of every job of a pool, so it stays small.
+MAX_CHECKPOINT_BYTES = 64 * 1024
 
 #: Largest page ``list_jobs`` returns.
 MAX_LIST_LIMIT = 10_000
@@ -216,6 +222,61 @@ def encode_result(result: object) -> str | None:
             f"over the {MAX_RESULT_BYTES} a result may have"
         )
     return text
+
+
+def encode_checkpoint(value: object) -> str:
+    """The JSON text of a checkpoint (``ctx.checkpoint``), at most MAX_CHECKPOINT_BYTES.
+
+    Raises:
+        TypeError: ``checkpoint is not JSON-serialisable: ...``.
+        ValueError: its JSON text is longer than MAX_CHECKPOINT_BYTES.
+    """
+    text = _encode_json("checkpoint", value)
+    problem = _checkpoint_size_problem(text)
+    if problem:
+        raise ValueError(f"checkpoint {problem}")
+    return text
+
+
+def check_checkpoint_texts(items: Iterable[RenewItem | Ack | Failure | Release]) -> None:
+    """What a renewal or an outcome write carries as checkpoints must be storable: a JSON
+    text, at most MAX_CHECKPOINT_BYTES (the runtime encodes them so; a backend never stores
+    anything else).
+
+    Raises:
+        ValueError: naming every item whose checkpoint is not (nothing is written).
+    """
+    problems = [
+        f"job {item.job_id}: {problem}"
+        for item in items
+        if item.checkpoint is not None
+        and (problem := _checkpoint_text_problem(item.checkpoint)) is not None
+    ]
+    if problems:
+        raise ValueError("bad checkpoint text: " + "; ".join(problems))
+
+
+def _checkpoint_text_problem(text: object) -> str | None:
+    if not isinstance(text, str):
+        return f"a checkpoint must be JSON text (a str), not {type(text).__name__}"
+    size = _checkpoint_size_problem(text)
+    if size:
+        return f"the checkpoint {size}"
+    try:
+        problem = _payload_text_problem(decode_payload(text))
+    except (ValueError, RecursionError) as exc:
+        return f"the checkpoint is not JSON ({type(exc).__name__}: {exc})"
+    return None if problem is None else f"the checkpoint contains {problem}"
+
+
+def _checkpoint_size_problem(text: str) -> str | None:
+    # A UTF-8 character is at most 4 bytes: most checkpoints need no byte count at all.
+    if len(text) > MAX_CHECKPOINT_BYTES // 4 and len(text.encode()) > MAX_CHECKPOINT_BYTES:
+        return (
+            f"is {len(text.encode())} bytes of JSON, over the {MAX_CHECKPOINT_BYTES} "
+            "a checkpoint may have"
+        )
+    return None
 
 
 #: One encoder and one decoder for every payload and result. ``json.dumps`` with an option

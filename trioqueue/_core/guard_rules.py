@@ -49,6 +49,7 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from trioqueue._core.checkpoint import CheckpointSlot
 from trioqueue._core.fence import advanced_deadline, initial_deadline
 from trioqueue._core.rules import VERDICT_RULES, StopReason
 from trioqueue._core.timing import GRACE, MIN_RETRY, Timing, renewal_timeout, retry_delay
@@ -73,6 +74,8 @@ class JobLease:
     # Its claim hook and handler have exited and its outcome is decided (``work_ended``),
     # though perhaps not yet written: it is still renewed, but owed no first beat.
     ended: bool = False
+    # The attempt's checkpoint (docs/protocol.rst §16): None until its first one.
+    checkpoint: CheckpointSlot | None = None
 
     # The runtime holds each job's lease (``BatchHandle.leases``) and tells it these two
     # events directly: a lookup by batch and job for each would cost more than the event.
@@ -320,7 +323,12 @@ class GuardCore:
             due += self._pop_due(now, until=now + lookahead)
             due = [batch for batch in due if self._owed_a_beat(batch, now)]
         items = tuple(
-            RenewItem(job.job_id, job.claim_seq, job.progress)
+            RenewItem(
+                job.job_id,
+                job.claim_seq,
+                job.progress,
+                None if job.checkpoint is None else job.checkpoint.outgoing(),
+            )
             for batch in due
             for job in batch.renewed()
         )
@@ -505,6 +513,7 @@ class GuardCore:
 
     def _retry_all(self, renewal: Renewal, now: float) -> Effects:
         for batch in self._carried(renewal):
+            _unsure_checkpoints(batch)
             self._expire_if_due(batch, now)
             if not batch.lost:
                 self._schedule_retry(batch, now)
@@ -544,10 +553,14 @@ class GuardCore:
             rule = VERDICT_RULES[verdict]
             if rule.believed_after > 1 and not job.gone_seen:
                 # Maybe our own ack raced the renewal: trust GONE only when seen twice.
+                if job.checkpoint is not None:
+                    job.checkpoint.unsure()
                 job.gone_seen = confirm_gone = True
                 renewed_all = False
                 continue
             job.gone_seen = False
+            if job.checkpoint is not None:
+                _settle_checkpoint(job.checkpoint, rule.renews)
             if rule.stops is not None:
                 self._stop_job(batch, job, rule.stops, effects)
             elif rule.cancels and job.stop is None and batch.stop is None:
@@ -582,3 +595,20 @@ class GuardCore:
             job.stop = reason
         if batch.stop is None:
             effects.stops.append((batch.batch_id, job.job_id, reason))
+
+
+def _settle_checkpoint(slot: CheckpointSlot, renews: bool) -> None:
+    """A verdict on a job with a checkpoint: one that renewed the row stored what the
+    renewal carried (docs/protocol.rst §16); any other wrote nothing."""
+    if renews:
+        slot.renewed()
+    else:
+        slot.unsure()
+
+
+def _unsure_checkpoints(batch: BatchLease) -> None:
+    """A renewal carrying ``batch`` failed or was abandoned: what it carried may or may not
+    be stored, so the next renewal sends each job's latest checkpoint again."""
+    for job in batch.jobs.values():
+        if job.checkpoint is not None:
+            job.checkpoint.unsure()

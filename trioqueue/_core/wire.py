@@ -12,11 +12,13 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class RenewItem:
-    """One job in a renewal statement: fenced by ``claim_seq``, carrying its progress."""
+    """One job in a renewal statement: fenced by ``claim_seq``, carrying its progress and,
+    when the database does not hold it yet, its latest checkpoint's JSON text (§16)."""
 
     job_id: int
     claim_seq: int
     progress: float | None
+    checkpoint: str | None = None
 
 
 class Verdict(enum.Enum):

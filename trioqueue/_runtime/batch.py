@@ -56,6 +56,7 @@ from trioqueue._backends.interface import (
 )
 from trioqueue._backends.validation import check_seconds, encode_result
 from trioqueue._core.backoff import ExponentialBackoff
+from trioqueue._core.checkpoint import latest_checkpoint
 from trioqueue._core.outcome import Outcome, decide, decide_attempt
 from trioqueue._core.rules import OutcomeKind, StopReason
 from trioqueue._core.timing import Timing, retry_delay, write_retries_spent
@@ -533,10 +534,17 @@ class BatchRunner:
         try:
             if tx is None or outcome.kind is not OutcomeKind.SUCCEEDED:
                 return outcome, None
-            progress = handle.leases[job.id].progress
+            lease = handle.leases[job.id]
             try:
                 with trio.fail_after(self._timing.visibility_timeout):
-                    ack = Ack(job.id, job.claim_seq, progress, done.result, done.timing)
+                    ack = Ack(
+                        job.id,
+                        job.claim_seq,
+                        lease.progress,
+                        done.result,
+                        done.timing,
+                        latest_checkpoint(lease.checkpoint),
+                    )
                     return outcome, await tx.commit_with_ack(ack)
             except Exception as exc:
                 if tx.commit_sent:
@@ -659,17 +667,21 @@ class BatchRunner:
         return False
 
     def _item(self, handle: BatchHandle, done: _Finished) -> Ack | Release | Failure:
-        """The fenced write of ``done``'s outcome, with the job's latest progress."""
+        """The fenced write of ``done``'s outcome, with the job's latest progress and
+        checkpoint (docs/protocol.rst §10, refinement 7; §16)."""
         job, kind = done.job, done.outcome.kind
-        progress = handle.leases[job.id].progress
+        lease = handle.leases[job.id]
+        progress, checkpoint = lease.progress, latest_checkpoint(lease.checkpoint)
         if kind is OutcomeKind.SUCCEEDED:
-            return Ack(job.id, job.claim_seq, progress, done.result, done.timing)
+            return Ack(job.id, job.claim_seq, progress, done.result, done.timing, checkpoint)
         if kind is OutcomeKind.RELEASE:
-            return Release(job.id, job.claim_seq, progress, done.timing)
+            return Release(job.id, job.claim_seq, progress, done.timing, checkpoint)
         retry = done.delay if kind is OutcomeKind.RETRY else None
         message, raised = done.outcome.message or "", done.raised
         if raised is None:
-            return Failure(job.id, job.claim_seq, message, retry, progress, done.timing)
+            return Failure(
+                job.id, job.claim_seq, message, retry, progress, done.timing, checkpoint=checkpoint
+            )
         return Failure(
             job.id,
             job.claim_seq,
@@ -679,6 +691,7 @@ class BatchRunner:
             done.timing,
             raised.error_type,
             raised.traceback,
+            checkpoint,
         )
 
     def _report(self, done: _Finished) -> tuple[Hook | None, tuple[Any, ...]]:

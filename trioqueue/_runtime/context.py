@@ -6,6 +6,8 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, final
 
+from trioqueue._backends.validation import encode_checkpoint
+from trioqueue._core.checkpoint import CheckpointSlot
 from trioqueue._core.guard_rules import JobLease
 from trioqueue._core.progress import valid_progress
 from trioqueue._types import Job
@@ -81,6 +83,36 @@ class JobContext:
     def progress(self) -> float | None:
         """The latest valid progress reported in this attempt, or None."""
         return self._lease.progress
+
+    def checkpoint(self, value: Any) -> None:
+        """Record how far this attempt got: a JSON value the next renewal stores, fenced by
+        ``claim_seq``, as the attempt's outcome write does (docs/protocol.rst §16).
+
+        The latest value wins, and one the database already holds is not sent again. The
+        next attempt of the job, after a retry, a release or a lapsed lease, gets the
+        latest stored value as :attr:`last_checkpoint`; a success keeps it on the finished
+        job (``JobInfo.checkpoint``). ``None`` is a value too: it says "start over".
+        Safe to call from a sync handler's thread.
+
+        Raises:
+            TypeError: ``value`` has no JSON form (nothing is recorded).
+            ValueError: its JSON text is over ``MAX_CHECKPOINT_BYTES`` (64 KiB; nothing
+                is recorded).
+        """
+        text = encode_checkpoint(value)  # refused here, at the call, before anything else
+        lease = self._lease
+        slot = lease.checkpoint
+        if slot is None:
+            lease.checkpoint = CheckpointSlot(text)
+        else:
+            slot.latest = text
+
+    @property
+    def last_checkpoint(self) -> Any:
+        """The checkpoint an earlier attempt of this job stored, as the claim delivered it
+        (decoded JSON), or None when none did. It does not change while this attempt runs:
+        this attempt's own checkpoints are for the next one."""
+        return self._job.checkpoint
 
     @property
     def cancel_requested(self) -> bool:

@@ -133,6 +133,10 @@ def job_detail_json(info: trioqueue.JobInfo) -> dict[str, Any]:
         "cancel_requested_at": iso(info.cancel_requested_at),
         "cancel_acknowledged_at": iso(info.cancel_acknowledged_at),
         "worker": info.worker_id,
+        # The latest checkpoint an attempt stored (null: none), and when (null: never):
+        # get_job reads it, a list does not (docs/protocol.rst §16).
+        "checkpoint": _plain(info.checkpoint),
+        "checkpointed_at": iso(info.checkpointed_at),
     }
 
 

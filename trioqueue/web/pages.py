@@ -332,6 +332,11 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             group=job_json(info)["group"],
             payload=_payload_text(info.payload, indent=2),
             result=None if info.result is None else _payload_text(info.result, indent=2),
+            # The latest checkpoint an attempt stored (at most 64 KiB of JSON: shown whole);
+            # None when none was (a stored JSON null shows as null).
+            checkpoint=(
+                None if info.checkpointed_at is None else _payload_text(info.checkpoint, indent=2)
+            ),
             undecodable=isinstance(info.payload, trioqueue.UndecodablePayload),
             events_url=f"/api/events?jobs={job_id}",
         )

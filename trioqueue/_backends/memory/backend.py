@@ -66,6 +66,7 @@ from trioqueue._backends.retention_checks import (
 from trioqueue._backends.validation import (
     check_beat,
     check_cancelled,
+    check_checkpoint_texts,
     check_claim,
     check_cursors,
     check_enqueue,
@@ -849,6 +850,7 @@ class MemoryBackend:
         """
         check_timeout("visibility_timeout", visibility_timeout)
         items = check_renew_items(items)
+        check_checkpoint_texts(items)
         beat = check_beat(beat)
         if not items:
             if beat is not None:
@@ -880,6 +882,7 @@ class MemoryBackend:
     async def ack(self, items: Sequence[Ack]) -> list[bool]:
         """Mark attempts succeeded. Fenced: True for each item that was applied."""
         items = tuple(items)
+        check_checkpoint_texts(items)
         return await self._execute("ack", lambda now, _: self._model.ack(now, items))
 
     async def fail(self, items: Sequence[Failure]) -> list[Recorded | None]:
@@ -891,11 +894,13 @@ class MemoryBackend:
         items = tuple(items)
         for item in items:
             check_retry_delay(item.retry_delay)
+        check_checkpoint_texts(items)
         return await self._execute("fail", lambda now, _: self._model.fail(now, items))
 
     async def release(self, items: Sequence[Release]) -> list[bool]:
         """Give attempts back uncharged. Fenced: True for each item that was applied."""
         items = tuple(items)
+        check_checkpoint_texts(items)
         return await self._execute("release", lambda now, _: self._model.release(now, items))
 
     @asynccontextmanager

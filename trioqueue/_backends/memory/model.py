@@ -182,6 +182,10 @@ class Row:
     host: str | None = None
     cancelled: bool = False
     trace_context: str | None = None
+    # The latest checkpoint an attempt stored, JSON text, and when (docs/protocol.rst §16;
+    # migration 0014). A claim keeps it: it is what the next attempt resumes from.
+    checkpoint: str | None = None
+    checkpointed_at: float | None = None
     in_ready: bool = False  # an entry for it is in its queue's ready heap
     due_at: float | None = None  # the time of its live entry in its queue's waiting heap
 
@@ -420,7 +424,7 @@ class MemoryModel:
     def get_job(self, now: float, job_id: int) -> JobInfo | None:
         """A snapshot of one job, None when no job has this id; mirrors ``get_job``."""
         row = self._rows.get(job_id)
-        return None if row is None else self._info(row, now)
+        return None if row is None else self._info(row, now, checkpoint=True)
 
     def get_jobs(
         self, now: float, job_ids: Sequence[int], preview: int | None = None
@@ -438,7 +442,7 @@ class MemoryModel:
             return None
         if not row.finished:
             row.awaited = True
-        return self._info(row, now)
+        return self._info(row, now, checkpoint=True)
 
     def list_jobs(
         self,
@@ -1002,7 +1006,18 @@ class MemoryModel:
         if value is not None:
             row.progress = value
 
-    def _info(self, row: Row, now: float, preview: int | None = None) -> JobInfo:
+    @staticmethod
+    def _store_checkpoint(row: Row, checkpoint: str | None, now: float) -> None:
+        """A fenced write that carries a checkpoint stores it, and when (§16); one that
+        carries none leaves the row's."""
+        if checkpoint is not None:
+            row.checkpoint, row.checkpointed_at = checkpoint, now
+
+    def _info(
+        self, row: Row, now: float, preview: int | None = None, *, checkpoint: bool = False
+    ) -> JobInfo:
+        """``checkpoint``: carry the row's checkpoint, as ``get_job`` and ``await_job`` do
+        (a list's rows carry none, docs/protocol.rst §16)."""
         running = row.leased(now)
         state = row.state(now)
         return JobInfo(
@@ -1030,6 +1045,10 @@ class MemoryModel:
             ),
             # The pool that ran the last attempt: the row keeps worker_id until a retry.
             finished_by=row.worker_id if row.finished else None,
+            checkpoint=(
+                None if not checkpoint or row.checkpoint is None else decode_payload(row.checkpoint)
+            ),
+            checkpointed_at=self._maybe_datetime(row.checkpointed_at) if checkpoint else None,
         )
 
     def _maybe_datetime(self, t: float | None) -> datetime | None:
@@ -1244,8 +1263,9 @@ class MemoryModel:
         row.host = None if pool is None else pool.pool.host
         row.progress = None  # the new attempt has reported none; an old attempt's is not its own
         self._show_at(row, lease_until)
-        # Job(id, queue, payload, attempt, max_attempts, claim_seq, waited, trace_context):
-        # by position, a third cheaper than by keyword for every job claimed.
+        # Job(id, queue, payload, attempt, max_attempts, claim_seq, waited, trace_context,
+        # checkpoint): by position, a third cheaper than by keyword for every job claimed.
+        # The claim keeps the row's checkpoint and delivers it (docs/protocol.rst §16).
         job = Job(
             row.id,
             row.queue,
@@ -1255,6 +1275,7 @@ class MemoryModel:
             row.claim_seq,
             row.wait_seconds,
             decode_trace_context(row.trace_context),
+            None if row.checkpoint is None else decode_payload(row.checkpoint),
         )
         return Claimed(job, lease_until, locked_after, alone)
 
@@ -1284,8 +1305,9 @@ class MemoryModel:
             return Verdict.GONE
         if row.claim_seq != item.claim_seq:
             return Verdict.RECLAIMED
-        if lease_until >= row.not_visible_until:  # a late statement changes neither (SQL)
+        if lease_until >= row.not_visible_until:  # a late statement changes none (SQL)
             self._store_progress(row, item.progress)
+            self._store_checkpoint(row, item.checkpoint, now)
             self._show_at(row, lease_until)
         row.last_renewed_at = max(now, row.last_renewed_at or now)  # never backwards
         if row.cancel_requested_at is not None:
@@ -1299,6 +1321,7 @@ class MemoryModel:
         if row is None:
             return False
         self._store_progress(row, item.progress)
+        self._store_checkpoint(row, item.checkpoint, now)
         row.result = item.result  # a re-run that succeeds overwrites an earlier result
         self._record_attempt(row, "succeeded", now, timing=item.timing)
         self._finish(row, "succeeded", None, now)
@@ -1309,6 +1332,7 @@ class MemoryModel:
         if row is None:
             return None
         self._store_progress(row, item.progress)
+        self._store_checkpoint(row, item.checkpoint, now)
         outcome: AttemptOutcome
         if row.cancel_requested_at is not None:
             # A cancelled job is never retried; keep the worker's own words when it knew.
@@ -1344,6 +1368,7 @@ class MemoryModel:
         if row is None:
             return False
         self._store_progress(row, item.progress)
+        self._store_checkpoint(row, item.checkpoint, now)
         if row.cancel_requested_at is not None:
             # Released at shutdown after a cancel request: honour the cancel, don't rerun.
             error = "cancelled: cancel requested"

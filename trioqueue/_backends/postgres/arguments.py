@@ -51,6 +51,15 @@ def result_texts(items: Sequence[Ack]) -> list[str | None] | None:
     return None if all(result is None for result in results) else results
 
 
+def checkpoint_texts(
+    items: Sequence[RenewItem | Ack | Failure | Release],
+) -> list[str | None] | None:
+    """Each item's checkpoint (JSON text) as a text[] parameter; None (SQL NULL) when no
+    item carries one, the usual case, as ``progress_texts`` (docs/protocol.rst §16)."""
+    texts = [item.checkpoint for item in items]
+    return None if all(text is None for text in texts) else texts
+
+
 def float_texts(values: Iterable[float | None]) -> list[str | None]:
     """Finite floats (or None) as a text[] parameter; ``repr`` round-trips exactly."""
     return [None if value is None else repr(float(value)) for value in values]

@@ -18,6 +18,7 @@ import trio
 
 from trioqueue._backends.postgres.arguments import (
     beat_arguments,
+    checkpoint_texts,
     fences,
     is_bigint,
     progress_texts,
@@ -34,6 +35,7 @@ from trioqueue._backends.postgres.statements import (
 )
 from trioqueue._backends.validation import (
     check_beat,
+    check_checkpoint_texts,
     check_claim,
     check_registration,
     check_renew_items,
@@ -136,7 +138,9 @@ class ClaimCalls(BackendBase):
                 undecodable.append(Failure(row["id"], row["claim_seq"], error, None))
                 continue
             # Job(id, queue, payload, attempt, max_attempts, claim_seq, waited,
-            # trace_context): by position, a third cheaper than by keyword for every job.
+            # trace_context, checkpoint): by position, a third cheaper than by keyword for
+            # every job. The checkpoint is the one an earlier attempt stored (§16).
+            checkpoint = row["checkpoint"]
             job = Job(
                 row["id"],
                 row["queue"],
@@ -146,6 +150,7 @@ class ClaimCalls(BackendBase):
                 row["claim_seq"],
                 row["waited"],
                 decode_trace_context(row["trace_context"]),
+                None if checkpoint is None else read_payload(checkpoint),
             )
             claimed.append(Claimed(job, row["lease_until"], row["locked_after"], row["alone"]))
         if undecodable:
@@ -159,7 +164,7 @@ class ClaimCalls(BackendBase):
                     errors,
                     nothing,
                     nothing,
-                    *(None,) * 4,  # no error type, traceback or timing: it never ran
+                    *(None,) * 5,  # no error type, traceback, timing or checkpoint: it never ran
                 )
             except DRIVER_ERRORS as exc:
                 log.warning("failing %d undecodable job(s) failed: %r", len(undecodable), exc)
@@ -199,6 +204,7 @@ class ClaimCalls(BackendBase):
         """
         lease = check_timeout("visibility_timeout", visibility_timeout)
         items = check_renew_items(items)
+        check_checkpoint_texts(items)
         beat = check_beat(beat)
         if not items and beat is None:
             await trio.lowlevel.checkpoint()
@@ -218,6 +224,7 @@ class ClaimCalls(BackendBase):
             progress_texts(items),
             lease,
             *beat_arguments(beat),
+            checkpoint_texts(items),
         )
         verdicts.update((row["id"], _VERDICTS[row["verdict"]]) for row in rows)
         return verdicts

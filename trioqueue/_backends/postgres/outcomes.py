@@ -14,6 +14,7 @@ from typing import Any
 import trio
 
 from trioqueue._backends.postgres.arguments import (
+    checkpoint_texts,
     fences,
     float_texts,
     progress_texts,
@@ -23,7 +24,7 @@ from trioqueue._backends.postgres.arguments import (
 from trioqueue._backends.postgres.attempts import failure_texts, timing_arrays
 from trioqueue._backends.postgres.base import BackendBase
 from trioqueue._backends.postgres.statements import fetch
-from trioqueue._backends.validation import check_retry_delay
+from trioqueue._backends.validation import check_checkpoint_texts, check_retry_delay
 from trioqueue._types import Ack, Failure, Recorded, Release
 
 
@@ -33,6 +34,7 @@ class OutcomeCalls(BackendBase):
     async def ack(self, items: Sequence[Ack]) -> list[bool]:
         """Mark attempts succeeded. Fenced: True for each item that was applied."""
         items = tuple(items)
+        check_checkpoint_texts(items)
         applied = await self._fenced_write(
             "ack",
             items,
@@ -40,6 +42,7 @@ class OutcomeCalls(BackendBase):
             progress_texts(items),
             result_texts(items),
             *timing_arrays(items),
+            checkpoint_texts(items),
         )
         return [row is not None for row in applied]
 
@@ -51,6 +54,7 @@ class OutcomeCalls(BackendBase):
         """
         items = tuple(items)
         delays = [check_retry_delay(item.retry_delay) for item in items]
+        check_checkpoint_texts(items)
         applied = await self._fenced_write(
             "fail",
             items,
@@ -60,6 +64,7 @@ class OutcomeCalls(BackendBase):
             progress_texts(items),
             *failure_texts(items, storable_text),
             *timing_arrays(items),
+            checkpoint_texts(items),
         )
         return [
             None if row is None else Recorded.RETRY if row["status"] == "queued" else Recorded.FINAL
@@ -69,8 +74,14 @@ class OutcomeCalls(BackendBase):
     async def release(self, items: Sequence[Release]) -> list[bool]:
         """Give attempts back uncharged. Fenced: True for each item that was applied."""
         items = tuple(items)
+        check_checkpoint_texts(items)
         applied = await self._fenced_write(
-            "release", items, *fences(items), progress_texts(items), *timing_arrays(items)
+            "release",
+            items,
+            *fences(items),
+            progress_texts(items),
+            *timing_arrays(items),
+            checkpoint_texts(items),
         )
         return [row is not None for row in applied]
 

@@ -151,7 +151,7 @@ SELECT j.id, j.queue, j.payload::text AS payload,
        j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
        j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
        j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result,
-       j.awaited, j.group_key, j.cancelled
+       j.awaited, j.group_key, j.cancelled, j.checkpoint::text AS checkpoint, j.checkpointed_at
 FROM {schema}.jobs AS j
 WHERE j.id = $1::bigint;
 
@@ -198,7 +198,7 @@ RETURNING j.id, j.queue, j.payload::text AS payload,
           j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
           j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
           j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result,
-          j.group_key, j.cancelled;
+          j.group_key, j.cancelled, j.checkpoint::text AS checkpoint, j.checkpointed_at;
 
 -- name: delete_job
 -- Any job but one running under a live lease. A claim racing with it holds the row's lock:
@@ -517,6 +517,7 @@ claimed AS (
     RETURNING j.id, j.queue, j.payload::text AS payload, j.priority, j.attempts,
               j.max_attempts, j.claim_seq, j.alone, j.wait_seconds::float8 AS waited,
               j.trace_context::text AS trace_context, j.claimed_at, j.last_error,
+              j.checkpoint::text AS checkpoint,  -- kept, for this attempt to resume (§16)
               p.lapsed, p.lapsed_worker, p.lapsed_host, p.lapsed_claimed_at, p.lapsed_wait,
               extract(epoch FROM j.not_visible_until)::float8 AS lease_until,
               -- How long after the statement began the lease started, on the database's
@@ -568,28 +569,30 @@ held AS (
 SELECT c.id, c.queue, c.payload, c.priority, c.attempts, c.max_attempts, c.claim_seq,
        c.lease_until, c.locked_after, NULL::float8 AS retry_after,
        NULL::float8 AS database_clock, c.alone, false AS alone_waiting, c.waited,
-       c.trace_context
+       c.trace_context, c.checkpoint
 FROM claimed AS c
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, h.retry_after, NULL, NULL, false,
-       NULL, NULL
+       NULL, NULL, NULL
 FROM held AS h
 UNION ALL
 -- A quarantined row waits for a claim made alone (docs/protocol.rst §13).
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true, NULL, NULL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true, NULL, NULL,
+       NULL
 FROM quarantined AS q WHERE q.waiting
 UNION ALL
 -- Always one row with the database's clock, rows taken or not: the worker bounds its own
 -- clock's offset by it (docs/protocol.rst §8).
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       extract(epoch FROM clock_timestamp())::float8, NULL, false, NULL, NULL
+       extract(epoch FROM clock_timestamp())::float8, NULL, false, NULL, NULL, NULL
 ORDER BY priority DESC, id;
 
 -- name: renew
 -- One statement for every job of a renewal, and the pool's beat. Rows locked elsewhere are
 -- skipped, never waited for, and answer 'unchanged'. The verdicts read the locked rows'
 -- current versions. With no items it is the pool's beat alone ($5 NULL: no beat). $3 is
--- NULL when no item carries progress (unnest reads a NULL array as a NULL per item).
+-- NULL when no item carries progress (unnest reads a NULL array as a NULL per item); $15,
+-- each item's checkpoint as JSON text, likewise (docs/protocol.rst §16).
 --
 -- Each row is looked up once: `locked` finds it by key, locks it, and works out from its
 -- current version both its verdict and every value the renewal writes; `renewed` then goes
@@ -628,6 +631,12 @@ WITH locked AS (
                    THEN coalesce(i.progress, j.progress)
                ELSE j.progress
            END AS new_progress,
+           -- A checkpoint is stored under the same condition as progress; NULL: the row's
+           -- own stays (not read here: a large one stays in its TOAST pointer).
+           CASE
+               WHEN now() + make_interval(secs => $4::float8) >= j.not_visible_until
+                   THEN i.checkpoint
+           END AS new_checkpoint,
            greatest(j.last_renewed_at, now()) AS new_renewed_at,
            -- The verdict says 'cancel_requested': the directive reaches the pool now.
            CASE
@@ -635,8 +644,8 @@ WITH locked AS (
                ELSE j.cancel_acknowledged_at
            END AS new_acknowledged_at
     FROM {schema}.jobs AS j
-    JOIN unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[])
-         AS i (id, claim_seq, progress) ON i.id = j.id
+    JOIN unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[], $15::text[])
+         AS i (id, claim_seq, progress, checkpoint) ON i.id = j.id
     WHERE j.id = ANY ($1::text[]::bigint[])
     FOR UPDATE OF j SKIP LOCKED
 ),
@@ -647,7 +656,9 @@ renewed AS (
     -- the values worked out from it are the ones to write.
     UPDATE {schema}.jobs AS j
     SET not_visible_until = l.new_until, lease_floor = l.new_floor, progress = l.new_progress,
-        last_renewed_at = l.new_renewed_at, cancel_acknowledged_at = l.new_acknowledged_at
+        last_renewed_at = l.new_renewed_at, cancel_acknowledged_at = l.new_acknowledged_at,
+        checkpoint = coalesce(l.new_checkpoint::jsonb, j.checkpoint),
+        checkpointed_at = CASE WHEN l.new_checkpoint IS NULL THEN j.checkpointed_at ELSE now() END
     FROM locked AS l
     WHERE j.ctid = l.row_ctid AND l.renewable
     RETURNING j.id, CASE WHEN l.cancel_requested THEN 'cancel_requested' ELSE 'extended' END
@@ -669,7 +680,9 @@ renewed_late AS (
     -- wrote every renewable row.
     UPDATE {schema}.jobs AS j
     SET not_visible_until = l.new_until, lease_floor = l.new_floor, progress = l.new_progress,
-        last_renewed_at = l.new_renewed_at, cancel_acknowledged_at = l.new_acknowledged_at
+        last_renewed_at = l.new_renewed_at, cancel_acknowledged_at = l.new_acknowledged_at,
+        checkpoint = coalesce(l.new_checkpoint::jsonb, j.checkpoint),
+        checkpointed_at = CASE WHEN l.new_checkpoint IS NULL THEN j.checkpointed_at ELSE now() END
     FROM locked AS l
     WHERE (SELECT t.renewed < t.renewable FROM tally AS t)
       AND j.id = l.id AND l.renewable AND NOT EXISTS (SELECT FROM renewed AS r WHERE r.id = l.id)
@@ -762,6 +775,9 @@ acked AS (
     SET status = 'succeeded',
         finished_at = now(),
         progress = coalesce(i.progress, j.progress),
+        -- $7: each item's checkpoint (JSON text) by its position, NULL for none (§16).
+        checkpoint = coalesce(($7::text[])[i.n]::jsonb, j.checkpoint),
+        checkpointed_at = CASE WHEN ($7::text[])[i.n] IS NULL THEN j.checkpointed_at ELSE now() END,
         result = i.result::jsonb,
         started_at = j.claimed_at + make_interval(secs => i.started_after),
         run_seconds = i.run_seconds
@@ -797,6 +813,9 @@ WITH items AS (
 failed AS (
     UPDATE {schema}.jobs AS j
     SET progress = coalesce(i.progress, j.progress),
+        -- $10: each item's checkpoint (JSON text) by its position, NULL for none (§16).
+        checkpoint = coalesce(($10::text[])[i.n]::jsonb, j.checkpoint),
+        checkpointed_at = CASE WHEN ($10::text[])[i.n] IS NULL THEN j.checkpointed_at ELSE now() END,
         status = CASE
             WHEN j.cancel_requested_at IS NULL AND i.retry_delay IS NOT NULL
                  AND j.attempts < j.max_attempts THEN 'queued'
@@ -863,6 +882,9 @@ WITH items AS (
 released AS (
     UPDATE {schema}.jobs AS j
     SET progress = coalesce(i.progress, j.progress),
+        -- $6: each item's checkpoint (JSON text) by its position, NULL for none (§16).
+        checkpoint = coalesce(($6::text[])[i.n]::jsonb, j.checkpoint),
+        checkpointed_at = CASE WHEN ($6::text[])[i.n] IS NULL THEN j.checkpointed_at ELSE now() END,
         status = CASE WHEN j.cancel_requested_at IS NULL THEN 'queued' ELSE 'failed' END,
         finished_at = CASE WHEN j.cancel_requested_at IS NULL THEN NULL ELSE now() END,
         last_error = CASE

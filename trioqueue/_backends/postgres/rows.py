@@ -48,7 +48,14 @@ def job_info(row: Any) -> JobInfo:
         next_attempt_at=row["not_visible_until"] if state == "scheduled" else None,
         # The pool that ran the last attempt: the row keeps worker_id until a retry.
         finished_by=row["worker_id"] if state in ("succeeded", "failed") else None,
+        # Only get_job's and await_job's rows have these (docs/protocol.rst §16).
+        checkpoint=_read_checkpoint(row.get("checkpoint")),
+        checkpointed_at=row.get("checkpointed_at"),
     )
+
+
+def _read_checkpoint(text: str | None) -> Any:
+    return None if text is None else read_payload(text)
 
 
 def _cut(row: Any, column: str) -> Any:

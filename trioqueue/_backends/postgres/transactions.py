@@ -30,7 +30,12 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from trioqueue._backends.interface import ConnectionUnavailable
-from trioqueue._backends.postgres.arguments import ints, progress_texts, result_texts
+from trioqueue._backends.postgres.arguments import (
+    checkpoint_texts,
+    ints,
+    progress_texts,
+    result_texts,
+)
 from trioqueue._backends.postgres.attempts import timing_arrays
 from trioqueue._backends.postgres.base import BackendBase
 from trioqueue._backends.postgres.driver import PgConnection
@@ -116,6 +121,7 @@ class PgJobTransaction:
             progress_texts(items),
             result_texts(items),
             *timing_arrays(items),
+            checkpoint_texts(items),
         )
 
     async def _aio_commit_with_ack(self, connection: Any, *arrays: list[Any] | str | None) -> bool:

@@ -122,6 +122,11 @@ def job_report(
         ("cancel", info.cancel_requested_at and f"requested at {info.cancel_requested_at}"),
         ("error", _error_text(info)),
         ("result", None if info.status != "succeeded" else _json_text(info.result)),
+        (
+            "checkpoint",
+            info.checkpointed_at
+            and f"{_json_text(info.checkpoint)} (stored at {info.checkpointed_at})",
+        ),
     ]
     lines = [head]
     for name, value in details:

@@ -27,6 +27,8 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
   replace, debounce), a running holder left alone (docs/protocol.rst §18, I20);
 - ``dead_letters.py``: dead letters, their filters, pages and bounded summary, and their
   redrive in batches (docs/protocol.rst §19, I21);
+- ``checkpoints.py``: checkpoints stored by the fenced renewal and outcome writes, kept
+  by the claim and delivered with it (docs/protocol.rst §16, I18);
 - ``dashboard.py``: searching, sorting, counting and deleting jobs, a job's lease details,
   worker pools and their beats, finished-job history;
 - ``_base.py``: what they share (the clock fixture, the timings, helpers, bad inputs).
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 from trioqueue.testing._conformance.attempts import AttemptConformance
 from trioqueue.testing._conformance.cancel import CancelConformance
+from trioqueue.testing._conformance.checkpoints import CheckpointConformance
 from trioqueue.testing._conformance.claim import ClaimConformance
 from trioqueue.testing._conformance.controls import ControlsConformance
 from trioqueue.testing._conformance.crashes import CrashConformance
@@ -73,6 +76,7 @@ class BackendConformance(
     RetentionConformance,
     DuplicateConformance,
     DeadLetterConformance,
+    CheckpointConformance,
 ):
     """What every backend must do, as tests. Subclass it in a test module::
 
