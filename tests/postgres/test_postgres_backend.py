@@ -211,8 +211,8 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("jobs", "host", "text", "YES", None),  # 0009
         ("jobs", "cancelled", "boolean", "NO", "false"),  # 0009
         ("jobs", "trace_context", "jsonb", "YES", None),  # 0009
-        ("jobs", "checkpoint", "jsonb", "YES", None),  # 0014
-        ("jobs", "checkpointed_at", "timestamp with time zone", "YES", None),  # 0014
+        ("jobs", "checkpoint", "jsonb", "YES", None),  # 0016
+        ("jobs", "checkpointed_at", "timestamp with time zone", "YES", None),  # 0016
         ("maintainer", "id", "boolean", "NO", "true"),  # 0011
         ("maintainer", "holder", "text", "YES", None),  # 0011
         ("maintainer", "seq", "bigint", "NO", "0"),  # 0011
@@ -275,6 +275,7 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         "CREATE UNIQUE INDEX audit_log_pkey ON {schema}.audit_log USING btree (id)",
         "CREATE INDEX jobs_claim_leased_floor_idx ON {schema}.jobs USING btree (queue, lease_floor) WHERE (status = 'running'::text)",
         "CREATE INDEX jobs_claim_queued_idx ON {schema}.jobs USING btree (queue, priority DESC, id) WHERE (status = 'queued'::text)",
+        "CREATE INDEX jobs_dead_idx ON {schema}.jobs USING btree (id) WHERE (status = 'failed'::text)",  # 0015
         "CREATE UNIQUE INDEX jobs_dedup_idx ON {schema}.jobs USING btree (queue, dedup_key) WHERE ((dedup_key IS NOT NULL) AND (status = ANY (ARRAY['queued'::text, 'running'::text])))",
         "CREATE INDEX jobs_finished_idx ON {schema}.jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL)",
         "CREATE INDEX jobs_group_queued_idx ON {schema}.jobs USING btree (queue, group_key, priority DESC, id) WHERE ((status = 'queued'::text) AND (group_key IS NOT NULL))",

@@ -183,7 +183,7 @@ class Row:
     cancelled: bool = False
     trace_context: str | None = None
     # The latest checkpoint an attempt stored, JSON text, and when (docs/protocol.rst §16;
-    # migration 0014). A claim keeps it: it is what the next attempt resumes from.
+    # migration 0016). A claim keeps it: it is what the next attempt resumes from.
     checkpoint: str | None = None
     checkpointed_at: float | None = None
     in_ready: bool = False  # an entry for it is in its queue's ready heap
