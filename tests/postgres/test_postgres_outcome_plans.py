@@ -68,11 +68,12 @@ async def _plan(backend: PostgresBackend, name: str, *arguments: Any) -> list[tu
 
 def _arguments(name: str, ids: list[int]) -> tuple[Any, ...]:
     fence = ([str(i) for i in ids], ["1"] * len(ids))
+    # The last argument of each is the checkpoints (docs/protocol.rst §16): none here.
     if name == "ack":
-        return (*fence, None, None, None, None)
+        return (*fence, None, None, None, None, None)
     if name == "fail":
-        return (*fence, ["E: x"] * len(ids), [None] * len(ids), None, None, None, None, None)
-    return (*fence, None, None, None)
+        return (*fence, ["E: x"] * len(ids), [None] * len(ids), None, None, None, None, None, None)
+    return (*fence, None, None, None, None)
 
 
 @pytest.mark.parametrize("name", ["ack", "fail", "release"])
