@@ -3,9 +3,10 @@
     python bench/bench_cli_prune.py --jobs 20000 --batch 1000 5000 10000
 
 For each batch size: ``--jobs`` succeeded jobs of one queue, finished eight days ago (past
-the default policy's seven), then one ``trioqueue prune --batch-size N`` run as an operator
-runs it (through the command line's ``main``, its lease and its batches) -> its seconds and
-jobs per second. The jobs are written through the backend (enqueue, claim, ack, a thousand
+the default policy's seven), then one ``trioqueue prune --dry-run`` (its seconds: one
+counting read) and one ``trioqueue prune --batch-size N`` run as an operator runs it
+(through the command line's ``main``, its lease and its batches) -> its seconds and jobs
+per second. The jobs are written through the backend (enqueue, claim, ack, a thousand
 at a time), their ``finished_at`` moved back by one UPDATE, and the table vacuumed and
 analysed before each timed run, so each batch size starts from the same table.
 
@@ -55,16 +56,17 @@ async def drop(dsn: str, schema: str) -> None:
         await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def timed_prune(dsn: str, schema: str, batch: int) -> tuple[float, str]:
-    """One ``trioqueue prune``: its seconds, and its summary line."""
+def timed_prune(dsn: str, schema: str, *options: str) -> tuple[float, str]:
+    """One ``trioqueue prune`` with ``options``: its seconds, and its summary line."""
     out = io.StringIO()
     started = time.perf_counter()
     with contextlib.redirect_stdout(out):
-        code = main(["--dsn", dsn, "--schema", schema, "prune", "--batch-size", str(batch)])
+        code = main(["--dsn", dsn, "--schema", schema, "prune", *options])
     seconds = time.perf_counter() - started
     if code != 0:
         raise SystemExit(f"trioqueue prune exited {code}")
-    summary = next(line for line in out.getvalue().splitlines() if line.startswith("pruned"))
+    lines = out.getvalue().splitlines()
+    summary = next(line for line in lines if line.startswith(("pruned", "would prune")))
     return seconds, summary
 
 
@@ -73,9 +75,11 @@ def run(dsn: str, jobs: int, batches: list[int]) -> None:
         schema = f"trioqueue_bench_{secrets.token_hex(4)}"
         try:
             trio.run(fill, dsn, schema, jobs)
-            seconds, summary = timed_prune(dsn, schema, batch)
+            counted, preview = timed_prune(dsn, schema, "--dry-run")
+            seconds, summary = timed_prune(dsn, schema, "--batch-size", str(batch))
         finally:
             trio.run(drop, dsn, schema)
+        print(f"dry run     : {counted * 1000:6.0f} ms ({preview})")
         print(f"batch {batch:>6}: {seconds:6.2f} s, {jobs / seconds:8.0f} jobs/s ({summary})")
 
 

@@ -25,6 +25,7 @@ from trioqueue._operator_types import (
     QueueTimings,
     Retention,
     RetentionPolicy,
+    RetentionPreview,
     TableHealth,
     TableSize,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "QueueTimings",
     "Retention",
     "RetentionPolicy",
+    "RetentionPreview",
     "ScheduleInfo",
     "TableHealth",
     "TableSize",

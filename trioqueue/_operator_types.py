@@ -201,6 +201,20 @@ class PruneBatch:
 
 @final
 @dataclass(frozen=True, slots=True)
+class RetentionPreview:
+    """What a prune would delete now, counted without deleting
+    (``Backend.retention_preview``, ``trioqueue prune --dry-run``)."""
+
+    due: dict[tuple[str, str], int]  # (queue, "succeeded" | "failed") -> jobs a pass deletes
+    audit_due: int  # audit entries past their retention (0 for an age prune)
+
+    @property
+    def jobs_due(self) -> int:
+        return sum(self.due.values())
+
+
+@final
+@dataclass(frozen=True, slots=True)
 class MaintainerInfo:
     """The maintainer lease of a store (``Backend.maintainer``): which pool prunes."""
 

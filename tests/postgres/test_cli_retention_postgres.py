@@ -60,6 +60,18 @@ def test_set_show_and_prune_by_policy_then_by_age(
         "maintainer: none (no pool has taken the lease)",
     ]
 
+    assert main([*db, "prune", "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "QUEUE  STATUS     WOULD DELETE",
+        "mail   succeeded  2",
+        "",
+        "would prune 2 jobs and 0 audit entries past their retention",
+        "dry run: nothing was deleted",
+    ]
+    assert main([*db, "prune", "--older-than", "2d", "--dry-run"]) == 0
+    assert "would prune 3 jobs finished more than 2d ago" in capsys.readouterr().out
+    assert len(trio.run(left, postgres_dsn, postgres_schema)) == 4  # nothing deleted
+
     assert main([*db, "prune", "--batch-size", "1"]) == 0
     out = capsys.readouterr().out
     assert "mail   succeeded  2" in out

@@ -33,6 +33,7 @@ PUBLIC = {
     "TableHealth",
     "MaintainerInfo",
     "PruneBatch",
+    "RetentionPreview",  # prune --dry-run (docs/api.rst, "Retention")
     "Retention",
     "RetentionPolicy",
     "TableSize",

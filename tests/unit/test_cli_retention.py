@@ -26,7 +26,7 @@ from tests._hostile_text import unsafe_in
 from trioqueue._types import Ack, Failure
 from trioqueue.cli import _clock as cli_clock
 from trioqueue.cli._commands import main
-from trioqueue.cli._commands.prune import LEASE_SECONDS
+from trioqueue.cli._commands.prune import LEASE_SECONDS, preview_report
 from trioqueue.cli._commands.retention import maintainer_text, settings_report
 from trioqueue.cli._durations import duration_text, parse_duration
 from trioqueue.cli._escape import say
@@ -453,6 +453,56 @@ def test_prune_older_than_deletes_by_age_in_batches(
     assert capsys.readouterr().out == "pruned 6 jobs finished more than 1d ago, in 2 batches\n"
     assert calls == [(DAY, 4), (DAY, 4)]
     assert sorted(j.status for j in after[-1].jobs) == ["ready", "ready"]
+
+
+def test_a_dry_run_counts_what_prune_would_delete_and_deletes_nothing(
+    on_memory: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def seed(backend: trioqueue.MemoryBackend) -> None:
+        await old_jobs(backend)
+        await backend.record_audit("queue.pause", "mail", "open", {})
+        await backend.set_audit_retention(DAY)
+        await backend.claim_maintainer("host-1:42:abcd", 60.0)  # a live pool: no matter
+        await trio.sleep(2 * DAY)
+
+    after = on_memory(seed)
+    assert main([*DSN, "prune", "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "QUEUE  STATUS     WOULD DELETE",
+        "mail   failed     2",
+        "mail   succeeded  3",
+        "",
+        "would prune 5 jobs and 1 audit entry past their retention",
+        "dry run: nothing was deleted",
+    ]
+    assert (len(after[-1].jobs), len(after[-1].audit)) == (8, 1)
+    assert after[-1].maintainer is not None
+    assert after[-1].maintainer.holder == "host-1:42:abcd"  # no lease taken
+
+
+def test_a_dry_run_by_age_counts_every_old_job(
+    on_memory: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    after = on_memory(old_jobs)
+    assert main([*DSN, "prune", "--older-than", "1d", "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2:] == [
+        "would prune 6 jobs finished more than 1d ago",
+        "dry run: nothing was deleted",
+    ]
+    assert "sms    succeeded  1" in out
+    assert len(after[-1].jobs) == 8
+
+
+def test_a_dry_run_shows_hostile_queue_names_escaped() -> None:
+    """Such a queue can no longer be enqueued to, but a store an earlier release wrote may
+    hold one."""
+    hostile = "\x1b]52;c;bad\x07q"
+    found = trioqueue.RetentionPreview(due={(hostile, "failed"): 2}, audit_due=0)
+    lines = preview_report(found, None)
+    assert all(unsafe_in(line) == [] for line in lines)
+    assert lines[1] == "\\x1b]52;c;bad\\x07q  failed  2"
+    assert lines[-2] == "would prune 2 jobs and 0 audit entries past their retention"
 
 
 def test_prune_stops_when_its_lease_is_taken_over(

@@ -5,7 +5,8 @@ The machine enqueues, finishes (acks, fails for good, cancels), leaves jobs runn
 time pass, sets and clears policies (queue ones, the default, keep-for-ever, the audit
 log's), locks rows as another transaction would, appends audit entries, and has two
 candidates claim, renew and release the maintainer lease and run prune batches under fences
-current and stale. After every step it checks:
+current and stale. A dry run (``retention_preview``, by the policies or by age) must count
+exactly the rows due and change nothing. After every step it checks:
 
 - I16: a batch deleted only finished jobs, each past the policy its queue had then
   (finished before ``now - keep``; never one kept for ever), never a locked row, at most
@@ -247,6 +248,31 @@ class RetentionMachine(RuleBasedStateMachine):
         finished = [r.finished_at for r in after.values() if r.finished_at is not None]
         expected_age = None if not finished else self.now - min(finished)
         assert batch.oldest_finished_age == expected_age
+
+    @rule(by_age=st.none() | steps)
+    def preview(self, by_age: float | None) -> None:
+        """A dry run counts every row the policies (or the age) make due, locked ones too,
+        and changes nothing."""
+        retention = self.model.get_retention(self.now)
+        before = self.rows()
+        audit = self.model.list_audit(self.now, 10_000, 0, None)
+        found = self.model.retention_preview(self.now, by_age)
+        due: dict[tuple[str, str], int] = {}
+        for row in before.values():
+            if not row.finished:
+                continue
+            policy = retention.for_queue(row.queue)
+            keep = by_age if by_age is not None else getattr(policy, row.status)
+            if keep is not None and row.finished_at < self.now - keep:
+                due[(row.queue, row.status)] = due.get((row.queue, row.status), 0) + 1
+        assert found.due == due
+        if by_age is not None or retention.audit is None:
+            assert found.audit_due == 0
+        else:
+            cutoff = self.model.to_datetime(self.now - retention.audit)
+            assert found.audit_due == sum(1 for e in audit if e.at < cutoff)
+        assert self.rows() == before
+        event(f"preview found {'nothing' if not due else 'jobs'}")
 
     # -- after every step ----------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from trioqueue._operator_types import (
     QueueTimings,
     Retention,
     RetentionPolicy,
+    RetentionPreview,
     TableHealth,
 )
 from trioqueue._types import (
@@ -111,6 +112,7 @@ READ_OPERATIONS = (
     "clear_retention",
     "set_audit_retention",
     "maintainer",
+    "retention_preview",
     # dead letters (docs/protocol.rst §19)
     "list_dead_letters",
     "dead_letter_summary",
@@ -490,6 +492,18 @@ class Backend(Protocol):
 
         Raises:
             ValueError: ``limit`` outside 1..100000.
+        """
+        ...
+
+    async def retention_preview(self, *, older_than: float | None = None) -> RetentionPreview:
+        """What a prune would delete now, counted, deleting and locking nothing: the
+        finished jobs past their queue's policy per queue and status, and the audit entries
+        past the audit log's keep-time. With ``older_than`` (seconds >= 0): every job that
+        finished more than that long ago, whatever the policies say, and no audit entries
+        (what ``PostgresBackend.prune`` would delete). Needs no maintainer lease.
+
+        Raises:
+            TypeError, ValueError: ``older_than`` is not None or a number of seconds >= 0.
         """
         ...
 

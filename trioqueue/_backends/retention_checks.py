@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from trioqueue._backends.validation import (
+    check_age,
     check_int,
     check_queue,
     check_timeout,
@@ -21,6 +22,7 @@ __all__ = [
     "check_audit_retention",
     "check_clear_retention",
     "check_lease",
+    "check_preview_age",
     "check_prune_limit",
     "check_retention",
     "check_seq",
@@ -92,6 +94,11 @@ def check_seq(seq: object) -> int:
 
 def check_prune_limit(limit: object) -> int:
     return check_int("limit", limit, minimum=1, maximum=MAX_PRUNE_LIMIT)
+
+
+def check_preview_age(older_than: object) -> float | None:
+    """``retention_preview``'s age: None (by the policies), else seconds >= 0."""
+    return None if older_than is None else check_age("older_than", older_than)
 
 
 def _keep(name: str, value: object) -> float | None:

@@ -59,6 +59,7 @@ from trioqueue._backends.retention_checks import (
     check_audit_retention,
     check_clear_retention,
     check_lease,
+    check_preview_age,
     check_prune_limit,
     check_retention,
     check_seq,
@@ -105,6 +106,7 @@ from trioqueue._operator_types import (
     QueueTimings,
     Retention,
     RetentionPolicy,
+    RetentionPreview,
     TableHealth,
 )
 from trioqueue._types import (
@@ -1286,6 +1288,13 @@ class MemoryBackend:
         size = check_prune_limit(limit)
         return await self._execute(
             "prune_retained", lambda now, _: self._model.prune_retained(now, fence, size)
+        )
+
+    async def retention_preview(self, *, older_than: float | None = None) -> RetentionPreview:
+        """What a prune would delete now (by the policies, or by age), counted."""
+        age = check_preview_age(older_than)
+        return await self._execute(
+            "retention_preview", lambda now, _: self._model.retention_preview(now, age)
         )
 
     async def table_health(self) -> TableHealth:

@@ -83,6 +83,7 @@ from trioqueue._operator_types import (
     QueueTimings,
     Retention,
     RetentionPolicy,
+    RetentionPreview,
     TableHealth,
     TableSize,
 )
@@ -1838,6 +1839,28 @@ class MemoryModel:
             more=len(candidates) == limit or len(audit) == limit,
             oldest_finished_age=None if oldest is None else now - oldest,
         )
+
+    def retention_preview(self, now: float, older_than: float | None) -> RetentionPreview:
+        """What a prune would delete now, counted; mirrors ``-- name: retention_preview``.
+
+        By the policies (``older_than`` None): the jobs of :meth:`_past_policy` and the
+        audit entries of :meth:`_audit_past_policy`, all of them (no batch limit, locked
+        rows included). By age: every job finished more than ``older_than`` seconds before
+        ``now`` (the rows ``prune`` would delete), and no audit entries."""
+        if older_than is None:
+            jobs, audit = self._past_policy(now), len(self._audit_past_policy(now))
+        else:
+            jobs = [
+                row
+                for row in self._rows.values()
+                if row.finished_at is not None and row.finished_at < now - older_than
+            ]
+            audit = 0
+        due: dict[tuple[str, str], int] = {}
+        for row in jobs:
+            key = (row.queue, row.status)
+            due[key] = due.get(key, 0) + 1
+        return RetentionPreview(due=dict(sorted(due.items())), audit_due=audit)
 
     def _past_policy(self, now: float) -> list[Row]:
         """Every finished job older than its queue's policy keeps it, oldest first."""

@@ -17,12 +17,19 @@ from trioqueue._backends.retention_checks import (
     check_audit_retention,
     check_clear_retention,
     check_lease,
+    check_preview_age,
     check_prune_limit,
     check_retention,
     check_seq,
 )
 from trioqueue._backends.validation import check_worker_id
-from trioqueue._operator_types import MaintainerInfo, PruneBatch, Retention, RetentionPolicy
+from trioqueue._operator_types import (
+    MaintainerInfo,
+    PruneBatch,
+    Retention,
+    RetentionPolicy,
+    RetentionPreview,
+)
 
 __all__ = ["RetentionCalls"]
 
@@ -115,6 +122,18 @@ class RetentionCalls(BackendBase):
             "prune_retained", _batch, self._sql["prune_retained"], fence, size
         )
         return None if not row["fenced"] else prune_batch(row)
+
+    async def retention_preview(self, *, older_than: float | None = None) -> RetentionPreview:
+        """What a prune would delete now (by the policies, or by age), counted."""
+        age = check_preview_age(older_than)
+        row = await self._driver.run(
+            "retention_preview", _fetchrow, self._sql["retention_preview"], age
+        )
+        kinds = zip(row["queues"] or (), row["statuses"] or (), row["counts"] or (), strict=True)
+        return RetentionPreview(
+            due={(queue, status): int(n) for queue, status, n in kinds},
+            audit_due=int(row["audit_due"]),
+        )
 
 
 def prune_batch(row: Mapping[str, Any]) -> PruneBatch:

@@ -180,3 +180,56 @@ SELECT EXISTS (SELECT FROM lease) AS fenced,
              AND j.id NOT IN (SELECT d.id FROM deleted AS d)  -- (a hashed subplan)
            ORDER BY j.finished_at
            LIMIT 1))::float8 AS oldest_finished_age;
+
+-- name: retention_preview
+-- What a prune would delete now, counted, deleting nothing and locking nothing: per queue
+-- and status, the finished jobs past their queue's policy ($1 NULL) or finished more than
+-- $1 seconds ago whatever the policies say (the age prune of `prune`), and the audit
+-- entries past the audit log's keep-time (0 with $1: the age prune keeps them). The same
+-- loose index scan and row comparison as prune_retained, so each count is an index-only
+-- range scan of jobs_retention_idx; unlike a batch it is not bounded: it counts every
+-- row a full pass would delete. Rows locked or retried meanwhile are counted as they
+-- stand in this statement's snapshot.
+WITH RECURSIVE queues (queue) AS (
+    (SELECT j.queue FROM {schema}.jobs AS j
+     WHERE j.finished_at IS NOT NULL ORDER BY j.queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM {schema}.jobs AS j
+            WHERE j.finished_at IS NOT NULL AND j.queue > q.queue ORDER BY j.queue LIMIT 1)
+    FROM queues AS q
+    WHERE q.queue IS NOT NULL
+),
+policies AS (
+    SELECT q.queue, k.status, now() - make_interval(secs => k.keep) AS cutoff
+    FROM queues AS q
+    LEFT JOIN {schema}.retention AS r ON r.queue = q.queue
+    CROSS JOIN LATERAL (VALUES
+        ('succeeded', CASE WHEN $1::float8 IS NOT NULL THEN $1::float8
+                           WHEN r.queue IS NULL
+                           THEN (SELECT s.default_succeeded FROM {schema}.retention_settings AS s)
+                           ELSE r.succeeded END),
+        ('failed', CASE WHEN $1::float8 IS NOT NULL THEN $1::float8
+                        WHEN r.queue IS NULL
+                        THEN (SELECT s.default_failed FROM {schema}.retention_settings AS s)
+                        ELSE r.failed END)
+    ) AS k (status, keep)
+    WHERE q.queue IS NOT NULL AND k.keep IS NOT NULL
+),
+due AS (
+    SELECT p.queue, p.status, c.n
+    FROM policies AS p
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS n FROM {schema}.jobs AS j
+        WHERE j.queue = p.queue AND j.status = p.status AND j.finished_at IS NOT NULL
+          AND (j.queue, j.status, j.finished_at) < (p.queue, p.status, p.cutoff)
+    ) AS c
+    WHERE c.n > 0
+)
+SELECT (SELECT array_agg(d.queue ORDER BY d.queue, d.status) FROM due AS d) AS queues,
+       (SELECT array_agg(d.status ORDER BY d.queue, d.status) FROM due AS d) AS statuses,
+       (SELECT array_agg(d.n ORDER BY d.queue, d.status) FROM due AS d) AS counts,
+       CASE WHEN $1::float8 IS NOT NULL THEN 0 ELSE (
+           SELECT count(*) FROM {schema}.audit_log AS a
+           WHERE a.at < now() - make_interval(
+                     secs => (SELECT s.audit FROM {schema}.retention_settings AS s))
+       ) END AS audit_due;

@@ -18,6 +18,9 @@ database.
 
 ``--older-than`` is the older prune, by age alone whatever the policies say
 (``PostgresBackend.prune``), in batches too; it needs no lease.
+
+``--dry-run`` deletes nothing and takes no lease: it counts, in one read
+(``retention_preview``), what the pass (or the age prune) would delete now.
 """
 
 from __future__ import annotations
@@ -67,6 +70,11 @@ def add(commands: Subparsers) -> None:
         "whatever its retention says (e.g. 30d)",
     )
     prune.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="delete nothing: count what would be deleted now, per queue and status",
+    )
+    prune.add_argument(
         "--batch-size",
         type=bounded_int(1, MAX_BATCH),
         default=DEFAULT_BATCH,
@@ -94,21 +102,29 @@ class PassReport:
 
 
 def _run_prune(args: argparse.Namespace) -> int:
-    if args.older_than is None:
+    older_than = None if args.older_than is None else _older_than(args.older_than)
+    if args.dry_run:
+        say(*preview_report(run_on_database(args, preview, older_than), older_than))
+        return 0
+    if older_than is None:
         say(*pass_report(run_on_database(args, prune_by_policy, args.batch_size)))
         return 0
-    try:
-        older_than = parse_duration(args.older_than)
-    except ValueError as exc:
-        raise CliError(f"--older-than: {exc}") from None
-    if older_than is None:
-        raise CliError(f"--older-than: {args.older_than!r} would delete nothing")
     deleted, batches = run_on_database(args, prune_by_age, older_than, args.batch_size)
     say(
         f"pruned {deleted} job{_s(deleted)} finished more than {duration_text(older_than)} "
         f"ago, in {batches} batch{'' if batches == 1 else 'es'}"
     )
     return 0
+
+
+def _older_than(text: str) -> float:
+    try:
+        older_than = parse_duration(text)
+    except ValueError as exc:
+        raise CliError(f"--older-than: {exc}") from None
+    if older_than is None:
+        raise CliError(f"--older-than: {text!r} would delete nothing")
+    return older_than
 
 
 def holder_name() -> str:
@@ -184,6 +200,33 @@ async def prune_by_age(
             deleted, batches = deleted + count, batches + 1
             if count < batch_size:
                 return deleted, batches
+
+
+async def preview(dsn: str, schema: str, older_than: float | None) -> trioqueue.RetentionPreview:
+    """Count what a pass (``older_than`` None) or the age prune would delete now."""
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        return await backend.retention_preview(older_than=older_than)
+
+
+def preview_report(found: trioqueue.RetentionPreview, older_than: float | None) -> list[str]:
+    """A row per queue and kind of job that would be deleted, then the totals. Queue names
+    are stored text: the table escapes them."""
+    lines = []
+    if found.due:
+        rows = [[queue, status, str(n)] for (queue, status), n in sorted(found.due.items())]
+        lines += [*format_table(("QUEUE", "STATUS", "WOULD DELETE"), rows), ""]
+    jobs = found.jobs_due
+    if older_than is None:
+        audit = found.audit_due
+        what = (
+            f"would prune {jobs} job{_s(jobs)} and {audit} audit "
+            f"entr{'y' if audit == 1 else 'ies'} past their retention"
+        )
+    else:
+        what = (
+            f"would prune {jobs} job{_s(jobs)} finished more than {duration_text(older_than)} ago"
+        )
+    return [*lines, what, "dry run: nothing was deleted"]
 
 
 def pass_report(report: PassReport) -> list[str]:

@@ -236,6 +236,63 @@ class RetentionConformance(ConformanceBase):
         assert (batch.audit_deleted, batch.jobs_deleted) == (1, 0)
         assert [entry.id for entry in await backend.list_audit()] == [fresh]
 
+    # -- the preview (trioqueue prune --dry-run) -----------------------------------------
+
+    async def test_the_preview_counts_what_a_pass_then_deletes(
+        self, backend: Backend, clock: object
+    ) -> None:
+        detail: dict[str, Any] = {"n": 1}
+        await backend.set_retention(None, succeeded=self.short_timeout, failed=self.long_timeout)
+        await backend.set_retention(OTHER, succeeded=None, failed=self.short_timeout)
+        await backend.set_audit_retention(self.short_timeout)
+        await self._succeed(backend, 3)
+        await self._cancelled(backend)  # the default keeps failed jobs long
+        await self._succeed(backend, 1, queue=OTHER)  # kept for ever
+        await self._cancelled(backend, queue=OTHER)
+        await backend.record_audit("pause", Q, "session-1", detail)
+        await backend.enqueue(Q, "unfinished")
+        await self._wait_out()
+        preview = await backend.retention_preview()
+        assert preview.due == {(Q, "succeeded"): 3, (OTHER, "failed"): 1}
+        assert (preview.jobs_due, preview.audit_due) == (4, 1)
+        assert await backend.retention_preview() == preview  # it deleted nothing
+        assert await backend.maintainer() is None  # and took no lease
+        seq = await self._lease(backend)
+        first = await backend.prune_retained(seq, limit=3)
+        second = await backend.prune_retained(seq, limit=3)
+        assert first is not None
+        assert second is not None
+        assert (first.jobs_deleted, second.jobs_deleted, second.more) == (3, 1, False)
+        after = await backend.retention_preview()
+        assert (after.due, after.audit_due) == ({}, 0)
+
+    async def test_the_age_preview_ignores_the_policies(
+        self, backend: Backend, clock: object
+    ) -> None:
+        await backend.set_retention(None, succeeded=None, failed=None)
+        await backend.set_audit_retention(self.short_timeout)
+        await backend.record_audit("pause", Q, "session-1", {"n": 1})
+        await self._succeed(backend, 2)
+        await self._cancelled(backend, queue=OTHER)
+        await self._wait_out()
+        recent = await self._succeed(backend, 1)
+        preview = await backend.retention_preview(older_than=self.short_timeout)
+        assert preview.due == {(Q, "succeeded"): 2, (OTHER, "failed"): 1}
+        assert preview.audit_due == 0  # the age prune keeps the audit log
+        assert (await backend.retention_preview()).jobs_due == 0  # kept for ever
+        assert await self._kept(backend, recent) == recent
+        await self._wait_out()
+        everything = await backend.retention_preview(older_than=self.short_timeout)
+        assert everything.due == {(Q, "succeeded"): 3, (OTHER, "failed"): 1}
+
+    @pytest.mark.parametrize("bad", [-1, float("nan"), "1d", True])
+    async def test_a_bad_preview_age_is_refused(
+        self, backend: Backend, clock: object, bad: object
+    ) -> None:
+        with pytest.raises((TypeError, ValueError), match="older_than"):
+            await backend.retention_preview(older_than=bad)  # type: ignore[arg-type]
+        assert backend.statistics().calls["retention_preview"] == 0
+
     # -- the fence (I17) -----------------------------------------------------------------
 
     async def test_a_stale_or_lapsed_fence_deletes_nothing(
