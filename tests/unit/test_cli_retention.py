@@ -365,16 +365,18 @@ def test_prune_deletes_what_the_policies_say_and_nothing_else(
     assert after[-1].maintainer.holder.startswith("trioqueue-prune@")
 
 
+async def old_jobs_and_audit(backend: trioqueue.MemoryBackend) -> None:
+    """:func:`old_jobs`, and an audit entry kept a day, two days old."""
+    await old_jobs(backend)
+    await backend.record_audit("queue.pause", "mail", "open", {})
+    await backend.set_audit_retention(DAY)
+    await trio.sleep(2 * DAY)
+
+
 def test_prune_works_in_batches_and_gives_the_lease_back(
     on_memory: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    async def seed(backend: trioqueue.MemoryBackend) -> None:
-        await old_jobs(backend)
-        await backend.record_audit("queue.pause", "mail", "open", {})
-        await backend.set_audit_retention(DAY)
-        await trio.sleep(2 * DAY)
-
-    after = on_memory(seed)
+    after = on_memory(old_jobs_and_audit)
     assert main([*DSN, "prune", "--batch-size", "2"]) == 0
     out = capsys.readouterr().out
     assert "pruned 5 jobs and 1 audit entry in 3 batches" in out
@@ -459,11 +461,8 @@ def test_a_dry_run_counts_what_prune_would_delete_and_deletes_nothing(
     on_memory: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     async def seed(backend: trioqueue.MemoryBackend) -> None:
-        await old_jobs(backend)
-        await backend.record_audit("queue.pause", "mail", "open", {})
-        await backend.set_audit_retention(DAY)
+        await old_jobs_and_audit(backend)
         await backend.claim_maintainer("host-1:42:abcd", 60.0)  # a live pool: no matter
-        await trio.sleep(2 * DAY)
 
     after = on_memory(seed)
     assert main([*DSN, "prune", "--dry-run"]) == 0

@@ -66,6 +66,36 @@ SET not_visible_until = now()
 WHERE m.holder = $1::text AND m.seq = $2::bigint AND m.not_visible_until > now()
 RETURNING 1;
 
+-- fragment: retention_keeps
+-- Two CTEs that prune_retained and retention_preview share: `queues`, the queues holding
+-- finished rows, by a loose index scan of jobs_retention_idx (one probe per queue), and
+-- `keeps`, each such queue's keep-time per status by its own policy, else the default
+-- (NULL: kept for ever). The settings row is read by scalar subqueries (each once), so
+-- that the planner never multiplies its estimates by that table's.
+queues (queue) AS (
+    (SELECT j.queue FROM {schema}.jobs AS j
+     WHERE j.finished_at IS NOT NULL ORDER BY j.queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM {schema}.jobs AS j
+            WHERE j.finished_at IS NOT NULL AND j.queue > q.queue ORDER BY j.queue LIMIT 1)
+    FROM queues AS q
+    WHERE q.queue IS NOT NULL
+),
+keeps AS (
+    SELECT q.queue, k.status, k.keep
+    FROM queues AS q
+    LEFT JOIN {schema}.retention AS r ON r.queue = q.queue
+    CROSS JOIN LATERAL (VALUES
+        ('succeeded', CASE WHEN r.queue IS NULL
+                           THEN (SELECT s.default_succeeded FROM {schema}.retention_settings AS s)
+                           ELSE r.succeeded END),
+        ('failed', CASE WHEN r.queue IS NULL
+                        THEN (SELECT s.default_failed FROM {schema}.retention_settings AS s)
+                        ELSE r.failed END)
+    ) AS k (status, keep)
+    WHERE q.queue IS NOT NULL
+)
+
 -- name: prune_retained
 -- One retention batch under the maintainer lease of fence $1: at most $2 finished jobs past
 -- their queue's policy, oldest first, and at most $2 audit entries past the audit log's.
@@ -96,30 +126,11 @@ WITH RECURSIVE lease AS MATERIALIZED (
     WHERE m.seq = $1::bigint AND m.not_visible_until > now()
     FOR SHARE
 ),
-queues (queue) AS (
-    (SELECT j.queue FROM {schema}.jobs AS j
-     WHERE j.finished_at IS NOT NULL ORDER BY j.queue LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.queue FROM {schema}.jobs AS j
-            WHERE j.finished_at IS NOT NULL AND j.queue > q.queue ORDER BY j.queue LIMIT 1)
-    FROM queues AS q
-    WHERE q.queue IS NOT NULL
-),
+{fragment:retention_keeps},
 policies AS (
-    -- The settings row is read by scalar subqueries (each once), so that the planner
-    -- never multiplies its estimates by that table's.
-    SELECT q.queue, k.status, now() - make_interval(secs => k.keep) AS cutoff
-    FROM queues AS q
-    LEFT JOIN {schema}.retention AS r ON r.queue = q.queue
-    CROSS JOIN LATERAL (VALUES
-        ('succeeded', CASE WHEN r.queue IS NULL
-                           THEN (SELECT s.default_succeeded FROM {schema}.retention_settings AS s)
-                           ELSE r.succeeded END),
-        ('failed', CASE WHEN r.queue IS NULL
-                        THEN (SELECT s.default_failed FROM {schema}.retention_settings AS s)
-                        ELSE r.failed END)
-    ) AS k (status, keep)
-    WHERE q.queue IS NOT NULL AND k.keep IS NOT NULL AND EXISTS (SELECT FROM lease)
+    SELECT k.queue, k.status, now() - make_interval(secs => k.keep) AS cutoff
+    FROM keeps AS k
+    WHERE k.keep IS NOT NULL AND EXISTS (SELECT FROM lease)
 ),
 candidates AS MATERIALIZED (
     SELECT c.id, p.status, p.cutoff
@@ -190,30 +201,11 @@ SELECT EXISTS (SELECT FROM lease) AS fenced,
 -- range scan of jobs_retention_idx; unlike a batch it is not bounded: it counts every
 -- row a full pass would delete. Rows locked or retried meanwhile are counted as they
 -- stand in this statement's snapshot.
-WITH RECURSIVE queues (queue) AS (
-    (SELECT j.queue FROM {schema}.jobs AS j
-     WHERE j.finished_at IS NOT NULL ORDER BY j.queue LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.queue FROM {schema}.jobs AS j
-            WHERE j.finished_at IS NOT NULL AND j.queue > q.queue ORDER BY j.queue LIMIT 1)
-    FROM queues AS q
-    WHERE q.queue IS NOT NULL
-),
+WITH RECURSIVE {fragment:retention_keeps},
 policies AS (
-    SELECT q.queue, k.status, now() - make_interval(secs => k.keep) AS cutoff
-    FROM queues AS q
-    LEFT JOIN {schema}.retention AS r ON r.queue = q.queue
-    CROSS JOIN LATERAL (VALUES
-        ('succeeded', CASE WHEN $1::float8 IS NOT NULL THEN $1::float8
-                           WHEN r.queue IS NULL
-                           THEN (SELECT s.default_succeeded FROM {schema}.retention_settings AS s)
-                           ELSE r.succeeded END),
-        ('failed', CASE WHEN $1::float8 IS NOT NULL THEN $1::float8
-                        WHEN r.queue IS NULL
-                        THEN (SELECT s.default_failed FROM {schema}.retention_settings AS s)
-                        ELSE r.failed END)
-    ) AS k (status, keep)
-    WHERE q.queue IS NOT NULL AND k.keep IS NOT NULL
+    SELECT k.queue, k.status, now() - make_interval(secs => coalesce($1::float8, k.keep)) AS cutoff
+    FROM keeps AS k
+    WHERE coalesce($1::float8, k.keep) IS NOT NULL
 ),
 due AS (
     SELECT p.queue, p.status, c.n

@@ -8,6 +8,10 @@ operator's controls, ``retention.sql`` those of retention and ``replica.sql`` th
 a read replica (read into the same table), and ``migrations/`` holds
 ``NNNN_<what>.sql`` files applied in order of their number. Both are read once, at import.
 
+A part that two queries share word for word (a CTE) is written once, as a *fragment*: a
+``-- fragment: <name>`` line starts it, like a query, and ``{fragment:<name>}`` in a query
+stands for its text. Fragments are filled in at import; they are not queries of their own.
+
 A backend works in one schema. The schema name is the only text ever spliced into SQL, so
 it is checked against a strict pattern *and* quoted: :func:`check_schema` refuses anything
 else with ``ValueError`` before any SQL exists. :func:`render` then replaces the
@@ -41,7 +45,8 @@ MAX_CHANNEL_LENGTH = 63
 
 _PACKAGE = "trioqueue._backends.postgres"
 
-_NAME_LINE = re.compile(r"--\s*name:\s*([a-z_][a-z0-9_]*)\s*$")
+_NAME_LINE = re.compile(r"--\s*(name|fragment):\s*([a-z_][a-z0-9_]*)\s*$")
+_FRAGMENT = re.compile(r"\{fragment:([a-z_][a-z0-9_]*)\}")
 _MIGRATION_FILE = re.compile(r"([0-9]{4})_([a-z0-9_]+)\.sql")
 
 
@@ -104,29 +109,47 @@ def render(sql: str, schema: str) -> str:
 
 
 def parse_queries(text: str) -> dict[str, str]:
-    """Split a ``.sql`` file into its named queries.
+    """Split a ``.sql`` file into its named queries, each fragment it names filled in.
 
-    Lines before the first ``-- name:`` line are the file's header and belong to no query.
+    Lines before the first ``-- name:`` (or ``-- fragment:``) line are the file's header
+    and belong to no query.
 
     Raises:
-        ValueError: a name is used twice, or a named query is empty.
+        ValueError: a name is used twice, a named query is empty, or a query names a
+            fragment the file does not define.
     """
-    queries: dict[str, list[str]] = {}
+    blocks: dict[str, dict[str, list[str]]] = {"name": {}, "fragment": {}}
     current: list[str] | None = None
     for line in text.splitlines():
         match = _NAME_LINE.fullmatch(line.strip())
         if match:
-            name = match.group(1)
-            if name in queries:
+            kind, name = match.groups()
+            if name in blocks["name"] or name in blocks["fragment"]:
                 raise ValueError(f"query {name!r} is defined twice")
-            current = queries[name] = []
+            current = blocks[kind][name] = []
         elif current is not None:
             current.append(line)
-    parsed = {name: "\n".join(lines).strip() for name, lines in queries.items()}
+    fragments = {name: "\n".join(lines).strip() for name, lines in blocks["fragment"].items()}
+    parsed = {
+        name: _fill_fragments("\n".join(lines).strip(), fragments)
+        for name, lines in blocks["name"].items()
+    }
     empty = [name for name, sql in parsed.items() if not _code(sql)]
     if empty:
         raise ValueError(f"named queries without SQL: {', '.join(empty)}")
     return parsed
+
+
+def _fill_fragments(sql: str, fragments: dict[str, str]) -> str:
+    """``sql`` with each ``{fragment:<name>}`` replaced by that fragment's text."""
+
+    def text(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in fragments:
+            raise ValueError(f"no fragment {name!r} in the file")
+        return fragments[name]
+
+    return _FRAGMENT.sub(text, sql)
 
 
 @dataclass(frozen=True, slots=True)
