@@ -26,7 +26,15 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 import trioqueue
-from trioqueue.web.api import MAX_QUEUE, MAX_SEARCH, iso, parse_digits, read_json
+from trioqueue.web.api import (
+    MAX_QUEUE,
+    MAX_SEARCH,
+    iso,
+    parse_digits,
+    parse_flag,
+    parse_text,
+    read_json,
+)
 from trioqueue.web.auditor import record
 from trioqueue.web.auth import Guard, error
 from trioqueue.web.controls import parse_expected
@@ -65,12 +73,12 @@ class DeadQuery:
         raw_limit, raw_after = params.get("limit") or "", params.get("after") or ""
         raw_sample = params.get("sample") or ""
         return cls(
-            queue=_text(params, "queue", MAX_QUEUE),
-            error=_text(params, "error", MAX_SEARCH),
-            error_type=_text(params, "error_type", MAX_ERROR_TYPE),
+            queue=parse_text(params, "queue", MAX_QUEUE),
+            error=parse_text(params, "error", MAX_SEARCH),
+            error_type=parse_text(params, "error_type", MAX_ERROR_TYPE),
             since=_moment(params, "since"),
             before=_moment(params, "before"),
-            cancelled=_flag(params, "cancelled"),
+            cancelled=parse_flag(params, "cancelled"),
             limit=parse_digits("limit", raw_limit, 1, 1000) if raw_limit else default_limit,
             after=parse_digits("after", raw_after, 1, 2**63 - 1) if raw_after else None,
             sample=parse_digits("sample", raw_sample, 1, 10**7) if raw_sample else DEFAULT_SAMPLE,
@@ -112,17 +120,6 @@ class DeadQuery:
         return " ".join(f"{k}={v}" for k, v in self.fields().items()) or "all dead letters"
 
 
-def _text(params: QueryParams, name: str, maximum: int) -> str | None:
-    raw = params.get(name) or None
-    if raw is None:
-        return None
-    if len(raw) > maximum:
-        raise ValueError(f"{name} must be at most {maximum} characters, not {len(raw)}")
-    if "\x00" in raw:
-        raise ValueError(f"{name} must not contain a NUL character")
-    return raw
-
-
 def _moment(params: QueryParams, name: str) -> datetime | None:
     """An ISO 8601 time; without an offset, UTC (a browser's ``datetime-local`` field
     names no zone)."""
@@ -134,15 +131,6 @@ def _moment(params: QueryParams, name: str) -> datetime | None:
     except ValueError:
         raise ValueError(f"{name} must be an ISO 8601 time, not {raw[:40]!r}") from None
     return at if at.utcoffset() is not None else at.replace(tzinfo=UTC)
-
-
-def _flag(params: QueryParams, name: str) -> bool | None:
-    raw = params.get(name) or None
-    if raw is None:
-        return None
-    if raw not in ("true", "false"):
-        raise ValueError(f"{name} must be true or false, not {raw[:40]!r}")
-    return raw == "true"
 
 
 def dead_json(dead: trioqueue.DeadLetter) -> dict[str, Any]:
