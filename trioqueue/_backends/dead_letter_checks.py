@@ -2,11 +2,13 @@
 ``list_dead_letters``, ``dead_letter_summary`` and ``retry_matching`` share, a page and a
 sample. Both backends run them before any statement, so bad input gets one error naming
 every bad argument, and nothing is read or written. Also the summary both backends build
-from their counts (:func:`summary_of`).
+from their counts (:func:`summary_of`), and the public reads themselves
+(:class:`DeadLetterReads`): each backend supplies only its two statements.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -19,7 +21,7 @@ from trioqueue._backends.validation import (
     check_queue_filter,
     check_search,
 )
-from trioqueue._operator_types import DeadLetterSummary
+from trioqueue._operator_types import DeadLetter, DeadLetterSummary
 
 __all__ = [
     "DEFAULT_SAMPLE",
@@ -27,6 +29,8 @@ __all__ = [
     "MAX_ERROR_TYPE",
     "NO_DEAD_FILTER",
     "DeadFilter",
+    "DeadLetterReads",
+    "DeadRows",
     "check_dead_filter",
     "check_dead_page",
     "check_dead_sample",
@@ -42,6 +46,8 @@ MAX_DEAD_ERROR = 1000
 MAX_ERROR_TYPE = 300
 
 T = TypeVar("T")
+#: A summary statement's rows: ``(kind, name, n)`` (:func:`summary_of`).
+DeadRows = list[tuple[str, str | None, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +170,67 @@ def check_dead_sample(given: tuple[object, ...], sample: object) -> tuple[DeadFi
     return checked, size
 
 
-def summary_of(rows: list[tuple[str, str | None, int]], sample: int | None) -> DeadLetterSummary:
+class DeadLetterReads(ABC):
+    """``list_dead_letters`` and ``dead_letter_summary`` as both backends offer them: the
+    arguments checked here, once, before any statement; a backend runs the two statements
+    (:meth:`_read_dead_page`, :meth:`_count_dead`) with the checked values."""
+
+    async def list_dead_letters(
+        self,
+        queue: str | None = None,
+        *,
+        error: str | None = None,
+        error_type: str | None = None,
+        failed_since: datetime | None = None,
+        failed_before: datetime | None = None,
+        cancelled: bool | None = None,
+        limit: int = 100,
+        after: int | None = None,
+    ) -> list[DeadLetter]:
+        """The dead letters matching the filters, newest (highest id) first; ``after``:
+        the last id of the page before.
+
+        Raises:
+            TypeError, ValueError: naming every bad argument.
+        """
+        given = (queue, error, error_type, failed_since, failed_before, cancelled)
+        found, size, cursor = check_dead_page(given, limit, after)
+        return await self._read_dead_page(found, size, cursor)
+
+    async def dead_letter_summary(
+        self,
+        queue: str | None = None,
+        *,
+        error: str | None = None,
+        error_type: str | None = None,
+        failed_since: datetime | None = None,
+        failed_before: datetime | None = None,
+        cancelled: bool | None = None,
+        sample: int | None = DEFAULT_SAMPLE,
+    ) -> DeadLetterSummary:
+        """How many dead letters match, per queue and per error type, counted among the
+        newest ``sample`` that match (None: all, exactly).
+
+        Raises:
+            TypeError, ValueError: naming every bad argument.
+        """
+        given = (queue, error, error_type, failed_since, failed_before, cancelled)
+        found, size = check_dead_sample(given, sample)
+        return summary_of(await self._count_dead(found, size), size)
+
+    @abstractmethod
+    async def _read_dead_page(
+        self, found: DeadFilter, size: int, cursor: int | None
+    ) -> list[DeadLetter]:
+        """``list_dead_letters``: at most ``size`` matches below id ``cursor``, each
+        ``last_error`` cut to :data:`MAX_DEAD_ERROR` characters."""
+
+    @abstractmethod
+    async def _count_dead(self, found: DeadFilter, size: int | None) -> DeadRows:
+        """``dead_letter_summary``: the counts of the newest ``size`` matches."""
+
+
+def summary_of(rows: DeadRows, sample: int | None) -> DeadLetterSummary:
     """The summary from its statement's rows ``(kind, name, n)``: one ``total`` row (the
     sample's matches plus at most one more), then the counts per queue and error type."""
     picked = next(n for kind, _, n in rows if kind == "total")
