@@ -9,12 +9,12 @@ from their counts (:func:`summary_of`), and the public reads themselves
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from trioqueue._backends.operator_checks import Matching, check_matching
+from trioqueue._backends.problems import Problems, collect, raise_problems
 from trioqueue._backends.validation import (
     MAX_LIST_LIMIT,
     check_int,
@@ -45,7 +45,6 @@ MAX_DEAD_ERROR = 1000
 #: The longest error type a filter names (a qualified class name).
 MAX_ERROR_TYPE = 300
 
-T = TypeVar("T")
 #: A summary statement's rows: ``(kind, name, n)`` (:func:`summary_of`).
 DeadRows = list[tuple[str, str | None, int]]
 
@@ -85,23 +84,23 @@ def check_dead_filter(
             that is not a non-empty str, a time that is not a timezone-aware datetime, a
             ``failed_since`` after ``failed_before``, a ``cancelled`` not None or a bool.
     """
-    problems: list[TypeError | ValueError] = []
+    problems: Problems = []
     checked = _filter(problems, (queue, error, error_type, failed_since, failed_before, cancelled))
-    _raise(problems)
+    raise_problems(problems)
     return checked
 
 
-def _filter(problems: list[TypeError | ValueError], given: tuple[object, ...]) -> DeadFilter:
+def _filter(problems: Problems, given: tuple[object, ...]) -> DeadFilter:
     """The filters of ``given`` (as :func:`check_dead_filter` takes them), each bad one's
     problem added to ``problems`` (and None in its place)."""
     queue, error, error_type, failed_since, failed_before, cancelled = given
     checked = DeadFilter(
-        queue=_collect(problems, lambda: None if queue is None else check_queue_filter(queue)),
-        error=_collect(problems, lambda: _error_text(error)),
-        error_type=_collect(problems, lambda: _error_type(error_type)),
-        failed_since=_collect(problems, lambda: _moment("failed_since", failed_since)),
-        failed_before=_collect(problems, lambda: _moment("failed_before", failed_before)),
-        cancelled=_collect(problems, lambda: _cancelled(cancelled)),
+        queue=collect(problems, lambda: None if queue is None else check_queue_filter(queue)),
+        error=collect(problems, lambda: _error_text(error)),
+        error_type=collect(problems, lambda: _error_type(error_type)),
+        failed_since=collect(problems, lambda: _moment("failed_since", failed_since)),
+        failed_before=collect(problems, lambda: _moment("failed_before", failed_before)),
+        cancelled=collect(problems, lambda: _cancelled(cancelled)),
     )
     since, before = checked.failed_since, checked.failed_before
     if since is not None and before is not None and since > before:
@@ -124,16 +123,16 @@ def check_retry_matching(
     Raises:
         TypeError, ValueError: naming every bad argument.
     """
-    problems: list[TypeError | ValueError] = []
-    matching = _collect(
+    problems: Problems = []
+    matching = collect(
         problems,
         lambda: check_matching(queue, status, search, cancelled, batch_size, retry=True),
     )
     error, error_type, since, before = dead
-    checked = _collect(
+    checked = collect(
         problems, lambda: check_dead_filter(None, error, error_type, since, before, None)
     )
-    _raise(problems)
+    raise_problems(problems)
     assert matching is not None  # a problem was raised otherwise
     assert checked is not None
     return replace(matching, dead=None if checked.empty else checked)
@@ -145,13 +144,13 @@ def check_dead_page(
     """A page's filters ``given`` (as :func:`check_dead_filter` takes them), its
     ``limit`` (1..10000) and ``after``, None or the last id of the page before (the next
     page holds lower ids), checked all together."""
-    problems: list[TypeError | ValueError] = []
+    problems: Problems = []
     checked = _filter(problems, given)
-    size = _collect(problems, lambda: check_int("limit", limit, minimum=1, maximum=MAX_LIST_LIMIT))
-    cursor = _collect(
+    size = collect(problems, lambda: check_int("limit", limit, minimum=1, maximum=MAX_LIST_LIMIT))
+    cursor = collect(
         problems, lambda: None if after is None else check_int("after", after, minimum=1)
     )
-    _raise(problems)
+    raise_problems(problems)
     assert size is not None  # a problem was raised otherwise
     return checked, size, cursor
 
@@ -160,13 +159,13 @@ def check_dead_sample(given: tuple[object, ...], sample: object) -> tuple[DeadFi
     """A summary's filters ``given`` and its ``sample``: how many of the newest matching
     dead letters to count (1..10,000,000), or None: every one (an exact count, which reads
     them all); checked all together."""
-    problems: list[TypeError | ValueError] = []
+    problems: Problems = []
     checked = _filter(problems, given)
-    size = _collect(
+    size = collect(
         problems,
         lambda: None if sample is None else check_int("sample", sample, minimum=1, maximum=10**7),
     )
-    _raise(problems)
+    raise_problems(problems)
     return checked, size
 
 
@@ -285,22 +284,3 @@ def _cancelled(cancelled: object) -> bool | None:
     if cancelled is not None and not isinstance(cancelled, bool):
         raise TypeError(f"cancelled must be None or a bool, not {type(cancelled).__name__}")
     return cancelled
-
-
-def _collect(problems: list[TypeError | ValueError], check: Callable[[], T]) -> T | None:
-    try:
-        return check()
-    except (TypeError, ValueError) as exc:
-        problems.append(exc)
-        return None
-
-
-def _raise(problems: list[TypeError | ValueError]) -> None:
-    """One error naming every problem: a lone problem as it is, several as one
-    ValueError (a TypeError when each of them is one)."""
-    if not problems:
-        return
-    if len(problems) == 1:
-        raise problems[0]
-    kind = TypeError if all(isinstance(p, TypeError) for p in problems) else ValueError
-    raise kind("; ".join(str(p) for p in problems))
