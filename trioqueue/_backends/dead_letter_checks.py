@@ -55,7 +55,7 @@ class DeadFilter:
 
     queue: str | None = None
     error: str | None = None  # text anywhere in last_error, any case
-    error_type: str | None = None  # the last attempt's error type, exactly
+    error_type: str | None = None  # the last attempt's error type, exactly ("": none)
     failed_since: datetime | None = None  # finished_at >= this
     failed_before: datetime | None = None  # finished_at < this
     cancelled: bool | None = None
@@ -81,7 +81,7 @@ def check_dead_filter(
     Raises:
         TypeError, ValueError: naming every bad filter (one TypeError or ValueError as it
             is when only one is): a queue or text ``list_jobs`` would refuse, an error type
-            that is not a non-empty str, a time that is not a timezone-aware datetime, a
+            that is not a str of at most 300 characters, a time that is not a timezone-aware datetime, a
             ``failed_since`` after ``failed_before``, a ``cancelled`` not None or a bool.
     """
     problems: Problems = []
@@ -252,11 +252,12 @@ def _error_text(error: object) -> str | None:
 
 
 def _error_type(error_type: object) -> str | None:
+    """An error type, exactly; ``""`` selects the dead letters with none recorded."""
     if error_type is None:
         return None
     text = _text("error_type", error_type)
-    if not text or len(text) > MAX_ERROR_TYPE:
-        raise ValueError(f"error_type must be 1 to {MAX_ERROR_TYPE} characters")
+    if len(text) > MAX_ERROR_TYPE:
+        raise ValueError(f"error_type must be at most {MAX_ERROR_TYPE} characters")
     return text
 
 

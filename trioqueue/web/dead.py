@@ -48,6 +48,9 @@ Backend = trioqueue.MemoryBackend | trioqueue.PostgresBackend
 PAGE_SIZE = 50
 DEFAULT_SAMPLE = 10_000
 MAX_ERROR_TYPE = 300
+#: ``error_type=-``: the dead letters with no error type recorded (the backend's ``""``;
+#: an empty field is no filter, as every filter's is). No qualified class name is ``-``.
+NO_ERROR_TYPE = "-"
 #: The query-string names of the filters, in the order the audit text names them.
 FILTER_NAMES = ("queue", "error", "error_type", "since", "before", "cancelled")
 
@@ -75,7 +78,7 @@ class DeadQuery:
         return cls(
             queue=parse_text(params, "queue", MAX_QUEUE),
             error=parse_text(params, "error", MAX_SEARCH),
-            error_type=parse_text(params, "error_type", MAX_ERROR_TYPE),
+            error_type=_error_type(params),
             since=_moment(params, "since"),
             before=_moment(params, "before"),
             cancelled=parse_flag(params, "cancelled"),
@@ -100,7 +103,7 @@ class DeadQuery:
         values: dict[str, str | None] = {
             "queue": self.queue,
             "error": self.error,
-            "error_type": self.error_type,
+            "error_type": None if self.error_type is None else self.error_type or NO_ERROR_TYPE,
             "since": iso(self.since),
             "before": iso(self.before),
             "cancelled": None if self.cancelled is None else str(self.cancelled).lower(),
@@ -118,6 +121,12 @@ class DeadQuery:
     def describe(self) -> str:
         """The filters as the audit log and the confirmation name them."""
         return " ".join(f"{k}={v}" for k, v in self.fields().items()) or "all dead letters"
+
+
+def _error_type(params: QueryParams) -> str | None:
+    """An error type, exactly; ``-`` (:data:`NO_ERROR_TYPE`): none recorded, ``""``."""
+    raw = parse_text(params, "error_type", MAX_ERROR_TYPE)
+    return "" if raw == NO_ERROR_TYPE else raw
 
 
 def _moment(params: QueryParams, name: str) -> datetime | None:

@@ -40,6 +40,8 @@ from trioqueue.cli._terminal import clip, format_table
 
 #: The filters' option names, as the backend's keyword arguments name them.
 FILTERS = ("queue", "error", "error_type", "failed_since", "failed_before", "cancelled")
+#: ``--error-type -``: no error type recorded (the backend's ``""``), as the tables show it.
+NO_ERROR_TYPE = "-"
 #: How many of the newest matches the count and breakdown read unless told.
 DEFAULT_SAMPLE = 10_000
 
@@ -96,8 +98,10 @@ def add_dead_filters(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--error-type",
+        type=error_type,
         metavar="TYPE",
-        help="only jobs whose last attempt raised TYPE (KeyError, myapp.errors.Refused)",
+        help="only jobs whose last attempt raised TYPE (KeyError, myapp.errors.Refused); "
+        f"{NO_ERROR_TYPE}: those with none recorded",
     )
     parser.add_argument(
         "--since",
@@ -115,6 +119,11 @@ def add_dead_filters(parser: argparse.ArgumentParser) -> None:
         help="only jobs that failed before WHEN (as --since)",
     )
     add_cancelled(parser)
+
+
+def error_type(text: str) -> str:
+    """An argparse type: an error type, exactly; ``-`` (or nothing): none recorded."""
+    return "" if text == NO_ERROR_TYPE else text
 
 
 def moment(text: str) -> datetime.datetime:
@@ -154,6 +163,8 @@ def filters_text(filters: dict[str, Any]) -> str:
         elif isinstance(value, datetime.datetime):
             option = "--since" if name == "failed_since" else "--before"
             words.append(f"{option} {value.isoformat(timespec='seconds')}")
+        elif name == "error_type":
+            words.append(f"--error-type {value or NO_ERROR_TYPE}")
         else:
             words.append(f"--{name.replace('_', '-')} {value}")
     return " ".join(words) or "every dead letter"
@@ -215,7 +226,7 @@ def count_text(summary: trioqueue.DeadLetterSummary) -> str:
 
 
 def breakdown_table(title: str, counts: Sequence[tuple[str | None, int]]) -> list[str]:
-    rows = [[clip("-" if name is None else name, 60), str(n)] for name, n in counts]
+    rows = [[clip(NO_ERROR_TYPE if name is None else name, 60), str(n)] for name, n in counts]
     return format_table((title, "COUNT"), rows)
 
 
@@ -228,7 +239,7 @@ def dead_table(page: Sequence[trioqueue.DeadLetter]) -> list[str]:
             f"{dead.attempts}/{dead.max_attempts}",
             dead.finished_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
             "cancelled" if dead.cancelled else "failed",
-            clip(dead.error_type or "-", 30),
+            clip(dead.error_type or NO_ERROR_TYPE, 30),
             clip(dead.last_error or "", 50),
         ]
         for dead in page
