@@ -3,7 +3,7 @@
 sample. Both backends run them before any statement, so bad input gets one error naming
 every bad argument, and nothing is read or written. Also the summary both backends build
 from their counts (:func:`summary_of`), and the public reads themselves
-(:class:`DeadLetterReads`): each backend supplies only its two statements.
+(:class:`DeadLetterCalls`): each backend supplies only its statements.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from trioqueue._backends.validation import (
     check_search,
 )
 from trioqueue._operator_types import DeadLetter, DeadLetterSummary
+from trioqueue._types import JobStatus
 
 __all__ = [
     "DEFAULT_SAMPLE",
@@ -29,7 +30,7 @@ __all__ = [
     "MAX_ERROR_TYPE",
     "NO_DEAD_FILTER",
     "DeadFilter",
-    "DeadLetterReads",
+    "DeadLetterCalls",
     "DeadRows",
     "check_dead_filter",
     "check_dead_page",
@@ -169,10 +170,35 @@ def check_dead_sample(given: tuple[object, ...], sample: object) -> tuple[DeadFi
     return checked, size
 
 
-class DeadLetterReads(ABC):
-    """``list_dead_letters`` and ``dead_letter_summary`` as both backends offer them: the
-    arguments checked here, once, before any statement; a backend runs the two statements
-    (:meth:`_read_dead_page`, :meth:`_count_dead`) with the checked values."""
+class DeadLetterCalls(ABC):
+    """``list_dead_letters``, ``dead_letter_summary`` and ``retry_matching`` (the redrive)
+    as both backends offer them: the arguments checked here, once, before any statement; a
+    backend runs the statements (:meth:`_read_dead_page`, :meth:`_count_dead`,
+    :meth:`_retry_batches`) with the checked values."""
+
+    async def retry_matching(
+        self,
+        queue: str | None = None,
+        status: JobStatus | None = "failed",
+        *,
+        search: str | None = None,
+        cancelled: bool | None = None,
+        batch_size: int = 500,
+        error: str | None = None,
+        error_type: str | None = None,
+        failed_since: datetime | None = None,
+        failed_before: datetime | None = None,
+    ) -> int:
+        """Retry every failed job matching the filters, ``batch_size`` per statement (the
+        cursor moving on by id); how many were retried.
+
+        Raises:
+            ValueError: a bad filter, a status other than ``"failed"`` or None, or
+                ``batch_size`` outside 1..10000.
+        """
+        dead = (error, error_type, failed_since, failed_before)
+        matching = check_retry_matching(queue, status, search, cancelled, batch_size, dead)
+        return await self._retry_batches(matching)
 
     async def list_dead_letters(
         self,
@@ -227,6 +253,11 @@ class DeadLetterReads(ABC):
     @abstractmethod
     async def _count_dead(self, found: DeadFilter, size: int | None) -> DeadRows:
         """``dead_letter_summary``: the counts of the newest ``size`` matches."""
+
+    @abstractmethod
+    async def _retry_batches(self, matching: Matching) -> int:
+        """``retry_matching``: one statement per batch of ``matching.batch_size`` (each
+        ``FOR UPDATE SKIP LOCKED`` on PostgreSQL), the cursor moving on by id."""
 
 
 def summary_of(rows: DeadRows, sample: int | None) -> DeadLetterSummary:

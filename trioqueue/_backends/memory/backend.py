@@ -35,9 +35,8 @@ import trio
 from trioqueue._backends.dead_letter_checks import (
     MAX_DEAD_ERROR,
     DeadFilter,
-    DeadLetterReads,
+    DeadLetterCalls,
     DeadRows,
-    check_retry_matching,
 )
 from trioqueue._backends.interface import (
     MAINTENANCE_OPERATIONS,
@@ -260,7 +259,7 @@ class _FaultTable:
             await released.wait()
 
 
-class MemoryBackend(DeadLetterReads):
+class MemoryBackend(DeadLetterCalls):
     """A :class:`~trioqueue._backends.interface.Backend` that keeps its jobs in memory.
 
     Create it with :func:`open_memory`. Besides the Backend protocol it offers the testing
@@ -1070,34 +1069,7 @@ class MemoryBackend(DeadLetterReads):
 
     # -- operator controls, audit log, table health --------------------------------
 
-    async def retry_matching(
-        self,
-        queue: str | None = None,
-        status: JobStatus | None = "failed",
-        *,
-        search: str | None = None,
-        cancelled: bool | None = None,
-        batch_size: int = 500,
-        error: str | None = None,
-        error_type: str | None = None,
-        failed_since: datetime | None = None,
-        failed_before: datetime | None = None,
-    ) -> int:
-        """Retry every failed job matching the filters, ``batch_size`` per statement (the
-        cursor moving on by id, as on PostgreSQL); how many were retried.
-
-        Raises:
-            ValueError: a bad filter, a status other than ``"failed"`` or None, or
-                ``batch_size`` outside 1..10000.
-        """
-        matching = check_retry_matching(
-            queue,
-            status,
-            search,
-            cancelled,
-            batch_size,
-            (error, error_type, failed_since, failed_before),
-        )
+    async def _retry_batches(self, matching: Matching) -> int:
         return await self._run_matching("retry_matching", matching)
 
     async def delete_matching(

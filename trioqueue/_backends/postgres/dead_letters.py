@@ -1,7 +1,7 @@
 """Dead letters on PostgreSQL (docs/protocol.rst §19): the jobs that failed for good, a
 page of them and a bounded summary. The SQL is ``dead_letters.sql``'s, one statement per
 call, read where the operators' reads go (a read replica when there is one). A redrive is
-``retry_matching`` with the dead-letter filters (``controls.py``, ``operator.sql``).
+``retry_matching`` with the dead-letter filters (here too; ``operator.sql``).
 """
 
 from __future__ import annotations
@@ -11,20 +11,22 @@ from typing import Any
 from trioqueue._backends.dead_letter_checks import (
     MAX_DEAD_ERROR,
     DeadFilter,
-    DeadLetterReads,
+    DeadLetterCalls,
     DeadRows,
 )
+from trioqueue._backends.operator_checks import Matching
+from trioqueue._backends.postgres import operator
 from trioqueue._backends.postgres.arguments import like_pattern
 from trioqueue._backends.postgres.base import BackendBase
 from trioqueue._backends.postgres.statements import fetch
 from trioqueue._operator_types import DeadLetter
 
-__all__ = ["DeadLetterCalls"]
+__all__ = ["DeadLetterStatements"]
 
 
-class DeadLetterCalls(BackendBase, DeadLetterReads):
-    """The PostgresBackend's dead-letter statements (the calls and their checks:
-    :class:`~trioqueue._backends.dead_letter_checks.DeadLetterReads`)."""
+class DeadLetterStatements(BackendBase, DeadLetterCalls):
+    """The PostgresBackend's dead-letter statements, and the redrive's (the calls and
+    their checks: :class:`~trioqueue._backends.dead_letter_checks.DeadLetterCalls`)."""
 
     async def _read_dead_page(
         self, found: DeadFilter, size: int, cursor: int | None
@@ -41,6 +43,12 @@ class DeadLetterCalls(BackendBase, DeadLetterReads):
             "dead_letter_summary", fetch, self._sql["dead_letter_summary"], *args
         )
         return [(row["kind"], row["name"], row["n"]) for row in rows]
+
+    async def _retry_batches(self, matching: Matching) -> int:
+        pattern = like_pattern(matching.search)
+        return await operator.run_matching(
+            self._driver, self._sql, "retry_matching", matching, pattern
+        )
 
 
 def _filter_arguments(found: DeadFilter) -> tuple[Any, ...]:
