@@ -21,9 +21,7 @@ if not os.environ.get("CI"):  # under CI a missing playwright is an error, not a
     pytest.importorskip("playwright")
 from playwright.sync_api import Dialog, Page, expect
 
-import trioqueue
-from trioqueue._types import Failure
-
+from .._web_harness import dead_letter
 from ._server import DashboardServer
 
 pytestmark = [pytest.mark.postgres, pytest.mark.browser]
@@ -35,20 +33,6 @@ CSP_REFUSAL = re.compile(r"Content Security Policy|Content-Security-Policy", re.
 HOSTILE_QUEUE = '"><img src=x onerror=alert(1)>'
 HOSTILE_ERROR = "ValueError: </code><script>alert(2)</script>"
 HOSTILE_TYPE = "evil.<svg/onload=alert(3)>"
-
-
-async def _fail(
-    backend: trioqueue.PostgresBackend,
-    queue: str = "mail",
-    error: str = "ValueError: boom",
-    error_type: str = "builtins.ValueError",
-) -> int:
-    """A job of ``queue`` whose one attempt failed with ``error``."""
-    job_id = await backend.enqueue(queue, {"secret": 1}, max_attempts=1)
-    [claimed] = await backend.claim(queue, limit=1, worker_id="test", visibility_timeout=60)
-    failure = Failure(job_id, claimed.job.claim_seq, error, None, error_type=error_type)
-    await backend.fail([failure])
-    return job_id
 
 
 @pytest.fixture
@@ -93,7 +77,7 @@ def test_another_site_can_neither_frame_the_page_nor_redrive(
     serve_dashboard: Serve, page: Page, screenshot: Shot, attacker: Callable[[str], str]
 ) -> None:
     server = serve_dashboard()
-    job_id = server.call(_fail, server.backend)
+    job_id = server.call(dead_letter, server.backend)
     dead = f"{server.url}/dead"
     site = attacker(
         f'<iframe id="f" sandbox="allow-forms allow-same-origin" src="{dead}"></iframe>'
@@ -134,7 +118,7 @@ def test_hostile_names_run_no_script_and_break_no_policy(
     serve_dashboard: Serve, page: Page, screenshot: Shot
 ) -> None:
     server = serve_dashboard()
-    server.call(_fail, server.backend, HOSTILE_QUEUE, HOSTILE_ERROR, HOSTILE_TYPE)
+    server.call(dead_letter, server.backend, HOSTILE_QUEUE, HOSTILE_ERROR, HOSTILE_TYPE)
     dialogs: list[str] = []
     refused: list[str] = []
 
@@ -167,7 +151,7 @@ def test_without_the_token_the_page_asks_to_log_in_then_comes_back(
     serve_dashboard: Serve, page: Page
 ) -> None:
     server = serve_dashboard(token=TOKEN)
-    server.call(_fail, server.backend)
+    server.call(dead_letter, server.backend)
     page.goto(f"{server.url}/dead?error_type=builtins.ValueError")
     expect(page).to_have_url(re.compile(r"/login\?next="))
     assert page.get_by_test_id("dead-row").count() == 0

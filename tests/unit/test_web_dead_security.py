@@ -16,10 +16,9 @@ import pytest
 from markupsafe import escape
 
 import trioqueue
-from trioqueue._types import Failure
 from trioqueue.web import create_app
 
-from .._web_harness import BASE, SAME_SITE, client
+from .._web_harness import BASE, SAME_SITE, client, dead_letter
 
 TOKEN = "k9Vf2L0sQe7XbT4wZpR1mA8nY3cD6hJ"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
@@ -35,20 +34,6 @@ ROUTE_IDS = [f"{method} {path}" for method, path, _ in ROUTES]
 HOSTILE_QUEUE = '"><img src=x onerror=alert(1)>'
 HOSTILE_ERROR = "ValueError: </code><script>alert(2)</script>\u202eliam\x1b[2J"
 HOSTILE_TYPE = "evil.<svg/onload=alert(3)>"
-
-
-async def one_dead(
-    backend: trioqueue.MemoryBackend,
-    queue: str = "mail",
-    error: str = "ValueError: boom",
-    error_type: str | None = "builtins.ValueError",
-) -> int:
-    """A job of ``queue`` that failed for good with ``error``."""
-    job_id = await backend.enqueue(queue, {"secret": 1}, max_attempts=1)
-    [claimed] = await backend.claim(queue, limit=1, worker_id="w", visibility_timeout=60)
-    failure = Failure(job_id, claimed.job.claim_seq, error, None, error_type=error_type)
-    await backend.fail([failure])
-    return job_id
 
 
 async def send(c: Any, method: str, path: str, body: dict[str, Any], **headers: str) -> Any:
@@ -68,7 +53,7 @@ async def untouched(backend: trioqueue.MemoryBackend, job_id: int) -> bool:
 async def test_a_foreign_host_is_refused_before_the_backend_is_read(
     backend: trioqueue.MemoryBackend, method: str, path: str, body: dict[str, Any]
 ) -> None:
-    job_id = await one_dead(backend)
+    job_id = await dead_letter(backend)
     rebound = {"Host": "attacker.test:8080", "Origin": "http://attacker.test:8080"}
     async with client(create_app(backend)) as c:
         before = dict(backend.statistics().calls)
@@ -101,7 +86,7 @@ async def test_a_redrive_from_another_origin_is_refused(
     body: dict[str, Any],
     headers: dict[str, str],
 ) -> None:
-    job_id = await one_dead(backend)
+    job_id = await dead_letter(backend)
     async with client(create_app(backend)) as c:
         refused = await send(c, method, path, body, **headers)
         allowed = await send(c, method, path, body, **SAME_SITE)
@@ -117,7 +102,7 @@ async def test_another_sites_reads_of_the_dead_letters_are_refused(
     backend: trioqueue.MemoryBackend, method: str, path: str, body: dict[str, Any]
 ) -> None:
     """A ``fetch`` or a frame from another site's page: 403 before any read."""
-    await one_dead(backend)
+    await dead_letter(backend)
     fetch = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"}
     frame = {
         "Sec-Fetch-Site": "cross-site",
@@ -142,7 +127,7 @@ async def test_another_sites_reads_of_the_dead_letters_are_refused(
 
 async def test_no_dead_letter_answer_may_be_framed(backend: trioqueue.MemoryBackend) -> None:
     """Every answer of the surface, pages, JSON, confirmation and refusals alike."""
-    await one_dead(backend)
+    await dead_letter(backend)
     async with client(create_app(backend)) as c:
         answers = [
             await c.get("/dead"),
@@ -174,7 +159,7 @@ def assert_inert(text: str) -> None:
 async def test_hostile_queue_error_and_type_are_shown_escaped(
     backend: trioqueue.MemoryBackend,
 ) -> None:
-    await one_dead(backend, HOSTILE_QUEUE, HOSTILE_ERROR, HOSTILE_TYPE)
+    await dead_letter(backend, HOSTILE_QUEUE, HOSTILE_ERROR, HOSTILE_TYPE)
     async with client(create_app(backend)) as c:
         page = await c.get("/dead")
         api = await c.get("/api/dead")
@@ -199,7 +184,7 @@ async def test_hostile_queue_error_and_type_are_shown_escaped(
 async def test_hostile_filters_are_echoed_escaped(backend: trioqueue.MemoryBackend) -> None:
     """The filters come back in the form's fields, the confirmation's question and its
     hidden fields, the refusal of a bad one, and the audit entry: never as markup."""
-    job_id = await one_dead(backend, HOSTILE_QUEUE, HOSTILE_ERROR, HOSTILE_TYPE)
+    job_id = await dead_letter(backend, HOSTILE_QUEUE, HOSTILE_ERROR, HOSTILE_TYPE)
     hostile = {"queue": HOSTILE_QUEUE, "error": "</code><script>", "error_type": HOSTILE_TYPE}
     async with client(create_app(backend)) as c:
         page = await c.get("/dead", params=hostile)
@@ -240,7 +225,7 @@ async def test_hostile_filters_are_echoed_escaped(backend: trioqueue.MemoryBacke
 async def test_a_body_past_the_limit_is_refused_before_anything_runs(
     backend: trioqueue.MemoryBackend, path: str, body: bytes, kind: str
 ) -> None:
-    job_id = await one_dead(backend)
+    job_id = await dead_letter(backend)
     app = create_app(backend, max_body=1024)
     async with client(app) as c:
         before = dict(backend.statistics().calls)
@@ -256,7 +241,7 @@ async def test_a_filter_past_its_bound_is_refused_with_one_line(
     backend: trioqueue.MemoryBackend,
 ) -> None:
     """The query string is not a body: each filter is bounded by itself (400)."""
-    job_id = await one_dead(backend)
+    job_id = await dead_letter(backend)
     huge = {"queue": "q" * 60_000, "error_type": "T" * 301}
     async with client(create_app(backend)) as c:
         page = await c.get("/dead", params=huge)
@@ -277,7 +262,7 @@ async def test_a_filter_past_its_bound_is_refused_with_one_line(
 async def test_every_route_needs_the_token(
     backend: trioqueue.MemoryBackend, method: str, path: str, body: dict[str, Any]
 ) -> None:
-    job_id = await one_dead(backend)
+    job_id = await dead_letter(backend)
     async with client(create_app(backend, token=TOKEN)) as c:
         before = dict(backend.statistics().calls)
         anonymous = await send(c, method, path, body, **SAME_SITE)
@@ -300,7 +285,7 @@ async def test_every_route_needs_the_token(
 async def test_a_login_session_opens_the_page_and_its_redrive(
     backend: trioqueue.MemoryBackend,
 ) -> None:
-    job_id = await one_dead(backend)
+    job_id = await dead_letter(backend)
     async with client(create_app(backend, token=TOKEN)) as c:
         login = await c.post("/login", data={"token": TOKEN, "next": "/dead"}, headers=SAME_SITE)
         page = await c.get("/dead")
