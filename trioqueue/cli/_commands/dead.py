@@ -22,8 +22,6 @@ from typing import Any
 
 import trioqueue
 from trioqueue.cli._commands.common import (
-    EXIT_FAILED,
-    CliError,
     Subparsers,
     add_read_dsn_option,
     bounded_int,
@@ -34,6 +32,7 @@ from trioqueue.cli._commands.common import (
     subcommand,
 )
 from trioqueue.cli._commands.filters import add_cancelled
+from trioqueue.cli._commands.matching import unconfirmed
 from trioqueue.cli._durations import parse_duration
 from trioqueue.cli._escape import say
 from trioqueue.cli._terminal import clip, format_table
@@ -251,13 +250,8 @@ def _run_redrive(args: argparse.Namespace) -> int:
     filters = filters_of(args)
     what = filters_text(filters)
     if not args.yes:
-        count = run_on_database(args, count_dead, filters)
-        if count == 0:
-            say(f"no dead letter matches {what}: nothing to redrive")
-            return 0
-        raise CliError(
-            f"{count} dead letter(s) match {what}; nothing done: add --yes to redrive them",
-            EXIT_FAILED,
+        return unconfirmed(
+            run_on_database(args, count_dead, filters), "dead letter", what, "redrive"
         )
     done = run_on_database(args, redrive, filters, args.batch_size)
     say(f"{done} dead letter(s) matching {what} redriven (back on their queues)")
