@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
+import bench_postgres
 import trio
 import trio_asyncio
-from _jobs import Countdown, noop
-from bench_postgres import ACK, CLAIM, QUEUE, _raw_consumer, fill, fresh_backend
+from _jobs import noop
+from bench_postgres import ACK, CLAIM, _raw_consumer, fill, fresh_backend
 from bench_vs_pgqueuer import header, load, pgqueuer, pgqueuer_database
 
 import trioqueue
@@ -60,30 +61,12 @@ class Drained:
 async def drain_pools(
     dsn: str, jobs: int, batch: int, consumers: int, concurrency: int, batched: bool
 ) -> Drained:
-    """``consumers`` pools draining ``jobs`` no-op jobs, as bench_postgres.py's drain: a
-    per-job handler, or (``batched``) a batch handler."""
-    finished = Countdown(jobs)
-    handler: dict[str, Any] = {"batch_handler": noop_batch} if batched else {"handler": noop}
-    config = trioqueue.WorkerConfig(
-        **handler,
-        queue=QUEUE,
-        concurrency=concurrency,
-        batch_size=batch,
-        on_job_succeeded=finished.on_job,
-        max_job_duration=600,
-        poll_interval=0.5,
+    """bench_postgres.py's drain: a per-job handler, or (``batched``) a batch handler."""
+    handler = {"batch_handler": noop_batch} if batched else {"handler": noop}
+    drained = await bench_postgres.drain_pools(
+        dsn, jobs, batch, consumers, concurrency, handler=handler
     )
-    connections = consumers * (concurrency + 3) + 2
-    async with fresh_backend(dsn, max_connections=connections) as backend:
-        await fill(backend, jobs)
-        async with trio.open_nursery() as nursery:
-            began, cpu = time.perf_counter(), time.process_time()
-            for _ in range(consumers):
-                nursery.start_soon(trioqueue.run_worker_pool, backend, config)
-            await finished.done.wait()
-            elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu
-            nursery.cancel_scope.cancel()
-    return Drained(jobs / elapsed, cpu / jobs * 1e6)
+    return Drained(drained.rate, drained.cpu_us)
 
 
 async def drain_raw(dsn: str, jobs: int, batch: int, consumers: int) -> Drained:

@@ -195,8 +195,7 @@ async def measure(dsn: str, fill: Fill, args: argparse.Namespace, clean: bool) -
     drain = {}
     before = await buffers(dsn, fill.schema)
     for batch in BATCHES:
-        rate, _ = await drain_pools(dsn, args.jobs, batch, 1, args.concurrency)
-        drain[batch] = rate
+        drain[batch] = (await drain_pools(dsn, args.jobs, batch, 1, args.concurrency)).rate
     drain_buffers = (await buffers(dsn, fill.schema) - before) / (args.jobs * len(BATCHES))
     renewal = await renewal_rounds(dsn, RENEWED, 3, None)
     async with trioqueue.open_postgres(dsn, schema=fill.schema, max_connections=2) as backend:

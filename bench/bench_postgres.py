@@ -82,7 +82,7 @@ import secrets
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -193,14 +193,32 @@ async def switch_on(backend: trioqueue.PostgresBackend, feature: str) -> None:
         raise ValueError(f"unknown feature {feature!r}")
 
 
+@dataclass(frozen=True)
+class Drain:
+    """A pools' drain: jobs/s, the statements the pools issued (claims, renewals, acks) and
+    the CPU this process spent per job meanwhile (µs; the database server's is not in it)."""
+
+    rate: float
+    calls: dict[str, int]
+    cpu_us: float
+
+
 async def drain_pools(
-    dsn: str, jobs: int, batch: int, consumers: int, concurrency: int, feature: str = "none"
-) -> tuple[float, dict[str, int]]:
-    """Jobs/s of ``consumers`` pools draining ``jobs`` pre-enqueued no-op jobs, and the
-    statements they issued (claims, renewals, acks); ``feature`` switched on first."""
+    dsn: str,
+    jobs: int,
+    batch: int,
+    consumers: int,
+    concurrency: int,
+    feature: str = "none",
+    *,
+    handler: Mapping[str, Any] | None = None,
+) -> Drain:
+    """``consumers`` pools draining ``jobs`` pre-enqueued no-op jobs; ``feature`` switched
+    on first. ``handler``: the WorkerConfig's handler keywords (a per-job no-op unless
+    given; bench_batch_handler.py passes a batch handler)."""
     finished = Countdown(jobs)
     config = trioqueue.WorkerConfig(
-        handler=noop,
+        **(handler or {"handler": noop}),
         queue=QUEUE,
         concurrency=concurrency,
         batch_size=batch,
@@ -213,14 +231,15 @@ async def drain_pools(
         await fill(backend, jobs)
         await switch_on(backend, feature)
         async with trio.open_nursery() as nursery:
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.process_time()
             for _ in range(consumers):
                 nursery.start_soon(trioqueue.run_worker_pool, backend, config)
             await finished.done.wait()
-            elapsed = time.perf_counter() - began
+            elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu
             nursery.cancel_scope.cancel()
         calls = backend.statistics()["calls"]
-    return jobs / elapsed, {op: calls[op] for op in ("claim", "renew", "ack")}
+    counts = {op: calls[op] for op in ("claim", "renew", "ack")}
+    return Drain(jobs / elapsed, counts, cpu / jobs * 1e6)
 
 
 # -- drain: the raw bound -----------------------------------------------------------------
@@ -707,7 +726,8 @@ def run_drain(dsn: str, args: argparse.Namespace) -> None:
         f"drain: {jobs:,} no-op jobs, {args.consumers} consumers (pool concurrency {args.concurrency})"
     )
     for batch in (1, 10, 50):
-        pools, calls = trio.run(drain_pools, dsn, jobs, batch, args.consumers, args.concurrency)
+        drained = trio.run(drain_pools, dsn, jobs, batch, args.consumers, args.concurrency)
+        pools, calls = drained.rate, drained.calls
         bound = trio.run(drain_raw, dsn, jobs, batch, args.consumers)
         per_1000 = ", ".join(f"{op} {n * 1000 / jobs:.0f}" for op, n in calls.items())
         print(
@@ -727,9 +747,10 @@ def run_drain_features(dsn: str, args: argparse.Namespace) -> None:
     for batch in (1, 10, 50):
         rates: dict[str, float] = {}
         for feature in FEATURES:
-            rates[feature], _ = trio.run(
+            drained = trio.run(
                 drain_pools, dsn, jobs, batch, args.consumers, args.concurrency, feature
             )
+            rates[feature] = drained.rate
         print(
             f"  batch {batch:<3} "
             + "   ".join(

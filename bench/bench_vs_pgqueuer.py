@@ -121,7 +121,8 @@ def run_drain(dsn: str, args: argparse.Namespace) -> None:
     rounds: dict[int, list[tuple[float, float, float]]] = {b: [] for b in args.batches}
     for round_ in range(args.repeat):
         for batch in args.batches:
-            ours, _ = trio.run(drain_pools, dsn, args.jobs, batch, args.consumers, args.concurrency)
+            drain = (dsn, args.jobs, batch, args.consumers, args.concurrency)
+            ours = trio.run(drain_pools, *drain).rate
             theirs = pgqueuer("drain", dsn, jobs=args.jobs, batch=batch, consumers=args.consumers)
             bound = trio.run(drain_raw, dsn, args.jobs, batch, args.consumers)
             rounds[batch].append((ours, theirs["rate"], bound))

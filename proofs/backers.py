@@ -11,8 +11,9 @@ Two kinds of backer count only once they exist, so that the tables are true befo
 after they land, with nothing to edit here:
 
 - the exhaustive model check, ``proofs/model_check.py``: the rows with ``model_check=True``;
-- the conformance traces, ``proofs/traces/``: a row I2 to I13 cites them when a file in that
-  folder names the row's id as a word (``I5``, say in a header line ``invariants: I5 I6``).
+- the conformance traces, ``proofs/traces/``: a row I2 to I13, I18 or I22 cites them when a
+  file in that folder names the row's id as a word (``I5``, say in a header line
+  ``invariants: I5 I6``).
 
 The README's last section, on mutation testing, is written from proofs/mutants/ (the last
 run's numbers and the survivors listed as equivalent); tests/unit/test_mutants_report.py
@@ -85,6 +86,9 @@ _RETENTION_MODEL = "unit/test_retention_model_stateful.py"
 _DUPLICATES = "the conformance suite: keep, replace, debounce, a running holder left alone"
 _CHECKPOINTS = "the conformance suite: stored by renewals and outcomes, fenced, delivered"
 _DEAD = "the conformance suite: dead letters, their filters and summary, redrive in batches"
+_TRACE_TESTS = "unit/test_traces.py"
+_CHECKPOINT_TRACE_TEST = "test_a_checkpoint_is_sent_once_and_again_after_a_failed_renewal"
+_BATCH_TRACE_TEST = "test_a_batch_handler_call_gives_each_job_one_outcome"
 
 _CLAIM = Proof("(a) registration", "registration_fence")
 _RENEWAL = Proof("(a) renewal", "renewal_fence")
@@ -319,6 +323,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
             Tests("unit/test_memory_backend.py", (), _CHECKPOINTS),
             Tests("postgres/test_postgres_backend.py", (), _CHECKPOINTS),
             Tests("postgres/test_postgres_checkpoints.py", (), "late renewals, HOT updates"),
+            Tests(_TRACE_TESTS, (_CHECKPOINT_TRACE_TEST,), "the trace checkpoint-sent-once"),
         ),
     ),
     Guarantee(
@@ -369,6 +374,7 @@ GUARANTEES: tuple[Guarantee, ...] = (
             Tests("unit/test_pool_batch_handler.py", (), "outcomes, stops, fence, duration"),
             Tests("unit/test_batch_handler_properties.py", (), "random answers, cancels, D"),
             Tests("postgres/test_postgres_batch_handler.py", (), "real rows, a cancel by NOTIFY"),
+            Tests(_TRACE_TESTS, (_BATCH_TRACE_TEST,), "the trace batch-handler-outcomes"),
         ),
     ),
     Guarantee(
@@ -415,7 +421,6 @@ class Rule:
     checks: tuple[str, ...] = ()
 
 
-_TRACE_TESTS = "unit/test_traces.py"
 _RUNTIME = "unit/test_runtime_batching.py"
 _CONFORMANCE_CLAIM = "the conformance suite: claims"
 
@@ -790,7 +795,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "§16",
         "checkpoints: stored with the renewal and the final write, fenced, delivered",
+        traces=("checkpoint-sent-once",),
         tests=(
+            Tests(_TRACE_TESTS, (_CHECKPOINT_TRACE_TEST,)),
             Tests("unit/test_core_checkpoint.py", (), "the guard's send-once rule"),
             Tests("unit/test_pool_checkpoints.py", (), "whole pools under a mock clock"),
             Tests("unit/test_memory_backend.py", (), _CHECKPOINTS),
@@ -828,7 +835,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "§20",
         "batch handlers: one call per batch under its scope, exactly one outcome per job",
+        traces=("batch-handler-outcomes",),
         tests=(
+            Tests(_TRACE_TESTS, (_BATCH_TRACE_TEST,)),
             Tests("unit/test_pool_batch_handler.py", (), "outcomes, stops, fence, duration"),
             Tests("unit/test_batch_handler_properties.py", (), "random answers, cancels, D"),
             Tests("postgres/test_postgres_batch_handler.py", (), "real rows, a cancel by NOTIFY"),
@@ -852,12 +861,14 @@ def render_rules_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-#: Traces pin the invariants of the running protocol; I1 (configuration) is not among them.
-_TRACEABLE = frozenset(f"I{n}" for n in range(2, 14))
+#: Traces pin the invariants of the running protocol (I1, configuration, is not among them),
+#: and those of checkpoints (I18) and batch handlers (I22), which the guard core decides too.
+_TRACEABLE = frozenset({*(f"I{n}" for n in range(2, 14)), "I18", "I22"})
 
 
 def traced(root: Path = ROOT) -> frozenset[str]:
-    """The ids of I2-I13 that a file of ``proofs/traces/`` names (none while it is missing)."""
+    """The ids of :data:`_TRACEABLE` that a file of ``proofs/traces/`` names (none while it
+    is missing)."""
     folder = root / TRACES
     if not folder.is_dir():
         return frozenset()
@@ -865,7 +876,7 @@ def traced(root: Path = ROOT) -> frozenset[str]:
     for path in sorted(folder.rglob("*")):
         if path.is_file():
             text = path.read_text(encoding="utf-8", errors="replace")
-            found.update(re.findall(r"\bI(?:1[0-3]|[2-9])\b", text))
+            found.update(re.findall(r"\bI[1-9][0-9]?\b", text))
     return frozenset(found & _TRACEABLE)
 
 

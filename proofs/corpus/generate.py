@@ -49,7 +49,7 @@ COMMAND = "python proofs/corpus/generate.py --write"
 
 PLAIN = 300  # scripts of the plain part
 PLAIN_INPUTS = 24
-CANDIDATES = 2000  # scripts searched for the rare behaviours
+CANDIDATES = 5000  # scripts searched for the rare behaviours
 RARE_INPUTS = 48
 RARE_SEEDS = 100_000  # the first seed searched: apart from the plain part's
 FRESH_SEEDS = 1_000_000  # the first seed of --draw: apart from both
@@ -151,12 +151,14 @@ def _step_features(given: Json, made: Json) -> set[str]:
     result = made["result"] or {}
     if result.get("accepted") is False:
         found.add("claim refused (expired on arrival)")
-    if "outcome" in result:
-        outcome = result["outcome"]
+    outcomes = [result["outcome"]] if "outcome" in result else result.get("outcomes", [])
+    for outcome in outcomes:  # a handler's, or each of a batch handler call's
         found.add(f"outcome: {outcome['kind']}")
         found.add(f"outcome decided by: {outcome['stop'] or 'the handler'}")
         if outcome["stop"] == "CANCELLED" and "(" in (outcome["message"] or ""):
             found.add("cancelled handler that raised")
+    if given.get("batch_handler"):
+        found.add("batch handler call")
     return found
 
 

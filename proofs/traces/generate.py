@@ -52,9 +52,11 @@ def claim(
     lease_until: float | None = None,
     attempt: int = 1,
     max_attempts: int = 3,
+    batch_handler: bool = False,
 ) -> None:
     """A claim answered at ``at`` (now), sent at ``sent`` (``at``); each row leased by the
-    database until ``V`` after its lock, unless ``lease_until`` (wall time) says otherwise."""
+    database until ``V`` after its lock, unless ``lease_until`` (wall time) says otherwise.
+    ``batch_handler``: the pool runs the batch in one batch handler call (§20)."""
     at = r.now if at is None else at
     sent = at if sent is None else sent
     if lease_until is None:
@@ -70,7 +72,10 @@ def claim(
         }
         for job_id in job_ids
     ]
-    feed(r, {"kind": "claim", "at": at, "claim_sent": sent, "jobs": jobs})
+    given: Json = {"kind": "claim", "at": at, "claim_sent": sent, "jobs": jobs}
+    if batch_handler:
+        given["batch_handler"] = True
+    feed(r, given)
 
 
 def answer(r: Recorder, at: float, verdict: str = "extended", **per_job: str) -> None:
@@ -99,6 +104,14 @@ def sleep(r: Recorder, until: float) -> None:
 
 def exit_(r: Recorder, job_id: int, at: float, error: str | None = None) -> None:
     feed(r, {"kind": "handler_exit", "at": at, "job_id": job_id, "error": error})
+
+
+def checkpoint(r: Recorder, job_id: int, at: float, text: str) -> None:
+    feed(r, {"kind": "checkpoint", "at": at, "job_id": job_id, "value": text})
+
+
+def batch_exit(r: Recorder, batch_id: int, at: float, answer: Json) -> None:
+    feed(r, {"kind": "batch_exit", "at": at, "batch_id": batch_id, "answer": answer})
 
 
 def beats(r: Recorder, until: float, lag: float = 0.25) -> None:
@@ -653,6 +666,53 @@ def progress_while_unwinding(r: Recorder) -> None:
     exit_(r, 1, 21.0)
 
 
+def checkpoint_sent_once(r: Recorder) -> None:
+    """A checkpoint rides on the next renewal, once (docs/protocol.rst §16, I18): the
+    renewal at 10 carries page 1 and is extended, so the database holds it and the renewal
+    at 20 carries none, nor does the same value set again at 13. Page 2 rides on the
+    renewal at 30, which fails: it may or may not have been stored, so the next renewal
+    sends it again; once that one is extended, the renewal at 50 carries none. The attempt's
+    final write (the success at 52) carries the latest checkpoint, page 2."""
+    claim(r, [1])
+    answer(r, 0.5)
+    checkpoint(r, 1, 2.0, '{"page": 1}')
+    beats(r, 12.0)
+    checkpoint(r, 1, 13.0, '{"page": 1}')  # what the database holds already
+    beats(r, 22.0)
+    checkpoint(r, 1, 24.0, '{"page": 2}')
+    sleep(r, 30.0)
+    fail(r, 30.5)
+    sleep(r, r.core.next_wake(r.now))
+    answer(r, r.now + 0.25)
+    beats(r, 52.0)
+    exit_(r, 1, 52.0)
+
+
+def batch_handler_outcomes(r: Recorder) -> None:
+    """Batches run by a batch handler (docs/protocol.rst §20, I22): one call per batch
+    under the batch's scope, one outcome per job. Batch 1: job 2's cancel directive does
+    not cancel the call, and job 2 ends as a cancellation although the answer says
+    succeeded; job 1 succeeds, job 3 retries after the 7.5 s the handler asks, job 4, left
+    out of the answer, is a charged failure. Batch 2: an answer of the wrong length is
+    unusable, so both jobs fail, charged, with the reason. Batch 3: once both its jobs
+    are cancelled, the call is cancelled, and unwinds with no answer. Batch 4, on its last
+    attempt: the call raises, and every job fails for good with its error."""
+    claim(r, [1, 2, 3, 4], batch_handler=True)
+    claim(r, [5, 6], at=0.25, batch_handler=True)
+    claim(r, [7, 8], at=0.375, batch_handler=True)
+    claim(r, [9, 10], at=0.5, attempt=3, max_attempts=3, batch_handler=True)
+    answer(r, 0.75)  # batch 1's first renewal
+    answer(r, 1.0)  # the first renewal of batches 2 to 4, claimed while it was out
+    sleep(r, 10.0)
+    answer(r, 10.25, job2="cancel_requested", job7="cancel_requested", job8="cancel_requested")
+    succeeded = {"kind": "succeeded"}
+    by_id = [[1, succeeded], [2, succeeded], [3, {"kind": "retry", "delay": 7.5}]]
+    batch_exit(r, 1, 12.0, {"by_id": by_id})
+    batch_exit(r, 2, 12.5, {"in_order": [succeeded]})
+    batch_exit(r, 3, 13.0, {"unwound": True})
+    batch_exit(r, 4, 13.5, {"raised": "ValueError: upstream down"})
+
+
 D15 = Timing(visibility_timeout=30.0, heartbeat_interval=10.0, max_job_duration=15.0)
 #: A D whose message needs %g: six significant digits make it "2s" (refinement 15).
 #: A D that passes while the fence waits for a renewal in flight (30 s to 30.12 s).
@@ -698,6 +758,8 @@ SCENARIOS: dict[str, tuple[Timing, Callable[[Recorder], None]]] = {
     "refused-at-the-fence": (V30_H10, refused_at_the_fence),
     "duration-during-in-flight-wait": (D30_0625, duration_during_in_flight_wait),
     "progress-while-unwinding": (V30_H10, progress_while_unwinding),
+    "checkpoint-sent-once": (V30_H10, checkpoint_sent_once),
+    "batch-handler-outcomes": (V30_H10, batch_handler_outcomes),
 }
 
 
@@ -719,7 +781,36 @@ DRAWN_TIMINGS = [
 
 VERDICT_NAMES = ["extended", "extended", "cancel_requested", "reclaimed", "gone", "unchanged"]
 PROGRESS = st.sampled_from([0.0, 0.25, 1.0, 1.5, -0.5, True, "x", None, {"float": "nan"}])
+CHECKPOINTS = st.sampled_from(['{"page": 1}', '{"page": 2}', "null"])
 STEPS = st.sampled_from([0.0, 0.125, 0.25, 0.5, 1.0, 2.0, 4.5])
+
+
+ANSWERED = st.sampled_from(
+    [
+        {"kind": "succeeded"},
+        {"kind": "succeeded"},
+        {"kind": "failed", "error": "ValueError: boom"},
+        {"kind": "retry", "delay": 2.5},
+        {"kind": "not_an_outcome"},
+    ]
+)
+
+
+def batch_answer(draw: st.DrawFn, job_ids: list[int]) -> Json:
+    """What a batch handler's call came to (schema.json, ``batch_exit``): mostly an answer
+    for its jobs; sometimes one that leaves a job out, names no job of the batch or has the
+    wrong length; or the call raised, unwound, or returned None. A plain function of
+    ``draw`` (no composite of its own), so the corpus's seeded draw can answer it too."""
+    form = draw(st.sampled_from(["by_id", "by_id", "in_order", "raised", "unwound", "none"]))
+    if form == "raised":
+        return {"raised": "RuntimeError: the call failed"}
+    if form in ("unwound", "none"):
+        return {form: True}
+    kept = [job_id for job_id in job_ids if draw(st.sampled_from([True, True, True, False]))]
+    if form == "by_id":
+        keys = kept + ([999] if draw(st.sampled_from([False, False, False, True])) else [])
+        return {"by_id": [[key, draw(ANSWERED)] for key in keys]}
+    return {"in_order": [draw(ANSWERED) for _ in kept]}
 
 
 @st.composite
@@ -738,11 +829,14 @@ def scripts(draw: st.DrawFn, max_inputs: int = 24) -> Json:
     for _ in range(draw(st.integers(1, max_inputs))):
         at = r.now + draw(STEPS)
         tokens = [t for t in (r.current_token(), r.abandoned_token()) if t is not None]
-        running = r.running_jobs()
+        running, own = r.running_jobs(), r.handler_jobs()
+        calls = r.batch_calls()
         # Repeated entries weigh the draw: answers often, shutdown (which ends it all) rarely.
         options = ["claim", "claim", "sleep", "sleep", "wake"]
         options += ["answer"] * 4 + ["fail"] if tokens else []
-        options += ["exit", "exit", "progress", "cancel_notice"] if running else []
+        options += ["progress", "cancel_notice"] if running else []
+        options += ["exit", "exit", "checkpoint"] if own else []
+        options += ["batch_exit"] if calls else []
         options += ["stale"] if r.issued_tokens() else []
         options += ["shutdown"] if math_inf(r.core.shutdown_at) else []
         kind = draw(st.sampled_from(options))
@@ -762,7 +856,10 @@ def scripts(draw: st.DrawFn, max_inputs: int = 24) -> Json:
                 for i in range(count)
             ]
             next_job += count
-            feed({"kind": "claim", "at": at, "claim_sent": at - lag, "jobs": jobs})
+            claimed: Json = {"kind": "claim", "at": at, "claim_sent": at - lag, "jobs": jobs}
+            if draw(st.sampled_from([False, False, True])):
+                claimed["batch_handler"] = True
+            feed(claimed)
         elif kind == "sleep":
             feed({"kind": "sleep", "until": at})
         elif kind == "wake":
@@ -784,12 +881,19 @@ def scripts(draw: st.DrawFn, max_inputs: int = 24) -> Json:
             token = draw(st.sampled_from(r.issued_tokens()))
             feed({"kind": "answer", "at": at, "token": token, "verdicts": []})
         elif kind == "exit":
-            job_id = draw(st.sampled_from(running))
+            job_id = draw(st.sampled_from(own))
             error = draw(st.sampled_from([None, "ValueError: boom"]))
             feed({"kind": "handler_exit", "at": at, "job_id": job_id, "error": error})
         elif kind == "progress":
             job_id = draw(st.sampled_from(running))
             feed({"kind": "progress", "at": at, "job_id": job_id, "value": draw(PROGRESS)})
+        elif kind == "batch_exit":
+            batch_id = draw(st.sampled_from(sorted(calls)))
+            answer = batch_answer(draw, calls[batch_id])
+            feed({"kind": "batch_exit", "at": at, "batch_id": batch_id, "answer": answer})
+        elif kind == "checkpoint":
+            job_id = draw(st.sampled_from(own))
+            feed({"kind": "checkpoint", "at": at, "job_id": job_id, "value": draw(CHECKPOINTS)})
         elif kind == "cancel_notice":
             feed({"kind": "cancel_notice", "at": at, "job_id": draw(st.sampled_from(running))})
         else:

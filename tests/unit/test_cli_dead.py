@@ -142,6 +142,22 @@ def test_redrive_counts_first_and_acts_with_yes(
     assert "nothing to redrive" in capsys.readouterr().out
 
 
+def test_error_type_dash_selects_the_dead_letters_with_none_recorded(
+    on_memory: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--error-type -``: the cancellation (no attempt ran), as the tables show it."""
+    after = on_memory()
+    assert main([*DSN, "dead", "--error-type", "-"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "1 dead letter(s) match --error-type -"
+    assert [line.split()[0] for line in lines[-2:]] == ["ID", "4"]
+    assert main([*DSN, "dead", "redrive", "--error-type", "-", "--yes"]) == 0
+    assert capsys.readouterr().out == (
+        "1 dead letter(s) matching --error-type - redriven (back on their queues)\n"
+    )
+    assert [i.status for i in after[-1]] == ["failed", "failed", "failed", "ready", "ready"]
+
+
 def test_redrive_refuses_a_range_that_ends_before_it_starts(
     on_memory: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:

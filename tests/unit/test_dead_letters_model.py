@@ -47,7 +47,7 @@ filters = st.builds(
     ),
     st.sampled_from([None, "a", "b"]),
     st.sampled_from([None, "DISK", "user", "nothing"]),
-    st.sampled_from([None, "builtins.ValueError", "builtins.KeyError"]),
+    st.sampled_from([None, "builtins.ValueError", "builtins.KeyError", ""]),  # "": none recorded
     st.one_of(st.none(), st.integers(0, 30)),
     st.one_of(st.none(), st.integers(0, 30)),
     st.sampled_from([None, True, False]),
@@ -105,7 +105,7 @@ def matches(model: MemoryModel, found: DeadFilter, job_id: int) -> bool:
         info.status == "failed"
         and (found.queue is None or info.queue == found.queue)
         and (found.error is None or found.error.lower() in error)
-        and (found.error_type is None or error_type == found.error_type)
+        and (found.error_type is None or (error_type or "") == found.error_type)
         and (found.failed_since is None or (finished is not None and finished >= found.failed_since))
         and (found.failed_before is None or (finished is not None and finished < found.failed_before))
         and (found.cancelled is None or info.cancelled == found.cancelled)

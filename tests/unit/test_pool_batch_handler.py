@@ -6,6 +6,7 @@ the answer says. Driven by trio's MockClock."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -270,9 +271,17 @@ async def test_max_job_duration_stops_the_call_and_retries_every_job(
     ] * 2
 
 
-async def test_a_cancel_of_one_job_does_not_stop_the_call(autojump_clock: object) -> None:
+def guard_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "trioqueue.guard"]
+
+
+async def test_a_cancel_of_one_job_does_not_stop_the_call(
+    autojump_clock: object, caplog: pytest.LogCaptureFixture
+) -> None:
     """The cancelled job ends failed as a cancellation whatever the answer says; the call
-    sees it through ``ctx.stop_requested`` and goes on for its siblings."""
+    sees it through ``ctx.stop_requested`` and goes on for its siblings (and the log says
+    so: the call is not cancelled)."""
+    caplog.set_level(logging.INFO, "trioqueue.guard")
     rec = Recorder()
     seen: dict[int, bool] = {}
     cancelled_flag: list[bool] = []
@@ -298,12 +307,19 @@ async def test_a_cancel_of_one_job_does_not_stop_the_call(autojump_clock: object
         nursery.cancel_scope.cancel()
     assert seen == {ids[0]: True, ids[1]: False, ids[2]: False}
     assert cancelled_flag == [False]
+    assert guard_lines(caplog) == [
+        f"job {ids[0]}: cancel requested, the batch handler's call goes on for the other "
+        "jobs (ctx.stop_requested tells it)"
+    ]
     assert (infos[0].status, infos[0].result) == ("failed", None)
     assert (infos[0].last_error or "").startswith("cancelled: cancel requested")
     assert [(i.status, i.result) for i in infos[1:]] == [("succeeded", "done")] * 2
 
 
-async def test_a_cancel_of_every_job_stops_the_call(autojump_clock: object) -> None:
+async def test_a_cancel_of_every_job_stops_the_call(
+    autojump_clock: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, "trioqueue.guard")
     rec = Recorder()
     stopped: list[bool] = []
 
@@ -323,6 +339,12 @@ async def test_a_cancel_of_every_job_stops_the_call(autojump_clock: object) -> N
         infos = [await backend.wait_for(i, timeout=100) for i in ids]
         nursery.cancel_scope.cancel()
     assert stopped == [True]
+    # Both cancels come back in one renewal's answer: every job is stopped by then.
+    assert guard_lines(caplog) == [
+        f"job {job_id}: cancel requested, cancelling the batch handler's call (every job "
+        "of it is stopped)"
+        for job_id in ids
+    ]
     assert [i.status for i in infos] == ["failed", "failed"]
     assert all((i.last_error or "").startswith("cancelled: cancel requested") for i in infos)
 

@@ -29,7 +29,8 @@ from hypothesis import HealthCheck, given, settings
 
 from tests._modules import load_file
 from trioqueue._backends.interface import Backend
-from trioqueue._core.guard_rules import GuardCore
+from trioqueue._core.checkpoint import CheckpointSlot
+from trioqueue._core.guard_rules import GuardCore, JobLease
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.rules import OutcomeKind, StopReason
 from trioqueue._core.wire import RenewItem, Verdict
@@ -165,6 +166,54 @@ def test_messages_of_a_handler_error_and_of_max_job_duration() -> None:
     ]
 
 
+def renewals_of(name: str) -> list[dict[str, Any]]:
+    trace = load(TRACES / f"{name}.json")
+    return [s["decisions"]["renewal"] for s in trace["steps"] if s["decisions"]["renewal"]]
+
+
+def test_a_checkpoint_is_sent_once_and_again_after_a_failed_renewal() -> None:
+    """docs/protocol.rst §16: a renewal carries the latest checkpoint only while the
+    database is not known to hold it; a failed renewal leaves that unknown; the final
+    write carries the latest, stored or not."""
+    carried = [
+        (r["token"], [item.get("checkpoint") for item in r["items"]])
+        for r in renewals_of("checkpoint-sent-once")
+    ]
+    page1, page2 = '{"page": 1}', '{"page": 2}'
+    assert carried == [(1, [None]), (2, [page1]), (3, [None]), (4, [page2]), (5, [page2]),
+                       (6, [None])]  # fmt: skip
+    steps = load(TRACES / "checkpoint-sent-once.json")["steps"]
+    [exit_step] = [s for s in steps if s["input"]["kind"] == "handler_exit"]
+    assert exit_step["decisions"]["result"]["outcome"]["checkpoint"] == page2
+
+
+def test_a_batch_handler_call_gives_each_job_one_outcome() -> None:
+    """docs/protocol.rst §20, I22: one outcome per job, its own stop first, then what the
+    answer says of it; the call's scope fires only once every job of it is stopped."""
+    steps = load(TRACES / "batch-handler-outcomes.json")["steps"]
+    exits = [s["decisions"] for s in steps if s["input"]["kind"] == "batch_exit"]
+    said = [
+        [(o["job_id"], o["kind"], o["stop"], o.get("delay")) for o in d["result"]["outcomes"]]
+        for d in exits
+    ]
+    assert said == [
+        [(1, "succeeded", None, None), (2, "failed", "CANCELLED", None),
+         (3, "retry", None, 7.5), (4, "retry", None, None)],
+        [(5, "retry", None, None), (6, "retry", None, None)],
+        [(7, "failed", "CANCELLED", None), (8, "failed", "CANCELLED", None)],
+        [(9, "failed", None, None), (10, "failed", None, None)],
+    ]  # fmt: skip
+    messages = [o["message"] for d in exits for o in d["result"]["outcomes"]]
+    assert messages[3] == "the batch handler returned no outcome for job 4"
+    assert messages[4] == messages[5] and "unusable: 1 outcome(s) for 2 job(s)" in messages[4]
+    assert messages[8:] == ["ValueError: upstream down"] * 2
+    [cancelled] = [s["decisions"] for s in steps if s["decisions"]["cancels"]]
+    assert cancelled["cancels"] == [[1, 2], [3, 7], [3, 8]]
+    assert cancelled["scopes_fired"] == [3]  # not batch 1: its call goes on for 1, 3, 4
+    claims = [s["decisions"]["hooks"] for s in steps if s["input"]["kind"] == "claim"]
+    assert claims[1] == [[5, "on_job_claimed"], [6, "on_job_claimed"], [5, "batch_handler"]]
+
+
 # -- replay can fail ------------------------------------------------------------------------
 
 
@@ -209,6 +258,27 @@ def altered(name: str, kind: str, field: str, change: Any) -> tuple[dict[str, An
             "claim",
             "connections_held",
             lambda d: d.update(connections_held=2),
+        ),
+        (
+            "checkpoint-sent-once",
+            "wake",
+            "renewal",
+            lambda d: (
+                d["renewal"]["items"][0].pop("checkpoint", None)
+                or d["renewal"]["items"][0].update(checkpoint="{}")
+            ),
+        ),
+        (
+            "batch-handler-outcomes",
+            "batch_exit",
+            "result",
+            lambda d: d["result"]["outcomes"][1].update(kind="succeeded", stop=None),
+        ),
+        (
+            "batch-handler-outcomes",
+            "answer",
+            "scopes_fired",
+            lambda d: d.update(scopes_fired=[1, 3]),
         ),
     ],
 )
@@ -340,7 +410,7 @@ def core_state(core: GuardCore, now: float) -> dict[str, Any]:
                 core.batch(b).stop,
                 core.batch(b).lost,
                 [
-                    (j.job_id, j.stop, j.pending, j.renewed, j.progress)
+                    (j.job_id, j.stop, j.pending, j.renewed, j.progress, j.checkpoint)
                     for j in core.batch(b).jobs.values()
                 ],
             )
@@ -350,6 +420,15 @@ def core_state(core: GuardCore, now: float) -> dict[str, Any]:
 
 
 NAMED = [p for p in PATHS if not p.name.startswith("drawn-")]
+
+
+def batch_of(handles: Mapping[int, Any], job_id: int) -> int:
+    return next(b for b, h in handles.items() if any(j.id == job_id for j in h.jobs))
+
+
+def lease_of(handles: Mapping[int, Any], job_id: int) -> JobLease:
+    lease: JobLease = handles[batch_of(handles, job_id)].leases[job_id]
+    return lease
 
 
 @pytest.mark.parametrize("path", NAMED, ids=lambda p: p.stem)
@@ -395,7 +474,8 @@ async def test_the_trio_runtime_makes_the_recorded_calls(
                         )
                         for j in given["jobs"]
                     ]
-                    handle = guard.register(claimed, given["claim_sent"])
+                    one_call = given.get("batch_handler", False)
+                    handle = guard.register(claimed, given["claim_sent"], one_call=one_call)
                     if handle is not None:
                         handles[handle.batch_id] = handle
                 elif kind == "answer":
@@ -405,20 +485,20 @@ async def test_the_trio_runtime_makes_the_recorded_calls(
                 elif kind == "cancel_notice":
                     guard.cancel_notice(given["job_id"])
                 elif kind == "progress":
-                    job_id = given["job_id"]
-                    batch_id = next(
-                        b for b, h in handles.items() if any(j.id == job_id for j in h.jobs)
-                    )
                     value = valid_progress(decode_value(given["value"]))
                     if value is not None:  # JobContext.report_progress
-                        handles[batch_id].leases[job_id].progress = value
-                elif kind == "handler_exit":
-                    job_id = given["job_id"]
-                    batch_id = next(
-                        b for b, h in handles.items() if any(j.id == job_id for j in h.jobs)
-                    )
+                        lease_of(handles, given["job_id"]).progress = value
+                elif kind == "checkpoint":
+                    lease = lease_of(handles, given["job_id"])
+                    if lease.checkpoint is None:  # JobContext.checkpoint
+                        lease.checkpoint = CheckpointSlot(given["value"])
+                    else:
+                        lease.checkpoint.latest = given["value"]
+                elif kind in ("handler_exit", "batch_exit"):
+                    batch_id = given.get("batch_id") or batch_of(handles, given["job_id"])
                     leases = handles[batch_id].leases
-                    guard.settle(leases[job_id])
+                    for job_id in [given["job_id"]] if kind == "handler_exit" else list(leases):
+                        guard.settle(leases[job_id])
                     if all(not lease.pending for lease in leases.values()):
                         guard.unregister(batch_id)
                         del handles[batch_id]

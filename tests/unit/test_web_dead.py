@@ -182,3 +182,35 @@ async def test_a_confirmation_gone_stale_is_refused(backend: trioqueue.MemoryBac
     assert "2 dead letters match now, more than the 1 confirmed" in done.text
     assert await statuses(backend, ids) == ["failed", "failed"]
     assert nothing.status_code == 409
+
+
+async def test_error_type_dash_selects_the_dead_letters_with_none_recorded(
+    backend: trioqueue.MemoryBackend,
+) -> None:
+    """``error_type=-`` (docs/dashboard.rst): no error type recorded; the breakdown's
+    "none recorded" links there, and the page's redrive form keeps the filter."""
+    await dead(backend, "mail", 2)
+    untyped = await dead(backend, "sms", 1, "stopped", None)
+    async with client(create_app(backend)) as c:
+        api = await c.get("/api/dead?error_type=-")
+        page = await c.get("/dead")
+        filtered = await c.get("/dead?error_type=-")
+        asked = await c.post("/dead/redrive", data={"error_type": "-"}, headers=SAME_SITE)
+        fields = {k: html.unescape(v) for k, v in HIDDEN.findall(asked.text)}
+        done = await c.post("/dead/redrive", data=fields, headers=SAME_SITE)
+        redriven = await c.post(
+            "/api/dead/redrive?error_type=-", json={"expected": 0}, headers=SAME_SITE
+        )
+    assert [d["id"] for d in api.json()["dead"]] == untyped
+    assert api.json()["summary"]["by_error_type"] == [{"error_type": None, "count": 1}]
+    assert 'href="/dead?error_type=-" data-testid="dead-type-none"' in page.text
+    assert 'data-total="1"' in filtered.text
+    assert 'name="error_type" id="dead-error-type" data-testid="dead-error-type" value="-"' in (
+        filtered.text
+    )
+    assert "Redrive all 1 dead letter matching error_type=-?" in asked.text
+    assert fields["error_type"] == "-"
+    assert (done.status_code, done.headers["location"]) == (303, "/dead?error_type=-")
+    assert await statuses(backend, untyped) == ["ready"]
+    assert redriven.json() == {"ok": True, "matching": 0, "done": 0}
+    assert [e.target for e in await backend.list_audit()] == ["error_type=-"] * 2

@@ -359,7 +359,8 @@ class Backend(Protocol):
         """The jobs that failed for good (cancellations among them, ``cancelled`` True)
         matching the filters, highest id first, at most ``limit``; ``after``: the last id
         of the page before. ``error``: text anywhere in ``last_error`` (any case);
-        ``error_type``: the last attempt's, exactly; ``failed_since`` <= ``finished_at``
+        ``error_type``: the last attempt's, exactly (``""``: none recorded, or no attempt
+        ran); ``failed_since`` <= ``finished_at``
         < ``failed_before`` (docs/protocol.rst §19).
 
         Raises:

@@ -4,10 +4,9 @@ violation and nothing is written."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
+from trioqueue._backends.problems import Problems, collect, raise_problems
 from trioqueue._backends.validation import (
     check_age,
     check_int,
@@ -31,8 +30,6 @@ __all__ = [
 #: The most jobs (and, apart, audit entries) one retention batch deletes.
 MAX_PRUNE_LIMIT = 100_000
 
-T = TypeVar("T")
-
 
 @dataclass(frozen=True, slots=True)
 class PolicyRequest:
@@ -51,11 +48,11 @@ def check_retention(queue: object, succeeded: object, failed: object) -> PolicyR
         TypeError, ValueError: naming every argument that is wrong (one TypeError or
             ValueError as it is when only one is).
     """
-    problems: list[TypeError | ValueError] = []
-    name = _collect(problems, lambda: None if queue is None else check_queue(queue))
-    keep_succeeded = _collect(problems, lambda: _keep("succeeded", succeeded))
-    keep_failed = _collect(problems, lambda: _keep("failed", failed))
-    _raise(problems)
+    problems: Problems = []
+    name = collect(problems, lambda: None if queue is None else check_queue(queue))
+    keep_succeeded = collect(problems, lambda: _keep("succeeded", succeeded))
+    keep_failed = collect(problems, lambda: _keep("failed", failed))
+    raise_problems(problems)
     return PolicyRequest(name, keep_succeeded, keep_failed)
 
 
@@ -78,11 +75,11 @@ def check_lease(holder: object, lease: object) -> tuple[str, float]:
     Raises:
         TypeError, ValueError: naming every argument that is wrong.
     """
-    problems: list[TypeError | ValueError] = []
-    name = _collect(problems, lambda: check_worker_id(holder))
-    seconds = _collect(problems, lambda: check_timeout("lease", lease))
-    _raise(problems)
-    assert name is not None  # _raise raised otherwise
+    problems: Problems = []
+    name = collect(problems, lambda: check_worker_id(holder))
+    seconds = collect(problems, lambda: check_timeout("lease", lease))
+    raise_problems(problems)
+    assert name is not None  # raise_problems raised otherwise
     assert seconds is not None
     return name, seconds
 
@@ -106,21 +103,3 @@ def _keep(name: str, value: object) -> float | None:
     if value is None:
         return None
     return check_timeout(name, value)
-
-
-def _collect(problems: list[TypeError | ValueError], check: Callable[[], T]) -> T | None:
-    """``check()``'s value, or None with its error added to ``problems``."""
-    try:
-        return check()
-    except (TypeError, ValueError) as exc:
-        problems.append(exc)
-        return None
-
-
-def _raise(problems: list[TypeError | ValueError]) -> None:
-    """One error for every problem: the problem itself when alone, else a ValueError
-    joining their messages (as ``check_queue_limits`` reports)."""
-    if len(problems) == 1:
-        raise problems[0]
-    if problems:
-        raise ValueError("; ".join(str(exc) for exc in problems))

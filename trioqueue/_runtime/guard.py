@@ -81,6 +81,17 @@ class BatchHandle:
         """The job's own scope; a batch of one job uses the batch scope (saves memory)."""
         return self.job_scopes.get(job_id, self.scope)
 
+    def stop_effect(self, verb: str) -> str:
+        """What a stop of one of its jobs does to its work, as the log says it (``verb``:
+        "cancelling", "stopping"; the core has recorded the stop already). In batch mode
+        the call is cancelled only once every job of it is stopped (docs/protocol.rst §20,
+        "A job's own stop"): before, saying the handler is cancelled would be untrue."""
+        if not self.one_call:
+            return f"{verb} its handler"
+        if all(lease.stop is not None for lease in self.leases.values()):
+            return f"{verb} the batch handler's call (every job of it is stopped)"
+        return "the batch handler's call goes on for the other jobs (ctx.stop_requested tells it)"
+
     def stop_job(self, job_id: int) -> None:
         if not self.one_call:
             self.scope_of(job_id).cancel()
@@ -332,16 +343,18 @@ class Guard:
                     handle.scope.deadline = deadline
         for batch_id, job_id in effects.cancels:
             log.info(
-                "job %d: cancel requested, cancelling its handler",
+                "job %d: cancel requested, %s",
                 job_id,
+                self._stop_effect(batch_id, "cancelling"),
                 extra=job_fields(self._job(batch_id, job_id), "cancel_requested"),
             )
             self._stop_job(batch_id, job_id)
         for batch_id, job_id, reason in effects.stops:
             log.warning(
-                "job %d: %s; stopping its handler",
+                "job %d: %s; %s",
                 job_id,
                 reason.value,
+                self._stop_effect(batch_id, "stopping"),
                 extra=job_fields(self._job(batch_id, job_id), f"stopped_{reason.name.lower()}"),
             )
             self._stop_job(batch_id, job_id)
@@ -360,6 +373,10 @@ class Guard:
         handle = self._batches.get(batch_id)
         jobs = [] if handle is None else [job for job in handle.jobs if job.id == job_id]
         return jobs[0] if jobs else job_id
+
+    def _stop_effect(self, batch_id: int, verb: str) -> str:
+        handle = self._batches.get(batch_id)
+        return f"{verb} its handler" if handle is None else handle.stop_effect(verb)
 
     def _stop_job(self, batch_id: int, job_id: int) -> None:
         handle = self._batches.get(batch_id)

@@ -19,6 +19,16 @@ its last job. Cancel scopes are mirrored: a scope's deadline changes only when a
 ``Effects.moved`` names its batch (as :meth:`Guard.apply` does), and a scope whose deadline
 has passed is cancelled for good, like trio's.
 
+Checkpoints (docs/protocol.rst §16) and batch handlers (§20) are traced too. A
+``checkpoint`` input leaves a value's JSON text on the job's lease as ``ctx.checkpoint``
+does; a renewal item carries a ``checkpoint`` only when the core sends one (the database
+does not hold the latest yet), and a handler's outcome names the ``checkpoint`` its final
+write carries. A claim with ``"batch_handler": true`` runs its jobs in one batch handler
+call under the batch scope alone: a job's own stop cancels that scope only once every job
+of the batch has one, and a ``batch_exit`` input ends the call with its answer, read by
+:func:`~trioqueue._core.batch_outcome.read_answer` and decided job by job with
+``decide_attempt`` as the batch call runner does.
+
 Nothing here waits or reads a clock: time is the ``at`` of each input, in seconds from the
 trace's start, and only moves forward. A script may say ``{"kind": "sleep", "until": t}``:
 the recorder expands it into the guard's own wakes (at each ``next_wake``) and the scope
@@ -38,6 +48,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trioqueue._core.batch_outcome import (
+    BatchOutcome,
+    JobFailed,
+    JobRetry,
+    JobSucceeded,
+    missing_message,
+    read_answer,
+)
+from trioqueue._core.checkpoint import CheckpointSlot, latest_checkpoint
 from trioqueue._core.guard_rules import Effects, GuardCore, Renewal
 from trioqueue._core.outcome import decide_attempt
 from trioqueue._core.progress import valid_progress
@@ -74,7 +93,9 @@ INPUT_KINDS = (
     "fail",
     "cancel_notice",
     "progress",
+    "checkpoint",
     "handler_exit",
+    "batch_exit",
     "shutdown",
 )
 
@@ -118,6 +139,7 @@ class _Job:
     attempt: int
     max_attempts: int
     running: bool = True
+    one_call: bool = False  # its batch runs in one batch handler call (§20)
 
 
 @dataclass(slots=True)
@@ -126,6 +148,7 @@ class _Scope:
 
     deadline: float
     single: bool  # a batch of one job: its job's stops cancel this very scope
+    one_call: bool = False  # a batch handler's call: cancelled once every job is stopped
     cancel_called: bool = False
     job_ids: list[int] = field(default_factory=list)
 
@@ -175,6 +198,14 @@ class Recorder:
     def running_jobs(self) -> list[int]:
         """Jobs whose handler has not exited yet."""
         return sorted(job_id for job_id, job in self._jobs.items() if job.running)
+
+    def handler_jobs(self) -> list[int]:
+        """Running jobs each in a handler of its own (not in a batch handler's call)."""
+        return [job_id for job_id in self.running_jobs() if not self._jobs[job_id].one_call]
+
+    def batch_calls(self) -> dict[int, list[int]]:
+        """The batch handler calls running: batch id → its jobs, in the batch's order."""
+        return {b: list(s.job_ids) for b, s in sorted(self._scopes.items()) if s.one_call}
 
     def claimed_jobs(self) -> list[int]:
         return sorted(self._jobs)
@@ -280,15 +311,23 @@ class Recorder:
                 for job in jobs
             ]
             return
+        one_call = given.get("batch_handler", False) is True
         self._scopes[batch_id] = _Scope(
             deadline=self.core.scope_deadline(batch_id),
             single=len(jobs) == 1,
+            one_call=one_call,
             job_ids=[int(j["job_id"]) for j in jobs],
         )
         for job in jobs:
             job_id = int(job["job_id"])
-            self._jobs[job_id] = _Job(batch_id, int(job["attempt"]), int(job["max_attempts"]))
-            out.hooks += [[job_id, "on_job_claimed"], [job_id, "handler"]]
+            self._jobs[job_id] = _Job(
+                batch_id, int(job["attempt"]), int(job["max_attempts"]), one_call=one_call
+            )
+            out.hooks.append([job_id, "on_job_claimed"])
+            if not one_call:
+                out.hooks.append([job_id, "handler"])
+        if one_call:  # the claim hooks one after the other, then the one call
+            out.hooks.append([int(jobs[0]["job_id"]), "batch_handler"])
         self._guard_pass(out)  # Guard.register pokes: the first beat is immediate
 
     def _on_wake(self, given: Json, out: _Decisions) -> None:
@@ -323,9 +362,25 @@ class Recorder:
             lease.progress = kept
         out.result = {"kept": kept, "progress": lease.progress}
 
+    def _on_checkpoint(self, given: Json, out: _Decisions) -> None:
+        job_id = int(given["job_id"])
+        job = self._running(job_id, "checkpoints")
+        if job.one_call:
+            raise ScriptError(f"job {job_id} runs in a batch handler call: no ctx.checkpoint")
+        text = given["value"]
+        if not isinstance(text, str):
+            raise ScriptError("a checkpoint's value is its JSON text, a string")
+        lease = self.core.job(job.batch_id, job_id)
+        if lease.checkpoint is None:  # JobContext.checkpoint
+            lease.checkpoint = CheckpointSlot(text)
+        else:
+            lease.checkpoint.latest = text
+
     def _on_handler_exit(self, given: Json, out: _Decisions) -> None:
         job_id = int(given["job_id"])
         job = self._running(job_id, "exits")
+        if job.one_call:
+            raise ScriptError(f"job {job_id} runs in a batch handler call: it ends by batch_exit")
         error = given.get("error")
         scope = self._scopes[job.batch_id]
         # As the batch runner decides it (BatchRunner._finished).
@@ -338,7 +393,11 @@ class Recorder:
             max_attempts=job.max_attempts,
             max_job_duration=self.timing.max_job_duration,
         )
-        out.result = {"outcome": _outcome(job_id, outcome.kind, outcome.message, stop)}
+        decided = _outcome(job_id, outcome.kind, outcome.message, stop)
+        slot = self.core.job(job.batch_id, job_id).checkpoint
+        if slot is not None:  # the final write carries the latest (§16)
+            decided["checkpoint"] = latest_checkpoint(slot)
+        out.result = {"outcome": decided}
         self.core.job_done(job.batch_id, job_id)  # after the write (BatchRunner._settle)
         job.running = False
         out.hooks.append([job_id, OUTCOME_HOOKS[outcome.kind]])
@@ -347,6 +406,39 @@ class Recorder:
             self.core.unregister(job.batch_id)
             del self._scopes[job.batch_id]
             out.unregistered.append(job.batch_id)
+
+    def _on_batch_exit(self, given: Json, out: _Decisions) -> None:
+        batch_id = int(given["batch_id"])
+        scope = self._scopes.get(batch_id)
+        if scope is None or not scope.one_call:
+            raise ScriptError(f"batch {batch_id} is no batch handler call that is running")
+        said = _said(given["answer"], scope.job_ids)
+        outcomes = []
+        for job_id in scope.job_ids:
+            job = self._jobs[job_id]
+            error, delay = said[job_id]
+            # As the batch call runner decides each job (BatchCallRunner._decided).
+            outcome, stop = decide_attempt(
+                job_stop=self.core.job(batch_id, job_id).stop,
+                scope_fired=scope.cancel_called,
+                batch_stop=lambda: self.core.batch_stop(batch_id, self.now),
+                error=error,
+                attempt=job.attempt,
+                max_attempts=job.max_attempts,
+                max_job_duration=self.timing.max_job_duration,
+            )
+            decided = _outcome(job_id, outcome.kind, outcome.message, stop)
+            if delay is not None and outcome.kind is OutcomeKind.RETRY:
+                decided["delay"] = delay  # the handler's own, not the pool's backoff
+            outcomes.append(decided)
+            out.hooks.append([job_id, OUTCOME_HOOKS[outcome.kind]])
+        out.result = {"outcomes": outcomes}
+        for job_id in scope.job_ids:  # one hand-over to the writer, then settled
+            self.core.job_done(batch_id, job_id)
+            self._jobs[job_id].running = False
+        self.core.unregister(batch_id)
+        del self._scopes[batch_id]
+        out.unregistered.append(batch_id)
 
     def _on_shutdown(self, given: Json, out: _Decisions) -> None:
         self._apply(self.core.begin_shutdown(self.now, float(given["grace"])), out)
@@ -370,17 +462,29 @@ class Recorder:
                 scope.deadline = self.core.scope_deadline(batch_id)
         for batch_id, job_id in effects.cancels:
             out.cancels.append([batch_id, job_id])
-            self._stop_job(batch_id)
+            self._stop_job(batch_id, out)
         for batch_id, job_id, reason in effects.stops:
             out.stops.append([batch_id, job_id, reason.name])
-            self._stop_job(batch_id)
+            self._stop_job(batch_id, out)
         if effects.abandoned is not None:
             out.abandoned = effects.abandoned
 
-    def _stop_job(self, batch_id: int) -> None:
+    def _stop_job(self, batch_id: int, out: _Decisions) -> None:
         scope = self._scopes.get(batch_id)
-        if scope is not None and scope.single:  # a batch of one uses the batch scope
+        if scope is None or scope.cancel_called:
+            return
+        if scope.single:  # a batch of one uses the batch scope: the stop is delivered so
             scope.cancel_called = True
+        elif self._every_job_stopped(batch_id, scope):
+            scope.cancel_called = True  # the batch handler's call is cancelled: it fires
+            out.scopes_fired.append(batch_id)
+
+    def _every_job_stopped(self, batch_id: int, scope: _Scope) -> bool:
+        """BatchHandle.stop_job: a batch handler's call is cancelled once every job of it
+        has a stop of its own; until then it goes on for the others (§20)."""
+        return scope.one_call and all(
+            self.core.job(batch_id, job_id).stop is not None for job_id in scope.job_ids
+        )
 
     def _fire_scopes(self, out: _Decisions) -> None:
         for batch_id, scope in sorted(self._scopes.items()):
@@ -429,12 +533,70 @@ def _renewal(renewal: Renewal) -> Json:
     return {
         "token": renewal.token,
         "batch_ids": sorted(renewal.batch_ids),
-        "items": [
-            {"job_id": i.job_id, "claim_seq": i.claim_seq, "progress": i.progress} for i in items
-        ],
+        "items": [_item(i.job_id, i.claim_seq, i.progress, i.checkpoint) for i in items],
         "sent_at": renewal.sent_at,
         "give_up_at": renewal.give_up_at,
     }
+
+
+def _item(job_id: int, claim_seq: int, progress: float | None, checkpoint: str | None) -> Json:
+    """A renewal's row: its ``checkpoint`` only when it carries one (§16)."""
+    item: Json = {"job_id": job_id, "claim_seq": claim_seq, "progress": progress}
+    if checkpoint is not None:
+        item["checkpoint"] = checkpoint
+    return item
+
+
+#: What each job's attempt came to in a batch handler's call: its error's text (None: no
+#: error) and the retry delay the handler asked for (None: the pool's backoff).
+_Said = dict[int, tuple[str | None, float | None]]
+
+
+def _said(answer: Json, job_ids: list[int]) -> _Said:
+    """A ``batch_exit``'s ``answer`` (schema.json), as ``BatchCallRunner._said`` reads the
+    call's: raised, unwound (no answer: the stops decide), or an answer to read."""
+    if "raised" in answer:
+        return dict.fromkeys(job_ids, (str(answer["raised"]), None))
+    if answer.get("unwound") is True:
+        return dict.fromkeys(job_ids, (None, None))
+    given: object = None  # {"none": true}: the call returned None
+    if "by_id" in answer:
+        given = {int(key): _decode_outcome(value) for key, value in answer["by_id"]}
+    elif "in_order" in answer:
+        given = [_decode_outcome(value) for value in answer["in_order"]]
+    elif answer.get("none") is not True:
+        raise ScriptError(f"not a batch handler's answer: {answer!r}")
+    outcomes, unusable = read_answer(given, job_ids)
+    if unusable is not None:
+        return dict.fromkeys(job_ids, (unusable, None))
+    return {job_id: _said_of(job_id, outcomes.get(job_id)) for job_id in job_ids}
+
+
+def _said_of(job_id: int, outcome: BatchOutcome | None) -> tuple[str | None, float | None]:
+    if outcome is None:
+        return missing_message(job_id), None
+    if isinstance(outcome, JobSucceeded):
+        return None, None
+    assert isinstance(outcome.error, str)  # a trace names errors in words
+    return outcome.error, float(outcome.delay) if isinstance(outcome, JobRetry) else None
+
+
+def _decode_outcome(value: Json) -> object:
+    """One outcome of an answer: ``{"kind": "succeeded"}``, ``{"kind": "failed", "error":
+    text}``, ``{"kind": "retry", "delay": s, "error": text}`` (error optional), or
+    ``{"kind": "not_an_outcome"}``: a value that is none (the answer is then unusable)."""
+    kind = value.get("kind")
+    if kind == "succeeded":
+        return JobSucceeded()
+    if kind == "failed":
+        return JobFailed(str(value["error"]))
+    if kind == "retry":
+        if "error" in value:
+            return JobRetry(float(value["delay"]), str(value["error"]))
+        return JobRetry(float(value["delay"]))
+    if kind == "not_an_outcome":
+        return "not an outcome"
+    raise ScriptError(f"not a batch handler's outcome: {value!r}")
 
 
 def _outcome(job_id: int, kind: OutcomeKind, message: str | None, stop: StopReason | None) -> Json:

@@ -267,7 +267,7 @@ def _int(params: QueryParams, name: str, default: int, low: int, high: int) -> i
     return parse_digits(name, raw, low, high)
 
 
-def _text(params: QueryParams, name: str, maximum: int) -> str | None:
+def parse_text(params: QueryParams, name: str, maximum: int) -> str | None:
     """A text filter (``queue``, ``q``): None when absent or empty; ValueError when it is
     longer than ``maximum`` or holds a NUL, which no database column can hold."""
     raw = params.get(name) or None
@@ -280,7 +280,7 @@ def _text(params: QueryParams, name: str, maximum: int) -> str | None:
     return raw
 
 
-def _flag(params: QueryParams, name: str) -> bool | None:
+def parse_flag(params: QueryParams, name: str) -> bool | None:
     """``true`` or ``false``; None when absent or empty; ValueError for anything else."""
     raw = params.get(name) or None
     if raw is None:
@@ -331,7 +331,7 @@ class JobQuery:
         status = params.get("status") or None
         if status is not None and status not in STATUSES:
             raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
-        cancelled = _flag(params, "cancelled")
+        cancelled = parse_flag(params, "cancelled")
         if cancelled is not None and status not in (None, "failed"):
             # Only a failed job can be a cancellation: such a filter would say nothing.
             raise ValueError(f"cancelled goes with status failed or none, not {status!r}")
@@ -339,9 +339,9 @@ class JobQuery:
         if sort not in SORTS:
             raise ValueError(f"sort must be one of {', '.join(SORTS)}, not {sort!r}")
         return cls(
-            queue=_text(params, "queue", MAX_QUEUE),
+            queue=parse_text(params, "queue", MAX_QUEUE),
             status=status,
-            search=_text(params, "q", MAX_SEARCH),
+            search=parse_text(params, "q", MAX_SEARCH),
             sort=sort,
             limit=_int(params, "limit", default_limit, 1, 1000),
             offset=_int(params, "offset", 0, 0, MAX_OFFSET),
@@ -423,8 +423,8 @@ class JobPage:
 def _cursors(params: QueryParams) -> dict[str, str | None]:
     """``after`` and ``before``: at most one (the backend decodes them: a cursor that is
     not one of the sort's is its ValueError, which :meth:`JobQuery.run` raises)."""
-    after = _text(params, "after", MAX_CURSOR)
-    before = _text(params, "before", MAX_CURSOR)
+    after = parse_text(params, "after", MAX_CURSOR)
+    before = parse_text(params, "before", MAX_CURSOR)
     if after is not None and before is not None:
         raise ValueError("give after or before, not both")
     return {"after": after, "before": before}

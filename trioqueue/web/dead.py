@@ -26,7 +26,15 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 import trioqueue
-from trioqueue.web.api import MAX_QUEUE, MAX_SEARCH, iso, parse_digits, read_json
+from trioqueue.web.api import (
+    MAX_QUEUE,
+    MAX_SEARCH,
+    iso,
+    parse_digits,
+    parse_flag,
+    parse_text,
+    read_json,
+)
 from trioqueue.web.auditor import record
 from trioqueue.web.auth import Guard, error
 from trioqueue.web.controls import parse_expected
@@ -40,6 +48,9 @@ Backend = trioqueue.MemoryBackend | trioqueue.PostgresBackend
 PAGE_SIZE = 50
 DEFAULT_SAMPLE = 10_000
 MAX_ERROR_TYPE = 300
+#: ``error_type=-``: the dead letters with no error type recorded (the backend's ``""``;
+#: an empty field is no filter, as every filter's is). No qualified class name is ``-``.
+NO_ERROR_TYPE = "-"
 #: The query-string names of the filters, in the order the audit text names them.
 FILTER_NAMES = ("queue", "error", "error_type", "since", "before", "cancelled")
 
@@ -65,12 +76,12 @@ class DeadQuery:
         raw_limit, raw_after = params.get("limit") or "", params.get("after") or ""
         raw_sample = params.get("sample") or ""
         return cls(
-            queue=_text(params, "queue", MAX_QUEUE),
-            error=_text(params, "error", MAX_SEARCH),
-            error_type=_text(params, "error_type", MAX_ERROR_TYPE),
+            queue=parse_text(params, "queue", MAX_QUEUE),
+            error=parse_text(params, "error", MAX_SEARCH),
+            error_type=_error_type(params),
             since=_moment(params, "since"),
             before=_moment(params, "before"),
-            cancelled=_flag(params, "cancelled"),
+            cancelled=parse_flag(params, "cancelled"),
             limit=parse_digits("limit", raw_limit, 1, 1000) if raw_limit else default_limit,
             after=parse_digits("after", raw_after, 1, 2**63 - 1) if raw_after else None,
             sample=parse_digits("sample", raw_sample, 1, 10**7) if raw_sample else DEFAULT_SAMPLE,
@@ -92,7 +103,7 @@ class DeadQuery:
         values: dict[str, str | None] = {
             "queue": self.queue,
             "error": self.error,
-            "error_type": self.error_type,
+            "error_type": None if self.error_type is None else self.error_type or NO_ERROR_TYPE,
             "since": iso(self.since),
             "before": iso(self.before),
             "cancelled": None if self.cancelled is None else str(self.cancelled).lower(),
@@ -112,15 +123,10 @@ class DeadQuery:
         return " ".join(f"{k}={v}" for k, v in self.fields().items()) or "all dead letters"
 
 
-def _text(params: QueryParams, name: str, maximum: int) -> str | None:
-    raw = params.get(name) or None
-    if raw is None:
-        return None
-    if len(raw) > maximum:
-        raise ValueError(f"{name} must be at most {maximum} characters, not {len(raw)}")
-    if "\x00" in raw:
-        raise ValueError(f"{name} must not contain a NUL character")
-    return raw
+def _error_type(params: QueryParams) -> str | None:
+    """An error type, exactly; ``-`` (:data:`NO_ERROR_TYPE`): none recorded, ``""``."""
+    raw = parse_text(params, "error_type", MAX_ERROR_TYPE)
+    return "" if raw == NO_ERROR_TYPE else raw
 
 
 def _moment(params: QueryParams, name: str) -> datetime | None:
@@ -134,15 +140,6 @@ def _moment(params: QueryParams, name: str) -> datetime | None:
     except ValueError:
         raise ValueError(f"{name} must be an ISO 8601 time, not {raw[:40]!r}") from None
     return at if at.utcoffset() is not None else at.replace(tzinfo=UTC)
-
-
-def _flag(params: QueryParams, name: str) -> bool | None:
-    raw = params.get(name) or None
-    if raw is None:
-        return None
-    if raw not in ("true", "false"):
-        raise ValueError(f"{name} must be true or false, not {raw[:40]!r}")
-    return raw == "true"
 
 
 def dead_json(dead: trioqueue.DeadLetter) -> dict[str, Any]:

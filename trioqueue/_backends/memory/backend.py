@@ -33,12 +33,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import trio
 
 from trioqueue._backends.dead_letter_checks import (
-    DEFAULT_SAMPLE,
     MAX_DEAD_ERROR,
-    check_dead_page,
-    check_dead_sample,
-    check_retry_matching,
-    summary_of,
+    DeadFilter,
+    DeadLetterCalls,
+    DeadRows,
 )
 from trioqueue._backends.interface import (
     MAINTENANCE_OPERATIONS,
@@ -100,7 +98,6 @@ from trioqueue._operator_types import (
     AttemptInfo,
     AuditEntry,
     DeadLetter,
-    DeadLetterSummary,
     MaintainerInfo,
     PruneBatch,
     QueueTimings,
@@ -264,7 +261,7 @@ class _FaultTable:
             await released.wait()
 
 
-class MemoryBackend:
+class MemoryBackend(DeadLetterCalls):
     """A :class:`~trioqueue._backends.interface.Backend` that keeps its jobs in memory.
 
     Create it with :func:`open_memory`. Besides the Backend protocol it offers the testing
@@ -1074,34 +1071,7 @@ class MemoryBackend:
 
     # -- operator controls, audit log, table health --------------------------------
 
-    async def retry_matching(
-        self,
-        queue: str | None = None,
-        status: JobStatus | None = "failed",
-        *,
-        search: str | None = None,
-        cancelled: bool | None = None,
-        batch_size: int = 500,
-        error: str | None = None,
-        error_type: str | None = None,
-        failed_since: datetime | None = None,
-        failed_before: datetime | None = None,
-    ) -> int:
-        """Retry every failed job matching the filters, ``batch_size`` per statement (the
-        cursor moving on by id, as on PostgreSQL); how many were retried.
-
-        Raises:
-            ValueError: a bad filter, a status other than ``"failed"`` or None, or
-                ``batch_size`` outside 1..10000.
-        """
-        matching = check_retry_matching(
-            queue,
-            status,
-            search,
-            cancelled,
-            batch_size,
-            (error, error_type, failed_since, failed_before),
-        )
+    async def _retry_batches(self, matching: Matching) -> int:
         return await self._run_matching("retry_matching", matching)
 
     async def delete_matching(
@@ -1122,54 +1092,18 @@ class MemoryBackend:
         matching = check_matching(queue, status, search, cancelled, batch_size, retry=False)
         return await self._run_matching("delete_matching", matching)
 
-    async def list_dead_letters(
-        self,
-        queue: str | None = None,
-        *,
-        error: str | None = None,
-        error_type: str | None = None,
-        failed_since: datetime | None = None,
-        failed_before: datetime | None = None,
-        cancelled: bool | None = None,
-        limit: int = 100,
-        after: int | None = None,
+    async def _read_dead_page(
+        self, found: DeadFilter, size: int, cursor: int | None
     ) -> list[DeadLetter]:
-        """The dead letters matching the filters, newest (highest id) first; ``after``:
-        the last id of the page before.
-
-        Raises:
-            TypeError, ValueError: naming every bad argument.
-        """
-        given = (queue, error, error_type, failed_since, failed_before, cancelled)
-        found, size, cursor = check_dead_page(given, limit, after)
         return await self._execute(
             "list_dead_letters",
             lambda now, _: self._model.list_dead_letters(now, found, size, cursor, MAX_DEAD_ERROR),
         )
 
-    async def dead_letter_summary(
-        self,
-        queue: str | None = None,
-        *,
-        error: str | None = None,
-        error_type: str | None = None,
-        failed_since: datetime | None = None,
-        failed_before: datetime | None = None,
-        cancelled: bool | None = None,
-        sample: int | None = DEFAULT_SAMPLE,
-    ) -> DeadLetterSummary:
-        """How many dead letters match, per queue and per error type, counted among the
-        newest ``sample`` that match (None: all, exactly).
-
-        Raises:
-            TypeError, ValueError: naming every bad argument.
-        """
-        given = (queue, error, error_type, failed_since, failed_before, cancelled)
-        found, size = check_dead_sample(given, sample)
-        rows = await self._execute(
+    async def _count_dead(self, found: DeadFilter, size: int | None) -> DeadRows:
+        return await self._execute(
             "dead_letter_summary", lambda now, _: self._model.dead_letter_summary(now, found, size)
         )
-        return summary_of(rows, size)
 
     async def _run_matching(self, op: str, matching: Matching) -> int:
         """One statement per batch, as the PostgreSQL backend runs them (operator.py)."""

@@ -1613,7 +1613,7 @@ class MemoryModel:
         return (
             (found.queue is None or row.queue == found.queue)
             and (error is None or (row.last_error is not None and error in row.last_error.lower()))
-            and (found.error_type is None or self._error_type(row) == found.error_type)
+            and (found.error_type is None or (self._error_type(row) or "") == found.error_type)
             and (
                 found.failed_since is None
                 or (finished is not None and finished >= found.failed_since)

@@ -8,12 +8,10 @@ through ``operator.py``; the checks are ``operator_checks``', shared with the me
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 import trio
 
-from trioqueue._backends.dead_letter_checks import check_retry_matching
 from trioqueue._backends.operator_checks import check_audit, check_list_audit, check_matching
 from trioqueue._backends.postgres import operator
 from trioqueue._backends.postgres.arguments import is_bigint, like_pattern
@@ -69,39 +67,6 @@ class ControlCalls(BackendBase):
             return False
         deleted = await self._driver.run("delete_job", fetchval, self._sql["delete_job"], job_id)
         return deleted is not None
-
-    async def retry_matching(
-        self,
-        queue: str | None = None,
-        status: JobStatus | None = "failed",
-        *,
-        search: str | None = None,
-        cancelled: bool | None = None,
-        batch_size: int = 500,
-        error: str | None = None,
-        error_type: str | None = None,
-        failed_since: datetime | None = None,
-        failed_before: datetime | None = None,
-    ) -> int:
-        """Retry every failed job matching the filters, ``batch_size`` per statement (each
-        ``FOR UPDATE SKIP LOCKED``, the cursor moving on by id); how many were retried.
-
-        Raises:
-            ValueError: a bad filter, a status other than ``"failed"`` or None, or
-                ``batch_size`` outside 1..10000.
-        """
-        matching = check_retry_matching(
-            queue,
-            status,
-            search,
-            cancelled,
-            batch_size,
-            (error, error_type, failed_since, failed_before),
-        )
-        pattern = like_pattern(matching.search)
-        return await operator.run_matching(
-            self._driver, self._sql, "retry_matching", matching, pattern
-        )
 
     async def delete_matching(
         self,

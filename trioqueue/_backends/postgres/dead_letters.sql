@@ -3,7 +3,7 @@
 --
 -- Their filters, shared by both statements (and by retry_matching's $7..$10, operator.sql):
 -- $1 a queue, $2 a pattern of last_error (escaped as list_jobs' search), $3 the error type
--- of the job's last attempt, $4 and $5 a range of finished_at ([since, before)), $6 the
+-- of the job's last attempt ('': none recorded, or no attempt row), $4 and $5 a range of finished_at ([since, before)), $6 the
 -- cancellations kept alone (true) or left out (false). NULL: no filter.
 --
 -- The rows come newest first by id from jobs_dead_idx (migration dead_letters), a partial index of
@@ -26,7 +26,7 @@ WHERE j.status = 'failed'
   AND ($7::bigint IS NULL OR j.id < $7::bigint)
   AND ($1::text IS NULL OR j.queue = $1::text)
   AND ($2::text IS NULL OR j.last_error ILIKE $2::text ESCAPE '\')
-  AND ($3::text IS NULL OR t.error_type = $3::text)
+  AND ($3::text IS NULL OR coalesce(t.error_type, '') = $3::text)
   AND ($4::timestamptz IS NULL OR j.finished_at >= $4::timestamptz)
   AND ($5::timestamptz IS NULL OR j.finished_at < $5::timestamptz)
   AND ($6::boolean IS NULL OR j.cancelled = $6::boolean)
@@ -47,7 +47,7 @@ WITH picked AS (
     WHERE j.status = 'failed'
       AND ($1::text IS NULL OR j.queue = $1::text)
       AND ($2::text IS NULL OR j.last_error ILIKE $2::text ESCAPE '\')
-      AND ($3::text IS NULL OR t.error_type = $3::text)
+      AND ($3::text IS NULL OR coalesce(t.error_type, '') = $3::text)
       AND ($4::timestamptz IS NULL OR j.finished_at >= $4::timestamptz)
       AND ($5::timestamptz IS NULL OR j.finished_at < $5::timestamptz)
       AND ($6::boolean IS NULL OR j.cancelled = $6::boolean)

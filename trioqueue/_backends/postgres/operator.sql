@@ -18,7 +18,7 @@
 -- holds the key, the others are left failed (the unique index would refuse them).
 -- The dead-letter filters (docs/protocol.rst §19) narrow it further: $7 a pattern of
 -- last_error alone, $8 the error type of the job's last attempt (its attempt row of the
--- highest claim_seq, by the attempts' primary key), $9 and $10 a range of finished_at.
+-- highest claim_seq, by the attempts' primary key; '': none recorded), $9 and $10 a range of finished_at.
 -- Returns how many rows were picked, the last picked id, and how many were retried.
 WITH picked AS (
     SELECT j.id, j.queue, j.dedup_key FROM {schema}.jobs AS j
@@ -32,8 +32,9 @@ WITH picked AS (
       AND ($6::boolean IS NULL OR j.cancelled = $6::boolean)
       AND ($7::text IS NULL OR j.last_error ILIKE $7::text ESCAPE '\')
       AND ($8::text IS NULL
-           OR (SELECT a.error_type FROM {schema}.attempts AS a
-               WHERE a.job_id = j.id ORDER BY a.claim_seq DESC LIMIT 1) = $8::text)
+           OR coalesce((SELECT a.error_type FROM {schema}.attempts AS a
+                        WHERE a.job_id = j.id ORDER BY a.claim_seq DESC LIMIT 1), '')
+              = $8::text)
       AND ($9::timestamptz IS NULL OR j.finished_at >= $9::timestamptz)
       AND ($10::timestamptz IS NULL OR j.finished_at < $10::timestamptz)
     ORDER BY j.id

@@ -22,8 +22,6 @@ from typing import Any
 
 import trioqueue
 from trioqueue.cli._commands.common import (
-    EXIT_FAILED,
-    CliError,
     Subparsers,
     add_read_dsn_option,
     bounded_int,
@@ -34,12 +32,15 @@ from trioqueue.cli._commands.common import (
     subcommand,
 )
 from trioqueue.cli._commands.filters import add_cancelled
+from trioqueue.cli._commands.matching import unconfirmed
 from trioqueue.cli._durations import parse_duration
 from trioqueue.cli._escape import say
 from trioqueue.cli._terminal import clip, format_table
 
 #: The filters' option names, as the backend's keyword arguments name them.
 FILTERS = ("queue", "error", "error_type", "failed_since", "failed_before", "cancelled")
+#: ``--error-type -``: no error type recorded (the backend's ``""``), as the tables show it.
+NO_ERROR_TYPE = "-"
 #: How many of the newest matches the count and breakdown read unless told.
 DEFAULT_SAMPLE = 10_000
 
@@ -96,8 +97,10 @@ def add_dead_filters(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--error-type",
+        type=error_type,
         metavar="TYPE",
-        help="only jobs whose last attempt raised TYPE (KeyError, myapp.errors.Refused)",
+        help="only jobs whose last attempt raised TYPE (KeyError, myapp.errors.Refused); "
+        f"{NO_ERROR_TYPE}: those with none recorded",
     )
     parser.add_argument(
         "--since",
@@ -115,6 +118,11 @@ def add_dead_filters(parser: argparse.ArgumentParser) -> None:
         help="only jobs that failed before WHEN (as --since)",
     )
     add_cancelled(parser)
+
+
+def error_type(text: str) -> str:
+    """An argparse type: an error type, exactly; ``-`` (or nothing): none recorded."""
+    return "" if text == NO_ERROR_TYPE else text
 
 
 def moment(text: str) -> datetime.datetime:
@@ -154,6 +162,8 @@ def filters_text(filters: dict[str, Any]) -> str:
         elif isinstance(value, datetime.datetime):
             option = "--since" if name == "failed_since" else "--before"
             words.append(f"{option} {value.isoformat(timespec='seconds')}")
+        elif name == "error_type":
+            words.append(f"--error-type {value or NO_ERROR_TYPE}")
         else:
             words.append(f"--{name.replace('_', '-')} {value}")
     return " ".join(words) or "every dead letter"
@@ -215,7 +225,7 @@ def count_text(summary: trioqueue.DeadLetterSummary) -> str:
 
 
 def breakdown_table(title: str, counts: Sequence[tuple[str | None, int]]) -> list[str]:
-    rows = [[clip("-" if name is None else name, 60), str(n)] for name, n in counts]
+    rows = [[clip(NO_ERROR_TYPE if name is None else name, 60), str(n)] for name, n in counts]
     return format_table((title, "COUNT"), rows)
 
 
@@ -228,7 +238,7 @@ def dead_table(page: Sequence[trioqueue.DeadLetter]) -> list[str]:
             f"{dead.attempts}/{dead.max_attempts}",
             dead.finished_at.astimezone().strftime("%Y-%m-%d %H:%M:%S"),
             "cancelled" if dead.cancelled else "failed",
-            clip(dead.error_type or "-", 30),
+            clip(dead.error_type or NO_ERROR_TYPE, 30),
             clip(dead.last_error or "", 50),
         ]
         for dead in page
@@ -240,13 +250,8 @@ def _run_redrive(args: argparse.Namespace) -> int:
     filters = filters_of(args)
     what = filters_text(filters)
     if not args.yes:
-        count = run_on_database(args, count_dead, filters)
-        if count == 0:
-            say(f"no dead letter matches {what}: nothing to redrive")
-            return 0
-        raise CliError(
-            f"{count} dead letter(s) match {what}; nothing done: add --yes to redrive them",
-            EXIT_FAILED,
+        return unconfirmed(
+            run_on_database(args, count_dead, filters), "dead letter", what, "redrive"
         )
     done = run_on_database(args, redrive, filters, args.batch_size)
     say(f"{done} dead letter(s) matching {what} redriven (back on their queues)")

@@ -54,17 +54,21 @@ def run_matching(args: argparse.Namespace, operation: Operation) -> int:
         filters["status"] = "failed"
     what = filters_text(filters)
     if not args.yes:
-        count = run_on_database(args, count_matching, filters)
-        if count == 0:
-            say(f"no job matches {what}: nothing to {operation}")
-            return 0
-        raise CliError(
-            f"{count} job(s) match {what}; nothing done: add --yes to {operation} them",
-            EXIT_FAILED,
-        )
+        return unconfirmed(run_on_database(args, count_matching, filters), "job", what, operation)
     done = run_on_database(args, act_on_matching, operation, filters)
     say(f"{done} job(s) matching {what} {DONE[operation]}")
     return 0
+
+
+def unconfirmed(count: int, noun: str, what: str, verb: str) -> int:
+    """A bulk action without ``--yes``: 0 when nothing matches (nothing to do), else a
+    refusal naming the count and the way on (exit 1). ``dead redrive`` says it so too."""
+    if count == 0:
+        say(f"no {noun} matches {what}: nothing to {verb}")
+        return 0
+    raise CliError(
+        f"{count} {noun}(s) match {what}; nothing done: add --yes to {verb} them", EXIT_FAILED
+    )
 
 
 async def count_matching(dsn: str, schema: str, filters: dict[str, Any]) -> int:

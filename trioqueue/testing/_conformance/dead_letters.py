@@ -149,6 +149,24 @@ class DeadLetterConformance(ConformanceBase):
         assert await backend.retry_matching(cancelled=True) == 1
         assert (await backend.get_job(cancelled)).cancelled is False  # cleared, as retry
 
+    async def test_an_empty_error_type_selects_the_dead_letters_with_none_recorded(
+        self, backend: Backend, clock: object
+    ) -> None:
+        """``error_type=""``: the last attempt recorded no error type, or no attempt ran;
+        in the list, the summary and the redrive alike."""
+        await self._dead(backend)
+        untyped = await self._dead(backend, "other", error="stopped", error_type=None)
+        cancelled = await self._cancelled(backend)
+        dead = await backend.list_dead_letters(error_type="")
+        assert [d.id for d in dead] == [cancelled, untyped]
+        assert [d.error_type for d in dead] == [None, None]
+        summary = await backend.dead_letter_summary(error_type="", sample=None)
+        assert (summary.total, summary.by_error_type) == (2, ((None, 2),))
+        assert dict(summary.by_queue) == {"other": 1, Q: 1}
+        assert await backend.retry_matching("other", error_type="") == 1
+        assert (await backend.get_job(untyped)).status == "ready"
+        assert [d.id for d in await backend.list_dead_letters(error_type="")] == [cancelled]
+
     async def test_redrive_skips_jobs_no_longer_dead(self, backend: Backend, clock: object) -> None:
         redriven = await self._dead(backend)
         deleted = await self._dead(backend)
@@ -169,7 +187,7 @@ class DeadLetterConformance(ConformanceBase):
         [
             pytest.param(
                 "list_dead_letters",
-                {"error_type": "", "failed_since": "yesterday", "limit": 0},
+                {"error_type": "E" * 301, "failed_since": "yesterday", "limit": 0},
                 ("error_type", "failed_since", "limit"),
                 id="list",
             ),
