@@ -8,7 +8,7 @@ import re
 import pytest
 import trio
 import trio.testing
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import trioqueue
@@ -249,6 +249,9 @@ def test_a_pool_spends_attempts_exactly_when_its_skew_is_under_v_minus_h(
     stopped; under it, every job runs once and succeeds; a warning iff past the margin."""
     h = v * h_share
     limits = limits_for(v, h)
+    # At a bound itself the verdict is the float rounding's: the pool measures the offset
+    # as a difference of two clock readings, which can land a hair past it either way.
+    assume(min(abs(skew - limits.warn_at), abs(skew - limits.stop_at)) > 1e-9)
     events = EventNames()
     logging.getLogger("trioqueue").addHandler(events)
 
