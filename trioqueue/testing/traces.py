@@ -84,6 +84,7 @@ OUTCOME_HOOKS = {
     OutcomeKind.RETRY: "on_job_retry",
     OutcomeKind.FAILED: "on_job_failed",
     OutcomeKind.RELEASE: "on_job_unavailable",
+    OutcomeKind.SNOOZE: "none",  # a snooze calls no hook (docs/protocol.rst §17)
     OutcomeKind.UNAVAILABLE: "on_job_unavailable",
 }
 
