@@ -84,6 +84,7 @@ _RETENTION = "the conformance suite: policies, bounded fenced batches, the maint
 _RETENTION_MODEL = "unit/test_retention_model_stateful.py"
 _DUPLICATES = "the conformance suite: keep, replace, debounce, a running holder left alone"
 _CHECKPOINTS = "the conformance suite: stored by renewals and outcomes, fenced, delivered"
+_SNOOZES = "the conformance suite: fenced, uncharged, counted, its delay, the bound, a cancel"
 _DEAD = "the conformance suite: dead letters, their filters and summary, redrive in batches"
 
 _CLAIM = Proof("(a) registration", "registration_fence")
@@ -319,6 +320,21 @@ GUARANTEES: tuple[Guarantee, ...] = (
             Tests("unit/test_memory_backend.py", (), _CHECKPOINTS),
             Tests("postgres/test_postgres_backend.py", (), _CHECKPOINTS),
             Tests("postgres/test_postgres_checkpoints.py", (), "late renewals, HOT updates"),
+        ),
+    ),
+    Guarantee(
+        "I19",
+        "a snooze gives its attempt back, fenced and bounded",
+        "A handler's ``Snooze(seconds)`` puts its job back at the database's ``now() + "
+        "seconds`` with the attempt not charged and one more ``snoozes``, only while the "
+        "attempt still holds the row (fenced by ``claim_seq``); a job that snoozed "
+        "``max_snoozes`` times fails for good instead, and a stale snooze changes nothing.",
+        tests=(
+            Tests("unit/test_pool_snoozes.py", ("test_I19_*",), "whole pools under a mock clock"),
+            Tests("unit/test_memory_backend.py", (), _SNOOZES),
+            Tests("postgres/test_postgres_backend.py", (), _SNOOZES),
+            Tests("postgres/test_differential.py", (), "both backends, step by step"),
+            Tests("postgres/test_postgres_snoozes.py", (), "a late snooze after a reclaim"),
         ),
     ),
     Guarantee(
@@ -795,6 +811,16 @@ RULES: tuple[Rule, ...] = (
             Tests("unit/test_pool_checkpoints.py", (), "whole pools under a mock clock"),
             Tests("unit/test_memory_backend.py", (), _CHECKPOINTS),
             Tests("postgres/test_postgres_backend.py", (), _CHECKPOINTS),
+        ),
+    ),
+    Rule(
+        "§17",
+        "snooze: a fenced, uncharged requeue after a delay, counted and bounded",
+        tests=(
+            Tests("unit/test_pool_snoozes.py", (), "raised, returned, the bound, stops first"),
+            Tests("unit/test_memory_backend.py", (), _SNOOZES),
+            Tests("postgres/test_postgres_backend.py", (), _SNOOZES),
+            Tests("postgres/test_postgres_snoozes.py", (), "reclaims, transactional rollback"),
         ),
     ),
     Rule(
