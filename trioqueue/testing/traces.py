@@ -78,13 +78,14 @@ INPUT_KINDS = (
     "shutdown",
 )
 
-#: The hook the batch runner calls for each outcome (``BatchRunner._report``).
-OUTCOME_HOOKS = {
+#: The hook the batch runner calls for each outcome (``BatchRunner._report``); a snooze
+#: calls none (docs/protocol.rst §17).
+OUTCOME_HOOKS: dict[OutcomeKind, str | None] = {
     OutcomeKind.SUCCEEDED: "on_job_succeeded",
     OutcomeKind.RETRY: "on_job_retry",
     OutcomeKind.FAILED: "on_job_failed",
     OutcomeKind.RELEASE: "on_job_unavailable",
-    OutcomeKind.SNOOZE: "none",  # a snooze calls no hook (docs/protocol.rst §17)
+    OutcomeKind.SNOOZE: None,
     OutcomeKind.UNAVAILABLE: "on_job_unavailable",
 }
 
@@ -338,11 +339,14 @@ class Recorder:
             attempt=job.attempt,
             max_attempts=job.max_attempts,
             max_job_duration=self.timing.max_job_duration,
+            snooze=given.get("snooze"),  # the seconds of a Snooze it answered (§17)
         )
         out.result = {"outcome": _outcome(job_id, outcome.kind, outcome.message, stop)}
         self.core.job_done(job.batch_id, job_id)  # after the write (BatchRunner._settle)
         job.running = False
-        out.hooks.append([job_id, OUTCOME_HOOKS[outcome.kind]])
+        hook = OUTCOME_HOOKS[outcome.kind]
+        if hook is not None:
+            out.hooks.append([job_id, hook])
         if not any(self._jobs[j].running for j in scope.job_ids):
             # BatchRunner.run's finally: the batch leaves the guard after its last job.
             self.core.unregister(job.batch_id)
