@@ -816,6 +816,7 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "§17",
         "snooze: a fenced, uncharged requeue after a delay, counted and bounded",
+        ("handler-snoozes",),
         tests=(
             Tests("unit/test_pool_snoozes.py", (), "raised, returned, the bound, stops first"),
             Tests("unit/test_memory_backend.py", (), _SNOOZES),

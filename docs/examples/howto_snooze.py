@@ -12,7 +12,9 @@ import trioqueue
 busy_answers = ["busy: try in 30s", "busy: try in 60s"]
 
 
-async def call_partner(payload: Any, ctx: trioqueue.JobContext) -> str | trioqueue.Snooze:
+async def call_partner(
+    payload: Any, ctx: trioqueue.JobContext
+) -> str | trioqueue.Snooze:
     if busy_answers:
         wait = 30 if busy_answers.pop(0).endswith("30s") else 60
         # Not a failure: the job runs again in `wait` seconds, this attempt not charged.
@@ -32,7 +34,9 @@ async def main() -> None:
             await nursery.start(trioqueue.run_worker_pool, backend, config)
             job_id = await backend.enqueue("partner", {"order": 7}, max_attempts=1)
             info = await backend.wait_for(job_id)
-            print(info.status, "after", info.snoozes, "snoozes and", info.attempts, "attempt")
+            print(
+                f"{info.status} after {info.snoozes} snoozes, {info.attempts} attempt"
+            )
             assert (info.status, info.result) == ("succeeded", "sent 7")
             assert (info.attempts, info.snoozes) == (1, 2)  # one charged attempt of one
             nursery.cancel_scope.cancel()
