@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 import trio
@@ -228,3 +230,38 @@ def test_max_snoozes_is_checked_with_every_other_problem() -> None:
         assert any(p.startswith("max_snoozes must be a whole number from 0 to") for p in problems)
         assert any(p.startswith("concurrency") for p in problems)
     check(trioqueue.WorkerConfig(handler=handler, max_snoozes=0))
+
+
+async def test_I19_a_batch_handler_may_answer_a_snooze_for_one_job(
+    autojump_clock: object,
+) -> None:
+    """In batch mode (docs/protocol.rst §20) ``Snooze(seconds)`` is one job's answer: that
+    job snoozes, uncharged, while its batch siblings get their own outcomes."""
+    rec = Recorder()
+    calls: list[tuple[float, list[str]]] = []
+
+    async def handler(jobs: Sequence[trioqueue.Job], ctx: trioqueue.BatchContext) -> Any:
+        calls.append((trio.current_time(), [job.payload for job in jobs]))
+        return [
+            trioqueue.Snooze(3) if job.payload == "later" and len(calls) == 1 else
+            trioqueue.JobSucceeded(job.payload)
+            for job in jobs
+        ]  # fmt: skip
+
+    cfg = config(rec, handler=None, batch_handler=handler, batch_size=10, poll_interval=60)
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        later = await backend.enqueue("q", "later", max_attempts=1)
+        now = await backend.enqueue("q", "now")
+        start = trio.current_time()
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        info = await _until(backend, later, "succeeded")
+        sibling = await backend.get_job(now)
+        attempts = await backend.list_attempts(later)
+        nursery.cancel_scope.cancel()
+    assert [(round(t - start, 3), payloads) for t, payloads in calls] == [
+        (0.0, ["later", "now"]),
+        (3.0, ["later"]),
+    ]
+    assert (info.attempts, info.snoozes, info.result) == (1, 1, "later")
+    assert (sibling.status, sibling.snoozes) == ("succeeded", 0)
+    assert [a.outcome for a in attempts] == ["snoozed", "succeeded"]

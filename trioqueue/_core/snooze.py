@@ -11,12 +11,19 @@ from __future__ import annotations
 import math
 from typing import final
 
-from trioqueue._core.batch_outcome import MAX_RETRY_DELAY
-
-__all__ = ["DEFAULT_MAX_SNOOZES", "Snooze", "first_snooze", "snooze_limit_message"]
+__all__ = [
+    "DEFAULT_MAX_SNOOZES",
+    "MAX_SNOOZE_SECONDS",
+    "Snooze",
+    "first_snooze",
+    "snooze_limit_message",
+]
 
 #: ``WorkerConfig.max_snoozes`` unless told otherwise.
 DEFAULT_MAX_SNOOZES = 100
+#: The longest snooze, in seconds: about a century, what a backend stores (as the longest
+#: retry delay, ``batch_outcome.MAX_SNOOZE_SECONDS``).
+MAX_SNOOZE_SECONDS = 100 * 365.25 * 86400
 
 
 @final
@@ -24,7 +31,8 @@ class Snooze(Exception):
     """Run this job again after ``seconds``, without charging an attempt.
 
     A handler (or a claim hook) may ``raise Snooze(30)`` or ``return Snooze(30)``; both
-    mean the same. The job goes back to its queue and can be claimed once ``seconds``
+    mean the same. A batch handler may answer it as one job's outcome (docs/protocol.rst
+    §20). The job goes back to its queue and can be claimed once ``seconds``
     have passed on the database's clock; its attempt count is given back and its
     ``snoozes`` count goes up by one. A job that has snoozed ``WorkerConfig.max_snoozes``
     times and snoozes again fails for good instead (docs/protocol.rst §17).
@@ -43,9 +51,9 @@ class Snooze(Exception):
         value: object = seconds
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise TypeError(f"Snooze(seconds) must be a number of seconds, not {value!r}")
-        if not (math.isfinite(value) and 0 <= value <= MAX_RETRY_DELAY):
+        if not (math.isfinite(value) and 0 <= value <= MAX_SNOOZE_SECONDS):
             raise ValueError(
-                f"Snooze(seconds) must be a number >= 0 and <= {MAX_RETRY_DELAY:.0f}, not {value!r}"
+                f"Snooze(seconds) must be a number >= 0 and <= {MAX_SNOOZE_SECONDS:.0f}, not {value!r}"
             )
         super().__init__(seconds)
         self.seconds = float(value)
