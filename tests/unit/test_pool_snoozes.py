@@ -265,3 +265,30 @@ async def test_I19_a_batch_handler_may_answer_a_snooze_for_one_job(
     assert (info.attempts, info.snoozes, info.result) == (1, 1, "later")
     assert (sibling.status, sibling.snoozes) == ("succeeded", 0)
     assert [a.outcome for a in attempts] == ["snoozed", "succeeded"]
+
+
+async def test_a_claim_hook_may_snooze_its_job(autojump_clock: object) -> None:
+    """on_job_claimed counts with the handler: its Snooze snoozes the job, and the
+    handler does not run that attempt."""
+    rec = Recorder()
+    hooked: list[float] = []
+    handled: list[float] = []
+
+    async def on_job_claimed(job: trioqueue.Job) -> None:
+        hooked.append(trio.current_time())
+        if len(hooked) == 1:
+            raise trioqueue.Snooze(2)
+
+    async def handler(payload: object, ctx: trioqueue.JobContext) -> None:
+        handled.append(trio.current_time())
+
+    async with trioqueue.open_memory() as backend, trio.open_nursery() as nursery:
+        job_id = await backend.enqueue("q", {})
+        start = trio.current_time()
+        cfg = config(rec, handler=handler, on_job_claimed=on_job_claimed, poll_interval=60)
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        info = await _until(backend, job_id, "succeeded")
+        nursery.cancel_scope.cancel()
+    assert [round(t - start, 3) for t in hooked] == [0.0, 2.0]
+    assert [round(t - start, 3) for t in handled] == [2.0]
+    assert (info.attempts, info.snoozes) == (1, 1)
