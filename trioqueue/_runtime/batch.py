@@ -243,9 +243,9 @@ class BatchRunner:
                     if self._handler_is_async:
                         # Encoded here, so a value with no JSON form fails the attempt
                         # like any handler error (docs/usage.rst, "Results").
-                        result = _encoded(
-                            await self._handler(job.payload, self._context(handle, job, txs))
-                        )
+                        result = await self._handler(job.payload, self._context(handle, job, txs))
+                        # None (most jobs) needs no encoding: no call for it.
+                        result = None if result is None else _encoded(result)
                     else:
                         result = await self._run_in_thread(job, self._context(handle, job, txs))
                 except* _NoConnection:

@@ -730,17 +730,15 @@ class _RetryNotingWriter(OutcomeWriter):
         super().__init__(backend, statement_timeout, max_snoozes)
         self._retry_due = retry_due
 
-    async def write(self, items: Sequence[Write]) -> list[Result | Exception]:
-        results = await super().write(items)
-        if Recorded.RETRY in results or Snoozed.SNOOZED in results:  # rare: no loop per ack
-            # Read after the answer: the backend's clock started the delay no later.
-            now = trio.current_time()
-            for item, result in zip(items, results, strict=True):
-                if result is Recorded.RETRY and isinstance(item, Failure):
-                    self._retry_due(now + (item.retry_delay or 0.0))
-                elif result is Snoozed.SNOOZED and isinstance(item, SnoozeWrite):
-                    self._retry_due(now + item.seconds)
-        return results
+    def _recorded(self, items: Sequence[Write], results: Sequence[Result]) -> None:
+        # Failures, releases and snoozes only (rare): no acks, so no loop over them.
+        # Read after the answer: the backend's clock started the delay no later.
+        now = trio.current_time()
+        for item, result in zip(items, results, strict=True):
+            if result is Recorded.RETRY and isinstance(item, Failure):
+                self._retry_due(now + (item.retry_delay or 0.0))
+            elif result is Snoozed.SNOOZED and isinstance(item, SnoozeWrite):
+                self._retry_due(now + item.seconds)
 
 
 class _DueTimes:

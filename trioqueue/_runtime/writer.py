@@ -115,6 +115,12 @@ class OutcomeWriter:
         else:
             for (pending, index), result in zip(group, results, strict=True):
                 pending.results[index] = result
+            if type(items[0]) is not Ack:  # acks, the hot path, are told to nobody
+                self._recorded(items, results)
+
+    def _recorded(self, items: Sequence[Write], results: Sequence[Result]) -> None:
+        """Written: ``items`` (of one kind, never acks) and the backend's answers. The
+        pool's writer hears of retries and snoozes here (pool.py); this one, of nothing."""
 
     async def _call(self, items: list[Write]) -> Sequence[Result]:
         """The statement for ``items``, all of one kind (``run`` grouped them by type)."""
