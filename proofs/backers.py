@@ -85,6 +85,7 @@ _RETENTION = "the conformance suite: policies, bounded fenced batches, the maint
 _RETENTION_MODEL = "unit/test_retention_model_stateful.py"
 _DUPLICATES = "the conformance suite: keep, replace, debounce, a running holder left alone"
 _CHECKPOINTS = "the conformance suite: stored by renewals and outcomes, fenced, delivered"
+_SNOOZES = "the conformance suite: fenced, uncharged, counted, its delay, the bound, a cancel"
 _DEAD = "the conformance suite: dead letters, their filters and summary, redrive in batches"
 _TRACE_TESTS = "unit/test_traces.py"
 _CHECKPOINT_TRACE_TEST = "test_a_checkpoint_is_sent_once_and_again_after_a_failed_renewal"
@@ -324,6 +325,21 @@ GUARANTEES: tuple[Guarantee, ...] = (
             Tests("postgres/test_postgres_backend.py", (), _CHECKPOINTS),
             Tests("postgres/test_postgres_checkpoints.py", (), "late renewals, HOT updates"),
             Tests(_TRACE_TESTS, (_CHECKPOINT_TRACE_TEST,), "the trace checkpoint-sent-once"),
+        ),
+    ),
+    Guarantee(
+        "I19",
+        "a snooze gives its attempt back, fenced and bounded",
+        "A handler's ``Snooze(seconds)`` puts its job back at the database's ``now() + "
+        "seconds`` with the attempt not charged and one more ``snoozes``, only while the "
+        "attempt still holds the row (fenced by ``claim_seq``); a job that snoozed "
+        "``max_snoozes`` times fails for good instead, and a stale snooze changes nothing.",
+        tests=(
+            Tests("unit/test_pool_snoozes.py", ("test_I19_*",), "whole pools under a mock clock"),
+            Tests("unit/test_memory_backend.py", (), _SNOOZES),
+            Tests("postgres/test_postgres_backend.py", (), _SNOOZES),
+            Tests("postgres/test_differential.py", (), "both backends, step by step"),
+            Tests("postgres/test_postgres_snoozes.py", (), "a late snooze after a reclaim"),
         ),
     ),
     Guarantee(
@@ -802,6 +818,17 @@ RULES: tuple[Rule, ...] = (
             Tests("unit/test_pool_checkpoints.py", (), "whole pools under a mock clock"),
             Tests("unit/test_memory_backend.py", (), _CHECKPOINTS),
             Tests("postgres/test_postgres_backend.py", (), _CHECKPOINTS),
+        ),
+    ),
+    Rule(
+        "§17",
+        "snooze: a fenced, uncharged requeue after a delay, counted and bounded",
+        ("handler-snoozes",),
+        tests=(
+            Tests("unit/test_pool_snoozes.py", (), "raised, returned, the bound, stops first"),
+            Tests("unit/test_memory_backend.py", (), _SNOOZES),
+            Tests("postgres/test_postgres_backend.py", (), _SNOOZES),
+            Tests("postgres/test_postgres_snoozes.py", (), "reclaims, transactional rollback"),
         ),
     ),
     Rule(

@@ -10,6 +10,7 @@ from trioqueue._backends.memory import MemoryBackend, open_memory
 from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.batch_outcome import JobFailed, JobRetry, JobSucceeded
+from trioqueue._core.snooze import Snooze
 from trioqueue._core.tracebacks import MAX_TRACEBACK_CHARS
 from trioqueue._core.wire import Verdict
 from trioqueue._errors import BackendError, ConfigError, TrioqueueError, UnknownJobError
@@ -92,6 +93,7 @@ __all__ = [
     "RetentionPolicy",
     "RetentionPreview",
     "ScheduleInfo",
+    "Snooze",
     "TableHealth",
     "TableSize",
     "TrioqueueError",

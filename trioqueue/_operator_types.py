@@ -35,11 +35,15 @@ __all__ = [
 #: - ``failed``: failed for good; ``cancelled``: failed for good because a cancel was asked
 #:   (the job's status is ``failed``, and ``JobInfo.cancelled`` is True);
 #: - ``released``: given back without charging the attempt (shutdown, no connection);
+#: - ``snoozed``: given back without charging the attempt, to run after a delay: the
+#:   handler answered ``Snooze`` (docs/protocol.rst §17);
 #: - ``lost``: its lease lapsed and another claim took the job over (written by that claim:
 #:   the attempt that lost its lease writes nothing, docs/protocol.rst §14).
-AttemptOutcome = Literal["succeeded", "retry", "failed", "cancelled", "released", "lost"]
+AttemptOutcome = Literal[
+    "succeeded", "retry", "failed", "cancelled", "released", "snoozed", "lost"
+]  # fmt: skip
 ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = (
-    "succeeded", "retry", "failed", "cancelled", "released", "lost"
+    "succeeded", "retry", "failed", "cancelled", "released", "snoozed", "lost"
 )  # fmt: skip
 
 

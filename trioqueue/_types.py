@@ -170,6 +170,9 @@ class JobInfo:
     #: jobs carries none: docs/protocol.rst §16).
     checkpoint: Any = None
     checkpointed_at: datetime | None = None
+    #: How many times the job snoozed (``Snooze``), across its attempts; never reset by a
+    #: ``retry`` (docs/protocol.rst §17).
+    snoozes: int = 0
 
 
 @final
@@ -345,6 +348,32 @@ class Release:
     timing: AttemptTiming | None = None
     #: The attempt's latest checkpoint as JSON text, kept for the next attempt (§16).
     checkpoint: str | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class SnoozeWrite:
+    """Put an attempt's job back for ``seconds`` without charging the attempt (the handler
+    answered ``Snooze``, docs/protocol.rst §17); a no-op unless ``claim_seq`` is still the
+    row's."""
+
+    job_id: int
+    claim_seq: int
+    seconds: float
+    progress: float | None = None
+    timing: AttemptTiming | None = None
+    #: The attempt's latest checkpoint as JSON text, kept for the next attempt (§16).
+    checkpoint: str | None = None
+
+
+class Snoozed(enum.Enum):
+    """What a fenced :class:`SnoozeWrite` became (``None`` instead when its fence did not
+    match): snoozed, or failed for good because the job had snoozed ``max_snoozes`` times
+    already, or because a cancel was asked (a cancellation)."""
+
+    SNOOZED = "snoozed"  # back in the queue after the delay, the attempt given back
+    LIMIT = "failed"  # failed for good, charged: the bound (§17)
+    CANCELLED = "cancelled"  # failed for good: a cancel was asked
 
 
 class NoticeKind(enum.Enum):

@@ -102,8 +102,13 @@ def sleep(r: Recorder, until: float) -> None:
     r.feed({"kind": "sleep", "until": until})
 
 
-def exit_(r: Recorder, job_id: int, at: float, error: str | None = None) -> None:
-    feed(r, {"kind": "handler_exit", "at": at, "job_id": job_id, "error": error})
+def exit_(
+    r: Recorder, job_id: int, at: float, error: str | None = None, snooze: float | None = None
+) -> None:
+    given: Json = {"kind": "handler_exit", "at": at, "job_id": job_id, "error": error}
+    if snooze is not None:  # only then: the traces of handlers that never snooze stay as they were
+        given["snooze"] = snooze
+    feed(r, given)
 
 
 def checkpoint(r: Recorder, job_id: int, at: float, text: str) -> None:
@@ -425,6 +430,23 @@ def handler_errors(r: Recorder) -> None:
     exit_(r, 3, 12.0, error="RuntimeError: still broken")
 
 
+def handler_snoozes(r: Recorder) -> None:
+    """A handler that answers ``Snooze(seconds)`` snoozes: the outcome ``snooze``, the
+    attempt not charged, no hook (job 1, whose attempt is its last: a snooze is never a
+    failure). A snooze beside an error is that error's charged failure (job 2), and a stop
+    decides before a snooze: a cancel asked fails the job for good (job 3)
+    (docs/protocol.rst §17)."""
+    claim(r, [1], attempt=3, max_attempts=3)
+    claim(r, [2, 3], at=0.25)
+    answer(r, 0.5)
+    answer(r, 0.75)
+    sleep(r, 10.0)
+    answer(r, 10.25, job3="cancel_requested")
+    exit_(r, 1, 11.0, snooze=5.0)
+    exit_(r, 2, 11.5, error="ExceptionGroup: both (2 sub-exceptions)", snooze=5.0)
+    exit_(r, 3, 12.0, snooze=0.0)
+
+
 def max_job_duration_message(r: Recorder) -> None:
     """max_job_duration is 2.0000002 s: the message formats it as C's printf("%g"), six
     significant digits and no trailing zeros, so it says "2s", not "2.0000002s"
@@ -743,6 +765,7 @@ SCENARIOS: dict[str, tuple[Timing, Callable[[Recorder], None]]] = {
     "claim-delayed-by-locks": (V30_H10, claim_delayed_by_locks),
     "cancels-across-batches": (V30_H10, cancels_across_batches),
     "handler-errors": (V30_H10, handler_errors),
+    "handler-snoozes": (V30_H10, handler_snoozes),
     "max-job-duration-message": (D2_0000002, max_job_duration_message),
     "in-flight-rescue": (V30_H10, in_flight_rescue),
     "failure-past-fence": (V30_H10, failure_past_fence),
@@ -791,6 +814,7 @@ ANSWERED = st.sampled_from(
         {"kind": "succeeded"},
         {"kind": "failed", "error": "ValueError: boom"},
         {"kind": "retry", "delay": 2.5},
+        {"kind": "snooze", "seconds": 2.0},
         {"kind": "not_an_outcome"},
     ]
 )
@@ -882,8 +906,14 @@ def scripts(draw: st.DrawFn, max_inputs: int = 24) -> Json:
             feed({"kind": "answer", "at": at, "token": token, "verdicts": []})
         elif kind == "exit":
             job_id = draw(st.sampled_from(own))
-            error = draw(st.sampled_from([None, "ValueError: boom"]))
-            feed({"kind": "handler_exit", "at": at, "job_id": job_id, "error": error})
+            # One draw for how the handler ended (a success, an error, a snooze of 2 s).
+            ending = draw(st.sampled_from([None, "ValueError: boom", 2.0]))
+            given: Json = {"kind": "handler_exit", "at": at, "job_id": job_id}
+            if isinstance(ending, float):
+                given |= {"error": None, "snooze": ending}
+            else:
+                given["error"] = ending
+            feed(given)
         elif kind == "progress":
             job_id = draw(st.sampled_from(running))
             feed({"kind": "progress", "at": at, "job_id": job_id, "value": draw(PROGRESS)})

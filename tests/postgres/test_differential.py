@@ -2,7 +2,7 @@
 
 Each hypothesis example opens a fresh memory backend and a PostgreSQL backend on a fresh
 schema, draws a sequence of operations (enqueue, enqueue_many, claim, renew, ack, fail,
-release, cancel, retry, expire, delete_job, a searched and sorted list_jobs with its
+release, snooze, cancel, retry, expire, delete_job, a searched and sorted list_jobs with its
 count_jobs, set/delete/list_schedules, a schedule made due and the scheduling pass
 ``enqueue_due``, flow control (pause_queue, resume_queue, set_queue_limits, enqueues
 with a group, queue_stats), and bad input), runs each one against both backends, and
@@ -70,6 +70,7 @@ from trioqueue._types import (
     QueueStats,
     Release,
     ScheduleInfo,
+    SnoozeWrite,
 )
 
 from ..conftest import Janitor
@@ -114,6 +115,8 @@ progresses = st.sampled_from(
     [None, None, 0.0, 0.25, 1.0, 0.5, -0.1, 1.5, math.nan, math.inf, -math.inf]
 )
 retry_delays = st.sampled_from([None, 0, 0.0])
+#: A snooze's seconds: ready at once, or scheduled for longer than an example runs.
+snooze_seconds = st.sampled_from([0, 0.0, 3600.0])
 #: What to search for: characters JSON text is made of, wildcards LIKE would misread, a
 #: word of the failures' text (with another case), and nothing at all.
 searches = st.sampled_from([None, "a", "A", "1", '"', "[", "{", ": ", "%", "_", "\\", "BOOM"])
@@ -149,6 +152,8 @@ def normalised(job: JobInfo, id_of: Callable[[int], int]) -> tuple[Any, ...]:
         job.worker_id,
         job.result,
         job.group,
+        job.cancelled,
+        job.snoozes,
     )
 
 
@@ -393,6 +398,21 @@ class Differential:
             lambda b, id_of: b.release([replace(i, job_id=id_of(i.job_id)) for i in items]),
         )
 
+    async def snooze(self) -> None:
+        items = [
+            SnoozeWrite(
+                i, s, self.draw(snooze_seconds, "seconds"), self.draw(progresses, "progress")
+            )
+            for i, s in self.some_pairs(3)
+        ]
+        bound = self.draw(st.integers(0, 2), "max_snoozes")
+        await self.both(
+            f"snooze({items}, max_snoozes={bound})",
+            lambda b, id_of: b.snooze(
+                [replace(i, job_id=id_of(i.job_id)) for i in items], max_snoozes=bound
+            ),
+        )
+
     async def cancel(self) -> None:
         running = self.draw(st.booleans(), "cancel a running job") if self.running else False
         if running:
@@ -541,6 +561,8 @@ class Differential:
             "retry(1.0)": lambda b, _: b.retry(1.0),
             "get_job(unknown)": lambda b, id_of: b.get_job(id_of(self.jobs + 1)),
             "fail(retry_delay=-1)": lambda b, _: b.fail([Failure(1, 1, "x", -1)]),
+            "snooze(seconds=-1)": lambda b, _: b.snooze([SnoozeWrite(1, 1, -1)], max_snoozes=1),
+            "snooze(max_snoozes=-1)": lambda b, _: b.snooze([], max_snoozes=-1),
             "renew(visibility_timeout=-1)": lambda b, _: b.renew(
                 [RenewItem(1, 1, None)], visibility_timeout=-1
             ),
@@ -569,6 +591,7 @@ class Differential:
             (self.ack, 2),
             (self.fail, 2),
             (self.release, 1),
+            (self.snooze, 2),
             (self.cancel, 2),
             (self.retry, 1),
             (self.expire, 2),

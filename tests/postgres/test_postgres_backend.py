@@ -213,6 +213,7 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("jobs", "trace_context", "jsonb", "YES", None),  # 0009
         ("jobs", "checkpoint", "jsonb", "YES", None),  # 0016
         ("jobs", "checkpointed_at", "timestamp with time zone", "YES", None),  # 0016
+        ("jobs", "snoozes", "integer", "NO", "0"),  # 0017
         ("maintainer", "id", "boolean", "NO", "true"),  # 0011
         ("maintainer", "holder", "text", "YES", None),  # 0011
         ("maintainer", "seq", "bigint", "NO", "0"),  # 0011
@@ -307,7 +308,7 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         [
             (
                 "attempts",
-                "CHECK ((outcome = ANY (ARRAY['retry'::text, 'failed'::text, 'cancelled'::text, 'released'::text, 'lost'::text])))",
+                "CHECK ((outcome = ANY (ARRAY['retry'::text, 'failed'::text, 'cancelled'::text, 'released'::text, 'snoozed'::text, 'lost'::text])))",  # 0017
             ),
             ("attempts", "PRIMARY KEY (job_id, claim_seq)"),
             ("audit_log", "PRIMARY KEY (id)"),

@@ -59,6 +59,7 @@ PUBLIC = {
     "OnDuplicate",
     "DeadLetter",  # dead letters (docs/api.rst, docs/protocol.rst §19)
     "DeadLetterSummary",
+    "Snooze",  # snoozes (docs/api.rst, docs/protocol.rst §17)
 }
 
 
@@ -92,6 +93,7 @@ def test_worker_config_defaults_match_the_seed() -> None:
     assert config.max_job_duration is None
     assert (config.queue, config.concurrency, config.batch_size) == ("default", 1, 1)
     assert (config.poll_interval, config.max_attempts, config.shutdown_grace) == (5, 10, 30)
+    assert config.max_snoozes == 100  # docs/protocol.rst §17
 
 
 def test_transactional_config_sets_the_mode() -> None:
@@ -113,6 +115,8 @@ def test_jobinfo_has_the_documented_fields() -> None:
         "cancelled", "next_attempt_at", "finished_by",
         # checkpoints (docs/protocol.rst §16)
         "checkpoint", "checkpointed_at",
+        # snoozes (docs/protocol.rst §17)
+        "snoozes",
     }  # fmt: skip
 
 

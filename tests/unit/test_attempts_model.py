@@ -2,14 +2,14 @@
 
 The machine drives ``MemoryModel`` on a float clock: it enqueues, claims on short and long
 leases, lets time pass (so leases lapse and claims take them over or dead-letter them),
-acks, fails and releases with the current attempt's handle or a stale one, cancels and
-retries. The test keeps, beside the model, what the attempts table must hold, and after
+acks, fails, releases and snoozes (docs/protocol.rst §17) with the current attempt's handle
+or a stale one, cancels and retries. The test keeps, beside the model, what the attempts table must hold, and after
 every step checks invariant I15:
 
 - at most one attempt row per ``(job, claim_seq)``, and no row for a claim not made;
 - every write whose fence matched left exactly one row, with the outcome it recorded
-  (``retry``, ``failed``, ``cancelled``, ``succeeded``, ``released``), and every write
-  whose fence did not match left none;
+  (``retry``, ``failed``, ``cancelled``, ``succeeded``, ``released``, ``snoozed``), and
+  every write whose fence did not match left none;
 - every lapsed attempt a claim took over or dead-lettered left one ``lost`` row;
 - ``cancelled`` is set exactly on the failed jobs that failed for good with a cancel asked.
 """
@@ -22,7 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from trioqueue._backends.memory.model import MemoryModel, Row
 from trioqueue._backends.validation import EnqueueRequest
-from trioqueue._types import Ack, AttemptTiming, Failure, Recorded, Release
+from trioqueue._types import Ack, AttemptTiming, Failure, Recorded, Release, Snoozed, SnoozeWrite
 
 Q = "q"
 WORKER = "w"
@@ -124,6 +124,33 @@ class AttemptsMachine(RuleBasedStateMachine):
             self.expected[(job_id, seq)] = "cancelled" if cancel_asked else "released"
             if cancel_asked:
                 self.cancellations.add(job_id)
+
+    @rule(pick=handle_picks, seconds=st.sampled_from([0.0, 2.0]), bound=st.sampled_from([0, 1, 3]))
+    @precondition(lambda self: self.handles)
+    def snooze(self, pick: int, seconds: float, bound: int) -> None:
+        """I19 beside I15: a snooze that applied gave its attempt back and counted one more,
+        its run time now + seconds; past the bound it failed the job, charged; a stale one
+        changed nothing."""
+        job_id, seq = self.handle(pick)
+        row = self.row(job_id)
+        before = (row.status, row.attempts, row.snoozes, row.not_visible_until)
+        cancel_asked = row.cancel_requested_at is not None
+        [became] = self.model.snooze(self.now, [SnoozeWrite(job_id, seq, seconds)], bound)
+        after = (row.status, row.attempts, row.snoozes)
+        if became is None:
+            assert (*after, row.not_visible_until) == before
+        elif became is Snoozed.SNOOZED:
+            self.expected[(job_id, seq)] = "snoozed"
+            assert after == ("queued", before[1] - 1, before[2] + 1)
+            assert row.not_visible_until == self.now + seconds
+        elif became is Snoozed.LIMIT:
+            self.expected[(job_id, seq)] = "failed"
+            assert before[2] >= bound
+            assert after == ("failed", before[1], before[2])
+        else:
+            assert cancel_asked
+            self.expected[(job_id, seq)] = "cancelled"
+            self.cancellations.add(job_id)
 
     @rule(pick=picks)
     @precondition(lambda self: self.jobs)

@@ -122,6 +122,7 @@ def job(text: str, **changes: Any) -> trioqueue.JobInfo:
         "finished_by": text,
         "checkpoint": {text: [text]},
         "checkpointed_at": NOW,
+        "snoozes": 2,
     }
     return trioqueue.JobInfo(**(fields | changes))
 
@@ -261,7 +262,7 @@ def test_show_prints_each_field_once_whatever_the_fields_hold(text: str) -> None
     lines = "\n".join(show_cmd.job_report(job(text))).split("\n")  # as printed
     fields = [line.split()[0] for line in lines[1:] if re.match(r"  \S", line)]
     assert fields == ["payload", "priority", "group", "created", "finished", "pool",
-                      "progress", "worker", "cancel", "error", "checkpoint"]  # fmt: skip
+                      "snoozes", "progress", "worker", "cancel", "error", "checkpoint"]  # fmt: skip
     assert all(line.startswith("            ") for line in lines[1:] if not re.match(r"  \S", line))
 
 

@@ -286,7 +286,7 @@ def test_every_config_field_has_its_option() -> None:
         "--backoff-jitter", "0",
         "--on-job-claimed", f"{HERE}:on_failed", "--on-job-unavailable", f"{HERE}:on_failed",
         "--on-job-succeeded", f"{HERE}:on_failed", "--on-job-failed", f"{HERE}:on_failed",
-        "--on-job-retry", f"{HERE}:on_failed",
+        "--on-job-retry", f"{HERE}:on_failed", "--max-snoozes", "7",
     )  # fmt: skip
     assert config == trioqueue.WorkerConfig(
         handler=send_email, queue="q", concurrency=2, batch_size=3, visibility_timeout=40,
@@ -294,7 +294,7 @@ def test_every_config_field_has_its_option() -> None:
         shutdown_grace=9, blocking_threshold=0.2, transactional=True,
         backoff=trioqueue.ExponentialBackoff(initial=2, base=3, cap=60, jitter=0),
         on_job_claimed=on_failed, on_job_unavailable=on_failed, on_job_succeeded=on_failed,
-        on_job_failed=on_failed, on_job_retry=on_failed,
+        on_job_failed=on_failed, on_job_retry=on_failed, max_snoozes=7,
     )  # fmt: skip
     fields = set(trioqueue.WorkerConfig.__dataclass_fields__) - {"handler", "queue"}
     options = {a.dest for a in _worker_parser()._actions}

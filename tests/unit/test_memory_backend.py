@@ -31,6 +31,7 @@ from trioqueue._types import (
     PoolBeat,
     PoolRegistration,
     Release,
+    SnoozeWrite,
 )
 from trioqueue.testing import BackendConformance, delay, error, hang, omit
 
@@ -431,6 +432,9 @@ OPERATION_CALLS: dict[str, Callable[[MemoryBackend, Claimed], Awaitable[Any]]] =
     "ack": lambda backend, c: backend.ack(ack(c)),
     "fail": lambda backend, c: backend.fail([Failure(c.job.id, c.job.claim_seq, "x", None)]),
     "release": lambda backend, c: backend.release([Release(c.job.id, c.job.claim_seq)]),
+    "snooze": lambda backend, c: backend.snooze(
+        [SnoozeWrite(c.job.id, c.job.claim_seq, 0.0)], max_snoozes=1
+    ),
     "enqueue": lambda backend, _: backend.enqueue(Q, "more"),
     "cancel": lambda backend, c: backend.cancel(c.job.id),
     "beat": lambda backend, _: backend.renew([], visibility_timeout=V, beat=BEAT),

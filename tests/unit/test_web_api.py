@@ -151,6 +151,7 @@ async def test_job_detail(backend: trioqueue.MemoryBackend) -> None:
         "worker": None,
         "checkpoint": None,
         "checkpointed_at": None,
+        "snoozes": 0,
     }
 
 

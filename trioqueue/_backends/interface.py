@@ -55,6 +55,8 @@ from trioqueue._types import (
     Recorded,
     Release,
     ScheduleInfo,
+    Snoozed,
+    SnoozeWrite,
     WorkerInfo,
 )
 
@@ -68,6 +70,7 @@ OPERATIONS = (
     "ack",
     "fail",
     "release",
+    "snooze",
     "enqueue",
     "cancel",
     "beat",
@@ -684,6 +687,14 @@ class Backend(Protocol):
 
     async def release(self, items: Sequence[Release]) -> list[bool]:
         """Fenced: True for each item that was applied."""
+        ...
+
+    async def snooze(
+        self, items: Sequence[SnoozeWrite], *, max_snoozes: int
+    ) -> list[Snoozed | None]:
+        """Fenced: per item, what the job became (docs/protocol.rst §17), or None if it
+        was not applied. A job that snoozed ``max_snoozes`` times already fails for good
+        (``Snoozed.LIMIT``); one asked to cancel is a cancellation."""
         ...
 
     def listen(

@@ -34,6 +34,7 @@ from trioqueue._types import (
     PoolBeat,
     PoolRegistration,
     Release,
+    SnoozeWrite,
 )
 
 #: Longest queue name, in characters (at most 512 bytes of UTF-8, so a queue name and a
@@ -238,7 +239,9 @@ def encode_checkpoint(value: object) -> str:
     return text
 
 
-def check_checkpoint_texts(items: Iterable[RenewItem | Ack | Failure | Release]) -> None:
+def check_checkpoint_texts(
+    items: Iterable[RenewItem | Ack | Failure | Release | SnoozeWrite],
+) -> None:
     """What a renewal or an outcome write carries as checkpoints must be storable: a JSON
     text, at most MAX_CHECKPOINT_BYTES (the runtime encodes them so; a backend never stores
     anything else).
@@ -559,6 +562,35 @@ def check_age(name: str, value: object) -> float:
     if value is None:
         raise TypeError(f"{name} must be a number, not None")
     return _check_delay(value, name=name)
+
+
+def check_snoozes(items: Sequence[SnoozeWrite], max_snoozes: object) -> int:
+    """A snooze write's arguments (docs/protocol.rst §17): each item's ``seconds`` a
+    number of seconds a backend stores, ``max_snoozes`` an int >= 0 that fits the column.
+
+    Returns:
+        ``max_snoozes``.
+
+    Raises:
+        TypeError, ValueError: one error naming every problem found (nothing is written);
+            a TypeError when every problem is a wrong type.
+    """
+    problems: list[Exception] = []
+    for item in items:
+        try:
+            check_seconds(f"job {item.job_id}: seconds", item.seconds)
+        except (TypeError, ValueError) as exc:
+            problems.append(exc)
+    try:
+        check_int("max_snoozes", max_snoozes, minimum=0, maximum=INT32_MAX)
+    except (TypeError, ValueError) as exc:
+        problems.append(exc)
+    check_checkpoint_texts(items)
+    if problems:
+        kind = TypeError if all(isinstance(p, TypeError) for p in problems) else ValueError
+        raise kind("bad snooze: " + "; ".join(str(p) for p in problems))
+    assert isinstance(max_snoozes, int)
+    return max_snoozes
 
 
 def check_retry_delay(value: object) -> float | None:

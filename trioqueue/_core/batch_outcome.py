@@ -1,7 +1,8 @@
 """What a batch handler answers for each job of its batch (docs/protocol.rst §20).
 
 A batch handler runs a whole claimed batch in one call and answers one outcome per job:
-:class:`JobSucceeded`, :class:`JobFailed` or :class:`JobRetry`. This module reads that
+:class:`JobSucceeded`, :class:`JobFailed`, :class:`JobRetry` or a ``Snooze``
+(docs/protocol.rst §17). This module reads that
 answer, sans-IO: :func:`read_answer` says which outcome each job got, or why the answer as
 a whole is unusable (then every job of the batch fails, charged, with that reason). A job
 the answer leaves out fails on its own (:func:`missing_message`).
@@ -18,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, final
 
+from trioqueue._core.snooze import MAX_SNOOZE_SECONDS, Snooze
+
 __all__ = [
     "BatchAnswer",
     "BatchOutcome",
@@ -29,7 +32,7 @@ __all__ = [
 ]
 
 #: The longest retry delay, in seconds (about a century, what a backend stores).
-MAX_RETRY_DELAY = 100 * 365.25 * 86400
+MAX_RETRY_DELAY = MAX_SNOOZE_SECONDS
 #: ``last_error`` of a :class:`JobRetry` that gives no error of its own.
 RETRY_REQUESTED = "retry requested by the batch handler"
 
@@ -89,15 +92,15 @@ class JobRetry:
         _check_error("JobRetry", self.error)
 
 
-#: One job's outcome, as a batch handler answers it.
-BatchOutcome: TypeAlias = JobSucceeded | JobFailed | JobRetry
+#: One job's outcome, as a batch handler answers it (a ``Snooze``: docs/protocol.rst §17).
+BatchOutcome: TypeAlias = JobSucceeded | JobFailed | JobRetry | Snooze
 #: A batch handler's answer: by job id, or one outcome per job in the batch's order.
 BatchAnswer: TypeAlias = Mapping[int, BatchOutcome] | Sequence[BatchOutcome]
 
-_OUTCOMES = (JobSucceeded, JobFailed, JobRetry)
+_OUTCOMES = (JobSucceeded, JobFailed, JobRetry, Snooze)
 _EXPECTED = (
     "expected a mapping {job id: outcome} or a sequence of one outcome per job, "
-    "each JobSucceeded, JobFailed or JobRetry"
+    "each JobSucceeded, JobFailed, JobRetry or Snooze"
 )
 
 

@@ -31,6 +31,11 @@ def duration_message(max_job_duration: float | None) -> str:
 EXITING = "released uncharged: the worker pool is going down on an exception raised elsewhere"
 
 
+def snoozed_message(seconds: float) -> str:
+    """The outcome's message for a handler that answered ``Snooze`` (docs/protocol.rst §17)."""
+    return f"snoozed for {seconds:g}s, the attempt not charged"
+
+
 def no_connection_message(error: str) -> str:
     return f"released uncharged: no database connection for the handler ({error})"
 
@@ -45,9 +50,11 @@ def decide(
     max_job_duration: float | None,
     no_connection: str | None = None,
     exiting: bool = False,
+    snooze: float | None = None,
 ) -> Outcome:
     """The one outcome of an attempt: the stop's row of :data:`STOP_OUTCOMES`, else the
-    handler's own result (an error is a charged failure, retried while attempts remain).
+    handler's own result (an error is a charged failure, retried while attempts remain;
+    ``snooze``, the seconds of a ``Snooze`` it answered, takes the place of a success).
 
     A job-level stop wins over a batch-level one. The guard records a cancel only while the
     batch is still live, so it happened first (and stands when the lease is lost later:
@@ -75,14 +82,17 @@ def decide(
         return Outcome(kind, stop.value if stop is not None else None)
     elif exiting:
         return Outcome(OutcomeKind.RELEASE, EXITING)
-    return handler_result(error, attempt, max_attempts)
+    return handler_result(error, attempt, max_attempts, snooze)
 
 
-def handler_result(error: str | None, attempt: int, max_attempts: int) -> Outcome:
+def handler_result(
+    error: str | None, attempt: int, max_attempts: int, snooze: float | None = None
+) -> Outcome:
     """The outcome of work that nothing stopped: success, or the handler's error as a
-    charged failure, retried while attempts remain."""
+    charged failure, retried while attempts remain. A snooze (its seconds) is the handler's
+    answer in place of a success; an error beside it wins (docs/protocol.rst §17)."""
     if error is None:
-        return SUCCEEDED
+        return SUCCEEDED if snooze is None else Outcome(OutcomeKind.SNOOZE, snoozed_message(snooze))
     return Outcome(OutcomeKind.FAILED if attempt >= max_attempts else OutcomeKind.RETRY, error)
 
 
@@ -97,6 +107,7 @@ def decide_attempt(
     max_job_duration: float | None,
     no_connection: str | None = None,
     exiting: bool = False,
+    snooze: float | None = None,
 ) -> tuple[Outcome, StopReason | None]:
     """The outcome of an attempt whose work just ended, and the stop that decided it.
 
@@ -109,7 +120,7 @@ def decide_attempt(
     if job_stop is None and not scope_fired and no_connection is None and not exiting:
         # Nothing stopped the work, as for nearly every attempt: the handler's result
         # decides, as ``decide`` would say, without its dispatch on stops.
-        return handler_result(error, attempt, max_attempts), None
+        return handler_result(error, attempt, max_attempts, snooze), None
     stop = job_stop
     if scope_fired and job_stop is None:
         stop = batch_stop() or StopReason.LEASE_EXPIRED
@@ -122,5 +133,6 @@ def decide_attempt(
         max_job_duration=max_job_duration,
         no_connection=no_connection,
         exiting=exiting,
+        snooze=snooze,
     )
     return outcome, stop

@@ -43,6 +43,7 @@ class OutcomeKind(enum.Enum):
     RETRY = "retry"  # fenced failure, back to the queue after a backoff
     FAILED = "failed"  # fenced failure, final
     RELEASE = "release"  # fenced release (shutdown, no connection): the attempt is not charged
+    SNOOZE = "snooze"  # fenced snooze: back after a delay, the attempt not charged (§17)
     UNAVAILABLE = "unavailable"  # the attempt lost its lease: nothing is written
 
 

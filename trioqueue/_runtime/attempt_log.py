@@ -3,7 +3,7 @@
 Every attempt that ends says so once, when its outcome is written (or known to be nobody's
 to write), with the job's fields and an ``event`` naming the outcome. The level says who
 needs to see it: INFO for what a healthy queue does all day (a success, a retry, a release,
-a cancellation someone asked for), WARNING for what an operator should look at (a job that
+a snooze, a cancellation someone asked for), WARNING for what an operator should look at (a job that
 failed for good, an attempt that lost its lease or whose write came too late). A worker
 shows WARNING and worse unless told otherwise (``-v``, ``--log-level``), so by default it
 logs every job that failed for good, with its traceback, and nothing per success.
@@ -42,7 +42,7 @@ def log_outcome(
 ) -> None:
     """The line of an attempt whose outcome is settled: ``outcome`` as written, unless its
     write was ``fenced_out``; ``cancelled``, a failure for good because a cancel was asked;
-    ``delay``, a retry's; ``raised``, the exception the failure is, if one is."""
+    ``delay``, a retry's or a snooze's; ``raised``, the exception the failure is, if one is."""
     kind = outcome.kind
     if fenced_out:
         log.warning("job %d: %s", job.id, NOT_RECORDED, extra=job_fields(job, "fenced_out"))
@@ -63,6 +63,14 @@ def log_outcome(
             outcome.message,
             exc_info=_exc_info(raised),
             extra=job_fields(job, "retry"),
+        )
+    elif kind is OutcomeKind.SNOOZE:
+        log.info(
+            "job %d snoozed for %gs (attempt %d not charged)",
+            job.id,
+            delay,
+            job.attempt,
+            extra=job_fields(job, "snoozed"),
         )
     elif kind is OutcomeKind.FAILED:
         level, event = (logging.INFO, "cancelled") if cancelled else (logging.WARNING, "failed")

@@ -59,6 +59,7 @@ from trioqueue._core.backoff import ExponentialBackoff
 from trioqueue._core.checkpoint import latest_checkpoint
 from trioqueue._core.outcome import Outcome, decide, decide_attempt
 from trioqueue._core.rules import OutcomeKind, StopReason
+from trioqueue._core.snooze import Snooze, first_snooze, snooze_limit_message
 from trioqueue._core.timing import Timing, retry_delay, write_retries_spent
 from trioqueue._errors import is_transient, leaves
 from trioqueue._runtime.attempt_log import NOT_RECORDED as NOT_RECORDED
@@ -72,7 +73,17 @@ from trioqueue._runtime.monitor import BlockingMonitor
 from trioqueue._runtime.observer import LEASE_LOSSES, OUTCOME_LABELS, PoolObserver
 from trioqueue._runtime.sync_handlers import call_sync_handler, tell_thread_when_stopped
 from trioqueue._runtime.writer import OutcomeWriter
-from trioqueue._types import Ack, AttemptTiming, Claimed, Failure, Job, Recorded, Release
+from trioqueue._types import (
+    Ack,
+    AttemptTiming,
+    Claimed,
+    Failure,
+    Job,
+    Recorded,
+    Release,
+    Snoozed,
+    SnoozeWrite,
+)
 
 if TYPE_CHECKING:
     from trioqueue._otel import AttemptTrace, AttemptTracer
@@ -211,6 +222,7 @@ class BatchRunner:
         # local for the scope either.
         error: Raised | None = None
         result: str | None = None  # the handler's return value as JSON text
+        snooze: float | None = None  # the seconds of a Snooze it raised or returned (§17)
         began: float | None = None  # when the handler started (None: it never did)
         exiting = False  # cancelled from outside the batch: the pool is going down
         txs = _TxState() if self._transactions is not None else None
@@ -231,13 +243,17 @@ class BatchRunner:
                     if self._handler_is_async:
                         # Encoded here, so a value with no JSON form fails the attempt
                         # like any handler error (docs/usage.rst, "Results").
-                        result = encode_result(
-                            await self._handler(job.payload, self._context(handle, job, txs))
-                        )
+                        result = await self._handler(job.payload, self._context(handle, job, txs))
+                        # None (most jobs) needs no encoding: no call for it.
+                        result = None if result is None else _encoded(result)
                     else:
                         result = await self._run_in_thread(job, self._context(handle, job, txs))
                 except* _NoConnection:
                     pass  # not the handler's failure: `txs.refused` says why
+                except* Snooze as snoozes:
+                    # Raised or returned (``_encoded``); beside another error it is that
+                    # error's failure (the clause below), docs/protocol.rst §17.
+                    snooze = first_snooze(snoozes).seconds
                 except* Exception as group:
                     error = self._raised(job, group)
         except BaseException as escaped:
@@ -253,13 +269,13 @@ class BatchRunner:
                 if inbox is not None:
                     inbox.put(
                         self._finished(
-                            handle, job, error, result, txs, started, exiting, began, trace
+                            handle, job, error, result, txs, started, exiting, began, trace, snooze
                         )
                     )
                 else:
                     with trio.CancelScope(shield=True):
                         await self._settle_alone(
-                            handle, job, error, result, txs, started, exiting, began, trace
+                            handle, job, error, result, txs, started, exiting, began, trace, snooze
                         )
             finally:
                 if trace is not None:
@@ -330,6 +346,7 @@ class BatchRunner:
         exiting: bool = False,
         began: float | None = None,
         trace: AttemptTrace | None = None,
+        snooze: float | None = None,
     ) -> _Finished:
         """The job's work has ended: its outcome, decided now (I8), and the stop that
         decided it if any (as ``decide`` picks it: the job's own before its batch's); with
@@ -350,8 +367,11 @@ class BatchRunner:
             max_job_duration=self._timing.max_job_duration,
             no_connection=refused[-1] if refused else None,
             exiting=exiting,
+            snooze=snooze,
         )
         done = _Finished(job, outcome, stop, result)
+        if outcome.kind is OutcomeKind.SNOOZE:
+            done.delay = snooze or 0.0
         if began is not None:
             done.timing = AttemptTiming(began - handle.registered_at, now - began)
         if error is not None and stop in _STOPS_KEEPING_ERROR:
@@ -440,11 +460,14 @@ class BatchRunner:
         exiting: bool,
         began: float | None,
         trace: AttemptTrace | None,
+        snooze: float | None,
     ) -> None:
         """Decide and settle one job by itself: in transactional mode, its transaction
         first."""
         try:
-            done = self._finished(handle, job, error, result, txs, started, exiting, began, trace)
+            done = self._finished(
+                handle, job, error, result, txs, started, exiting, began, trace, snooze
+            )
             if txs is not None:
                 done.outcome, done.applied = await self._end_transaction(
                     handle, done, txs.tx, txs.held
@@ -502,7 +525,10 @@ class BatchRunner:
                     self._hook_raised(hook, done.job)
 
     def _observe(
-        self, outcome: Outcome, applied: bool | Recorded | None, stop: StopReason | None
+        self,
+        outcome: Outcome,
+        applied: bool | Recorded | Snoozed | None,
+        stop: StopReason | None,
     ) -> None:
         """Tell the observer how the attempt ended, and whether it lost its lease."""
         assert self._observer is not None
@@ -607,7 +633,9 @@ class BatchRunner:
         for done, answer in zip(todo, answers, strict=True):
             if not isinstance(answer, Exception):
                 done.applied = False if answer is None else answer
-                if done.outcome.kind is OutcomeKind.RETRY and answer is Recorded.FINAL:
+                if isinstance(answer, Snoozed):
+                    self._snooze_answered(done, answer)
+                elif done.outcome.kind is OutcomeKind.RETRY and answer is Recorded.FINAL:
                     # The backend knew better: the job was asked to cancel before this
                     # worker heard (a cancelled job is never retried), and stored the error
                     # so.
@@ -622,6 +650,17 @@ class BatchRunner:
             else:
                 retry.append(done)
         return settled, retry
+
+    def _snooze_answered(self, done: _Finished, answer: Snoozed) -> None:
+        """What the backend made of a snooze (docs/protocol.rst §17): snoozed as asked, or
+        failed for good, by the bound (charged) or by a cancel asked meanwhile."""
+        if answer is Snoozed.LIMIT:
+            done.outcome = Outcome(
+                OutcomeKind.FAILED, snooze_limit_message(self._config.max_snoozes)
+            )
+        elif answer is Snoozed.CANCELLED:
+            done.outcome = Outcome(OutcomeKind.FAILED, "cancelled: cancel requested")
+            done.stop = StopReason.CANCELLED
 
     def _gives_up(self, handle: BatchHandle, done: _Finished, exc: Exception) -> bool:
         """Whether a failed write of ``done`` is given up (and why, in ``done.unrecorded``),
@@ -666,7 +705,7 @@ class BatchRunner:
             )
         return False
 
-    def _item(self, handle: BatchHandle, done: _Finished) -> Ack | Release | Failure:
+    def _item(self, handle: BatchHandle, done: _Finished) -> Ack | Release | Failure | SnoozeWrite:
         """The fenced write of ``done``'s outcome, with the job's latest progress and
         checkpoint (docs/protocol.rst §10, refinement 7; §16)."""
         job, kind = done.job, done.outcome.kind
@@ -676,6 +715,8 @@ class BatchRunner:
             return Ack(job.id, job.claim_seq, progress, done.result, done.timing, checkpoint)
         if kind is OutcomeKind.RELEASE:
             return Release(job.id, job.claim_seq, progress, done.timing, checkpoint)
+        if kind is OutcomeKind.SNOOZE:
+            return SnoozeWrite(job.id, job.claim_seq, done.delay, progress, done.timing, checkpoint)
         retry = done.delay if kind is OutcomeKind.RETRY else None
         message, raised = done.outcome.message or "", done.raised
         if raised is None:
@@ -716,6 +757,8 @@ class BatchRunner:
             return config.on_job_succeeded, ()
         if kind is OutcomeKind.RETRY:
             return config.on_job_retry, (done.delay,)
+        if kind is OutcomeKind.SNOOZE:
+            return None, ()  # neither a success, a retry nor a failure (§17)
         if kind is OutcomeKind.FAILED:
             return config.on_job_failed, (outcome.message or "",)
         return config.on_job_unavailable, (outcome.message or "",)
@@ -787,8 +830,8 @@ class _Finished:
         self.stop = stop  # the stop that decided the outcome, if any
         self.result = result  # the handler's return value as JSON text
         #: None until written (and when there is nothing to write); False: fenced out;
-        #: for a failure, what the backend recorded; else True.
-        self.applied: bool | Recorded | None = None
+        #: for a failure or a snooze, what the backend recorded; else True.
+        self.applied: bool | Recorded | Snoozed | None = None
         self.delay = 0.0  # before a retry
         self.unrecorded = ""  # why the write was given up, if it was
         self.failing_since: float | None = None  # when its write first failed
@@ -838,6 +881,7 @@ _ATTEMPT_OUTCOMES = {
     OutcomeKind.RETRY: "retry",
     OutcomeKind.FAILED: "failed",
     OutcomeKind.RELEASE: "released",
+    OutcomeKind.SNOOZE: "snoozed",
     OutcomeKind.UNAVAILABLE: "lost",
 }
 
@@ -852,6 +896,14 @@ def _attempt_outcome(done: _Finished) -> str:
 def _cancelled(done: _Finished) -> bool:
     """Whether the attempt failed for good because a cancel was asked."""
     return done.outcome.kind is OutcomeKind.FAILED and done.stop is StopReason.CANCELLED
+
+
+def _encoded(value: object) -> str | None:
+    """An async handler's return value as JSON text; a returned ``Snooze`` is raised, so
+    that returning one and raising one are the same answer (docs/protocol.rst §17)."""
+    if isinstance(value, Snooze):
+        raise value
+    return encode_result(value)
 
 
 def describe(group: BaseExceptionGroup[Exception]) -> str:

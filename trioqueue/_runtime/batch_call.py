@@ -38,6 +38,7 @@ from trioqueue._core.batch_outcome import (
     read_answer,
 )
 from trioqueue._core.outcome import SUCCEEDED
+from trioqueue._core.snooze import Snooze
 from trioqueue._core.timing import Timing
 from trioqueue._runtime.batch import BatchRunner, _Finished
 from trioqueue._runtime.batch_context import BatchContext
@@ -61,16 +62,21 @@ _BATCH_CALL = "trioqueue.batch_call"
 class _Said:
     """What the call came to for one job: the error it failed with (its text, and the
     exception when one is the failure), or the success's result as JSON text; and the
-    retry delay it asked for."""
+    retry delay it asked for, or the seconds of its snooze (docs/protocol.rst §17)."""
 
-    __slots__ = ("delay", "error", "result")
+    __slots__ = ("delay", "error", "result", "snooze")
 
     def __init__(
-        self, error: Raised | None = None, result: str | None = None, delay: float | None = None
+        self,
+        error: Raised | None = None,
+        result: str | None = None,
+        delay: float | None = None,
+        snooze: float | None = None,
     ) -> None:
         self.error = error
         self.result = result
         self.delay = delay
+        self.snooze = snooze
 
 
 #: What the call answered before it returned: nothing.
@@ -179,6 +185,8 @@ class BatchCallRunner(BatchRunner):
                 return _Said(result=encode_result(outcome.result))
             except TypeError as exc:  # no JSON form: the attempt fails, as for a handler
                 return _Said(from_exception(exc, f"TypeError: {exc}"))
+        if isinstance(outcome, Snooze):
+            return _Said(snooze=outcome.seconds)
         failure = _failure(outcome.error)
         if isinstance(outcome, JobRetry):
             return _Said(failure, delay=float(outcome.delay))
@@ -209,14 +217,16 @@ class BatchCallRunner(BatchRunner):
         plain: AttemptTiming | None,
     ) -> _Finished:
         """The job's outcome, decided now (I8) by the per-job rules, from what was said."""
-        if plain is not None and said.error is None and trace is None:
+        if plain is not None and said.error is None and said.snooze is None and trace is None:
             lease = handle.leases[job.id]
             if lease.stop is None:
                 lease.end_work()
                 done = _Finished(job, SUCCEEDED, None, said.result)
                 done.timing = plain
                 return done
-        done = self._finished(handle, job, said.error, said.result, None, started, exiting, began)
+        done = self._finished(
+            handle, job, said.error, said.result, None, started, exiting, began, snooze=said.snooze
+        )
         error = said.error
         if error is not None and not error.error_type:
             done.raised = None  # a failure the handler named in words: no exception to store

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from trioqueue._backends.validation import INT32_MAX, MAX_SECONDS, check_queue, check_seconds
 from trioqueue._core.backoff import ExponentialBackoff
+from trioqueue._core.snooze import DEFAULT_MAX_SNOOZES
 from trioqueue._core.timing import Timing, auto_heartbeat
 from trioqueue._errors import ConfigError
 from trioqueue._types import Job
@@ -95,6 +96,9 @@ class WorkerConfig:
         batch_handler: ``async def batch_handler(jobs, ctx)``, in place of ``handler``:
             each claimed batch in one call, in one task and one cancel scope, answering
             one outcome per job (docs/howto/batch-handler.rst, docs/protocol.rst §20).
+        max_snoozes: how many times a job may snooze (a handler's ``Snooze``: run again
+            after a delay, the attempt not charged); a job that snoozed this many times
+            and snoozes again fails for good (docs/protocol.rst §17). 0: never.
     """
 
     handler: Handler | None = None
@@ -119,6 +123,7 @@ class WorkerConfig:
     quarantine_after: int | None = 2
     maintenance_interval: float | None = 60
     batch_handler: BatchHandler | None = None
+    max_snoozes: int = DEFAULT_MAX_SNOOZES
 
     def __post_init__(self) -> None:
         if self.max_attempts != DEFAULT_MAX_ATTEMPTS:
@@ -288,6 +293,15 @@ def _counts(config: WorkerConfig) -> list[str]:
         found.append(
             f"quarantine_after must be a whole number from 1 to {INT32_MAX}, or None "
             f"(got {quarantine_after!r})"
+        )
+    max_snoozes: object = config.max_snoozes
+    if not (
+        isinstance(max_snoozes, int)
+        and not isinstance(max_snoozes, bool)
+        and 0 <= max_snoozes <= INT32_MAX
+    ):
+        found.append(
+            f"max_snoozes must be a whole number from 0 to {INT32_MAX} (got {max_snoozes!r})"
         )
     transactional: object = config.transactional
     if not isinstance(transactional, bool):

@@ -32,7 +32,7 @@ P = ParamSpec("P")
 #: was requested; ``unavailable``: the attempt wrote nothing of its own (its lease was
 #: lost, it arrived expired, or it was released uncharged, as at shutdown) — the same
 #: cases as the ``on_job_unavailable`` hook.
-JobOutcome = Literal["succeeded", "failed", "retried", "unavailable", "cancelled"]
+JobOutcome = Literal["succeeded", "failed", "retried", "snoozed", "unavailable", "cancelled"]
 
 #: Why an attempt lost its lease: its fence passed without a renewal (``lease_expired``),
 #: a renewal found the row claimed again (``reclaimed``), or found it gone (``gone``).
@@ -49,6 +49,7 @@ OUTCOME_LABELS: dict[OutcomeKind, JobOutcome] = {
     OutcomeKind.RETRY: "retried",
     OutcomeKind.FAILED: "failed",
     OutcomeKind.RELEASE: "unavailable",
+    OutcomeKind.SNOOZE: "snoozed",
     OutcomeKind.UNAVAILABLE: "unavailable",
 }
 

@@ -74,6 +74,8 @@ from trioqueue._types import (
     PoolRegistration,
     Recorded,
     Release,
+    Snoozed,
+    SnoozeWrite,
 )
 
 log = logging.getLogger("trioqueue.pool")
@@ -212,7 +214,9 @@ class _Pool:
         self.observer = observer
         self.clock = ClockWatch(backend, timing, config.queue, config.poll_interval)
         self.guard = Guard(GuardCore(timing), backend, observer, self.registration, self.clock)
-        self.writer = _RetryNotingWriter(backend, timing.visibility_timeout, self._retry_due)
+        self.writer = _RetryNotingWriter(
+            backend, timing.visibility_timeout, self._retry_due, config.max_snoozes
+        )
         self.slots = trio.Semaphore(config.concurrency)
         self.work_available = trio.Event()
         # The sibling claims begun when the latest work notice arrived: a sibling claim
@@ -712,25 +716,29 @@ def _log_unstarted(job: Job, released: bool | str) -> None:
 
 
 class _RetryNotingWriter(OutcomeWriter):
-    """The pool's outcome writer, which also tells the pool when each retry it recorded
-    makes its job claimable again: a retry's end sends no notice (docs/usage.rst, "When a
-    pool claims")."""
+    """The pool's outcome writer, which also tells the pool when each retry or snooze it
+    recorded makes its job claimable again: the end of a retry's delay (or a snooze's)
+    sends no notice (docs/usage.rst, "When a pool claims")."""
 
     def __init__(
-        self, backend: Backend, statement_timeout: float, retry_due: Callable[[float], None]
+        self,
+        backend: Backend,
+        statement_timeout: float,
+        retry_due: Callable[[float], None],
+        max_snoozes: int,
     ) -> None:
-        super().__init__(backend, statement_timeout)
+        super().__init__(backend, statement_timeout, max_snoozes)
         self._retry_due = retry_due
 
-    async def write(self, items: Sequence[Write]) -> list[Result | Exception]:
-        results = await super().write(items)
-        if Recorded.RETRY in results:  # rare: no loop over every ack
-            # Read after the answer: the backend's clock started the delay no later.
-            now = trio.current_time()
-            for item, result in zip(items, results, strict=True):
-                if result is Recorded.RETRY and isinstance(item, Failure):
-                    self._retry_due(now + (item.retry_delay or 0.0))
-        return results
+    def _recorded(self, items: Sequence[Write], results: Sequence[Result]) -> None:
+        # Failures, releases and snoozes only (rare): no acks, so no loop over them.
+        # Read after the answer: the backend's clock started the delay no later.
+        now = trio.current_time()
+        for item, result in zip(items, results, strict=True):
+            if result is Recorded.RETRY and isinstance(item, Failure):
+                self._retry_due(now + (item.retry_delay or 0.0))
+            elif result is Snoozed.SNOOZED and isinstance(item, SnoozeWrite):
+                self._retry_due(now + item.seconds)
 
 
 class _DueTimes:

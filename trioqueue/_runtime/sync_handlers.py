@@ -4,7 +4,9 @@ A thread cannot be cancelled, so a task beside it flags ``ctx.cancel_requested``
 job's scope is stopped, for the handler to see; and what the handler returns is checked in
 its thread, where a coroutine or generator it returned (work never done) fails the attempt
 rather than passing for a success. The handler's error is returned rather than raised, so
-that it reaches the attempt as itself, not wrapped in the nursery's exception group.
+that it reaches the attempt as itself, not wrapped in the nursery's exception group; so is a
+``Snooze`` it returned, which the attempt then raises as if the handler had (docs/protocol.rst
+§17).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import trio
 
 from trioqueue._backends.validation import encode_result
+from trioqueue._core.snooze import Snooze
 from trioqueue._runtime.context import JobContext
 
 __all__ = ["call_sync_handler", "tell_thread_when_stopped"]
@@ -37,6 +40,8 @@ def call_sync_handler(
     error it raised."""
     try:
         result = handler(payload, ctx)
+        if isinstance(result, Snooze):
+            return None, result  # returning one is raising one
         _refuse_unrun_work(result)
         return encode_result(result), None
     except Exception as exc:

@@ -3,7 +3,8 @@
 Jobs of a batch often finish in the same scheduling round, and many batches finish close
 together under load. A batch hands the fenced writes of every job that finished since its
 last hand-over to the writer in one call, and waits once; the writer sends everything
-queued meanwhile, from every batch, as one ``ack``, one ``fail`` and one ``release`` call.
+queued meanwhile, from every batch, as one ``ack``, one ``fail``, one ``release`` and one
+``snooze`` call.
 Under load that turns N round trips into a few, which is what keeps the PostgreSQL
 backend's bridge crossings off the per-job path, and one wait per batch (not per job) keeps
 the runtime's own cost off it too.
@@ -17,12 +18,14 @@ from typing import cast
 import trio
 
 from trioqueue._backends.interface import Backend
+from trioqueue._core.snooze import DEFAULT_MAX_SNOOZES
 from trioqueue._errors import BackendError
-from trioqueue._types import Ack, Failure, Recorded, Release
+from trioqueue._types import Ack, Failure, Recorded, Release, Snoozed, SnoozeWrite
 
-Write = Ack | Failure | Release
-#: Per item: applied or not (acks, releases); for a failure, what it became, or None.
-Result = bool | Recorded | None
+Write = Ack | Failure | Release | SnoozeWrite
+#: Per item: applied or not (acks, releases); for a failure or a snooze, what it became, or
+#: None.
+Result = bool | Recorded | Snoozed | None
 
 #: Stands in for the answer to an item the writer never sent (only when it is stopped).
 _NOT_SENT = BackendError("the outcome writer stopped before sending this outcome")
@@ -42,9 +45,12 @@ class _Pending:
 class OutcomeWriter:
     """Batches fenced outcome writes of one pool."""
 
-    def __init__(self, backend: Backend, statement_timeout: float) -> None:
+    def __init__(
+        self, backend: Backend, statement_timeout: float, max_snoozes: int = DEFAULT_MAX_SNOOZES
+    ) -> None:
         self._backend = backend
         self._timeout = statement_timeout
+        self._max_snoozes = max_snoozes  # the pool's bound, sent with every snooze (§17)
         self._queue: list[_Pending] = []
         self._wake = trio.Event()
 
@@ -58,8 +64,8 @@ class OutcomeWriter:
 
         Returns:
             Per item: for an ack or a release, True if the fence let it through; for a
-            failure, what it was recorded as (None: fenced out); or the exception the
-            backend raised for the statement that carried it.
+            failure or a snooze, what it was recorded as (None: fenced out); or the
+            exception the backend raised for the statement that carried it.
         """
         pending = _Pending(items)
         self._queue.append(pending)
@@ -78,6 +84,7 @@ class OutcomeWriter:
                 Ack: ([], []),
                 Failure: ([], []),
                 Release: ([], []),
+                SnoozeWrite: ([], []),
             }
             for pending in batch:
                 for index, item in enumerate(pending.items):
@@ -108,6 +115,12 @@ class OutcomeWriter:
         else:
             for (pending, index), result in zip(group, results, strict=True):
                 pending.results[index] = result
+            if type(items[0]) is not Ack:  # acks, the hot path, are told to nobody
+                self._recorded(items, results)
+
+    def _recorded(self, items: Sequence[Write], results: Sequence[Result]) -> None:
+        """Written: ``items`` (of one kind, never acks) and the backend's answers. The
+        pool's writer hears of retries and snoozes here (pool.py); this one, of nothing."""
 
     async def _call(self, items: list[Write]) -> Sequence[Result]:
         """The statement for ``items``, all of one kind (``run`` grouped them by type)."""
@@ -116,4 +129,7 @@ class OutcomeWriter:
             return await self._backend.ack(cast(list[Ack], items))
         if isinstance(first, Failure):
             return await self._backend.fail(cast(list[Failure], items))
+        if isinstance(first, SnoozeWrite):
+            snoozes = cast(list[SnoozeWrite], items)
+            return await self._backend.snooze(snoozes, max_snoozes=self._max_snoozes)
         return await self._backend.release(cast(list[Release], items))

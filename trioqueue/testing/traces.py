@@ -61,6 +61,7 @@ from trioqueue._core.guard_rules import Effects, GuardCore, Renewal
 from trioqueue._core.outcome import decide_attempt
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.rules import OutcomeKind, StopReason
+from trioqueue._core.snooze import Snooze
 from trioqueue._core.timing import Timing
 from trioqueue._core.wire import Verdict
 from trioqueue._runtime.batch import EXPIRED_ON_ARRIVAL
@@ -99,12 +100,14 @@ INPUT_KINDS = (
     "shutdown",
 )
 
-#: The hook the batch runner calls for each outcome (``BatchRunner._report``).
-OUTCOME_HOOKS = {
+#: The hook the batch runner calls for each outcome (``BatchRunner._report``); a snooze
+#: calls none (docs/protocol.rst §17).
+OUTCOME_HOOKS: dict[OutcomeKind, str | None] = {
     OutcomeKind.SUCCEEDED: "on_job_succeeded",
     OutcomeKind.RETRY: "on_job_retry",
     OutcomeKind.FAILED: "on_job_failed",
     OutcomeKind.RELEASE: "on_job_unavailable",
+    OutcomeKind.SNOOZE: None,
     OutcomeKind.UNAVAILABLE: "on_job_unavailable",
 }
 
@@ -392,6 +395,7 @@ class Recorder:
             attempt=job.attempt,
             max_attempts=job.max_attempts,
             max_job_duration=self.timing.max_job_duration,
+            snooze=given.get("snooze"),  # the seconds of a Snooze it answered (§17)
         )
         decided = _outcome(job_id, outcome.kind, outcome.message, stop)
         slot = self.core.job(job.batch_id, job_id).checkpoint
@@ -400,7 +404,9 @@ class Recorder:
         out.result = {"outcome": decided}
         self.core.job_done(job.batch_id, job_id)  # after the write (BatchRunner._settle)
         job.running = False
-        out.hooks.append([job_id, OUTCOME_HOOKS[outcome.kind]])
+        hook = OUTCOME_HOOKS[outcome.kind]
+        if hook is not None:
+            out.hooks.append([job_id, hook])
         if not any(self._jobs[j].running for j in scope.job_ids):
             # BatchRunner.run's finally: the batch leaves the guard after its last job.
             self.core.unregister(job.batch_id)
@@ -416,7 +422,7 @@ class Recorder:
         outcomes = []
         for job_id in scope.job_ids:
             job = self._jobs[job_id]
-            error, delay = said[job_id]
+            error, delay, snooze = said[job_id]
             # As the batch call runner decides each job (BatchCallRunner._decided).
             outcome, stop = decide_attempt(
                 job_stop=self.core.job(batch_id, job_id).stop,
@@ -426,12 +432,15 @@ class Recorder:
                 attempt=job.attempt,
                 max_attempts=job.max_attempts,
                 max_job_duration=self.timing.max_job_duration,
+                snooze=snooze,  # the seconds of a Snooze it answered for the job (§17)
             )
             decided = _outcome(job_id, outcome.kind, outcome.message, stop)
             if delay is not None and outcome.kind is OutcomeKind.RETRY:
                 decided["delay"] = delay  # the handler's own, not the pool's backoff
             outcomes.append(decided)
-            out.hooks.append([job_id, OUTCOME_HOOKS[outcome.kind]])
+            hook = OUTCOME_HOOKS[outcome.kind]
+            if hook is not None:  # a snooze has none (§17)
+                out.hooks.append([job_id, hook])
         out.result = {"outcomes": outcomes}
         for job_id in scope.job_ids:  # one hand-over to the writer, then settled
             self.core.job_done(batch_id, job_id)
@@ -549,16 +558,17 @@ def _item(job_id: int, claim_seq: int, progress: float | None, checkpoint: str |
 
 #: What each job's attempt came to in a batch handler's call: its error's text (None: no
 #: error) and the retry delay the handler asked for (None: the pool's backoff).
-_Said = dict[int, tuple[str | None, float | None]]
+#: Per job of a batch call: the error it was given, its retry delay, its snooze's seconds.
+_Said = dict[int, tuple[str | None, float | None, float | None]]
 
 
 def _said(answer: Json, job_ids: list[int]) -> _Said:
     """A ``batch_exit``'s ``answer`` (schema.json), as ``BatchCallRunner._said`` reads the
     call's: raised, unwound (no answer: the stops decide), or an answer to read."""
     if "raised" in answer:
-        return dict.fromkeys(job_ids, (str(answer["raised"]), None))
+        return dict.fromkeys(job_ids, (str(answer["raised"]), None, None))
     if answer.get("unwound") is True:
-        return dict.fromkeys(job_ids, (None, None))
+        return dict.fromkeys(job_ids, (None, None, None))
     given: object = None  # {"none": true}: the call returned None
     if "by_id" in answer:
         given = {int(key): _decode_outcome(value) for key, value in answer["by_id"]}
@@ -568,23 +578,28 @@ def _said(answer: Json, job_ids: list[int]) -> _Said:
         raise ScriptError(f"not a batch handler's answer: {answer!r}")
     outcomes, unusable = read_answer(given, job_ids)
     if unusable is not None:
-        return dict.fromkeys(job_ids, (unusable, None))
+        return dict.fromkeys(job_ids, (unusable, None, None))
     return {job_id: _said_of(job_id, outcomes.get(job_id)) for job_id in job_ids}
 
 
-def _said_of(job_id: int, outcome: BatchOutcome | None) -> tuple[str | None, float | None]:
+def _said_of(
+    job_id: int, outcome: BatchOutcome | None
+) -> tuple[str | None, float | None, float | None]:
     if outcome is None:
-        return missing_message(job_id), None
+        return missing_message(job_id), None, None
     if isinstance(outcome, JobSucceeded):
-        return None, None
+        return None, None, None
+    if isinstance(outcome, Snooze):
+        return None, None, outcome.seconds
     assert isinstance(outcome.error, str)  # a trace names errors in words
-    return outcome.error, float(outcome.delay) if isinstance(outcome, JobRetry) else None
+    return outcome.error, float(outcome.delay) if isinstance(outcome, JobRetry) else None, None
 
 
 def _decode_outcome(value: Json) -> object:
     """One outcome of an answer: ``{"kind": "succeeded"}``, ``{"kind": "failed", "error":
-    text}``, ``{"kind": "retry", "delay": s, "error": text}`` (error optional), or
-    ``{"kind": "not_an_outcome"}``: a value that is none (the answer is then unusable)."""
+    text}``, ``{"kind": "retry", "delay": s, "error": text}`` (error optional),
+    ``{"kind": "snooze", "seconds": s}`` (a ``Snooze``, §17), or ``{"kind":
+    "not_an_outcome"}``: a value that is none (the answer is then unusable)."""
     kind = value.get("kind")
     if kind == "succeeded":
         return JobSucceeded()
@@ -594,6 +609,8 @@ def _decode_outcome(value: Json) -> object:
         if "error" in value:
             return JobRetry(float(value["delay"]), str(value["error"]))
         return JobRetry(float(value["delay"]))
+    if kind == "snooze":
+        return Snooze(float(value["seconds"]))
     if kind == "not_an_outcome":
         return "not an outcome"
     raise ScriptError(f"not a batch handler's outcome: {value!r}")

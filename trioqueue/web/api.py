@@ -137,6 +137,8 @@ def job_detail_json(info: trioqueue.JobInfo) -> dict[str, Any]:
         # get_job reads it, a list does not (docs/protocol.rst §16).
         "checkpoint": _plain(info.checkpoint),
         "checkpointed_at": iso(info.checkpointed_at),
+        # How many times the job snoozed (a handler's Snooze), across its attempts (§17).
+        "snoozes": info.snoozes,
     }
 
 

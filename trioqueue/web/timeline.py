@@ -24,6 +24,7 @@ OUTCOME_LABELS = {
     "failed": "failed",
     "cancelled": "cancelled",
     "released": "released, not charged",
+    "snoozed": "snoozed, not charged",
     "lost": "lease lost, taken over",
 }
 

@@ -84,6 +84,7 @@ from trioqueue._backends.validation import (
     check_schedule,
     check_schedule_name,
     check_search_window,
+    check_snoozes,
     check_sort,
     check_timeout,
     check_worker_id,
@@ -128,6 +129,8 @@ from trioqueue._types import (
     Recorded,
     Release,
     ScheduleInfo,
+    Snoozed,
+    SnoozeWrite,
     WorkerInfo,
 )
 
@@ -144,7 +147,7 @@ log = logging.getLogger("trioqueue.schedule")
 NOTICE_BUFFER = 1000
 
 #: The statements that can finish (or delete) a job: wait_for reads again after each.
-_FINISHING = frozenset({"claim", "ack", "fail", "release", "cancel", "delete_job"})
+_FINISHING = frozenset({"claim", "ack", "fail", "release", "snooze", "cancel", "delete_job"})
 
 
 @asynccontextmanager
@@ -901,6 +904,15 @@ class MemoryBackend(DeadLetterCalls):
         items = tuple(items)
         check_checkpoint_texts(items)
         return await self._execute("release", lambda now, _: self._model.release(now, items))
+
+    async def snooze(
+        self, items: Sequence[SnoozeWrite], *, max_snoozes: int
+    ) -> list[Snoozed | None]:
+        """Put jobs back after a delay, their attempts given back (docs/protocol.rst §17).
+        Fenced: per item, what the job became (None: not applied)."""
+        items = tuple(items)
+        bound = check_snoozes(items, max_snoozes)
+        return await self._execute("snooze", lambda now, _: self._model.snooze(now, items, bound))
 
     @asynccontextmanager
     async def listen(

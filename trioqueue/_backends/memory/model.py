@@ -70,6 +70,7 @@ from trioqueue._backends.validation import (
 )
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.schedule import Advance, Due, next_tick
+from trioqueue._core.snooze import snooze_limit_message
 from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import UnknownJobError
 from trioqueue._operator_types import (
@@ -107,6 +108,8 @@ from trioqueue._types import (
     Recorded,
     Release,
     ScheduleInfo,
+    Snoozed,
+    SnoozeWrite,
     TruncatedText,
     WorkerInfo,
 )
@@ -140,6 +143,9 @@ FINAL_ATTEMPT = (
 
 #: The datetime of model time 0.0 unless the model is given another anchor.
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+#: ``error_type`` of the attempt a snooze past ``max_snoozes`` fails (as queries.sql's).
+SNOOZE_LIMIT = "SnoozeLimitExceeded"
 
 
 @dataclass(slots=True, eq=False)
@@ -187,6 +193,9 @@ class Row:
     # migration 0016). A claim keeps it: it is what the next attempt resumes from.
     checkpoint: str | None = None
     checkpointed_at: float | None = None
+    # How many times the job snoozed, across its attempts (docs/protocol.rst §17;
+    # migration 0017): only a fenced snooze changes it.
+    snoozes: int = 0
     in_ready: bool = False  # an entry for it is in its queue's ready heap
     due_at: float | None = None  # the time of its live entry in its queue's waiting heap
 
@@ -872,6 +881,19 @@ class MemoryModel:
         """
         return [self._release_one(item, now) for item in items]
 
+    def snooze(
+        self, now: float, items: Sequence[SnoozeWrite], max_snoozes: int
+    ) -> list[Snoozed | None]:
+        """Put jobs back after a delay, their attempts given back, fenced (I9, I19);
+        mirrors ``-- name: snooze``.
+
+        Per item, what the job became (None: not applied): a job asked to cancel is failed
+        instead, a cancellation; one that snoozed ``max_snoozes`` times already fails for
+        good, charged. Each applied item writes its attempt row: ``snoozed``, ``failed`` or
+        ``cancelled`` (§14, §17).
+        """
+        return [self._snooze_one(item, now, max_snoozes) for item in items]
+
     # -- what the shell needs besides the queries ------------------------------------------
 
     def take_notices(self) -> list[Sent]:
@@ -1041,6 +1063,7 @@ class MemoryModel:
             result=None if row.result is None else _json_preview(row.result, preview),
             group=row.group,
             cancelled=row.cancelled,
+            snoozes=row.snoozes,
             next_attempt_at=(
                 self.to_datetime(row.not_visible_until) if state == "scheduled" else None
             ),
@@ -1383,6 +1406,35 @@ class MemoryModel:
         self._show_at(row, now, now)
         self._notify_available(row.queue)
         return True
+
+    def _snooze_one(self, item: SnoozeWrite, now: float, max_snoozes: int) -> Snoozed | None:
+        row = self._fenced(item.job_id, item.claim_seq)
+        if row is None:
+            return None
+        self._store_progress(row, item.progress)
+        self._store_checkpoint(row, item.checkpoint, now)
+        if row.cancel_requested_at is not None:
+            # As release: honour the cancel, don't run it again.
+            error = "cancelled: cancel requested"
+            self._record_attempt(row, "cancelled", now, timing=item.timing, error=error)
+            row.cancelled = True
+            self._finish(row, "failed", error, now)
+            return Snoozed.CANCELLED
+        if row.snoozes >= max_snoozes:
+            # The bound (§17): a failure for good, charged; a retry would meet it again.
+            error = snooze_limit_message(max_snoozes)
+            self._record_attempt(
+                row, "failed", now, timing=item.timing, error=error, error_type=SNOOZE_LIMIT
+            )
+            self._finish(row, "failed", error, now)
+            return Snoozed.LIMIT
+        self._record_attempt(row, "snoozed", now, timing=item.timing)
+        row.status = "queued"
+        row.attempts -= 1  # a snoozed attempt is not charged
+        row.snoozes += 1
+        self._show_at(row, now + item.seconds, now)
+        self._notify_available(row.queue)
+        return Snoozed.SNOOZED
 
     @staticmethod
     def _cancel_message(row: Row) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.wire import RenewItem
-from trioqueue._types import Ack, Failure, PoolBeat, Release
+from trioqueue._types import Ack, Failure, PoolBeat, Release, SnoozeWrite
 
 # Ids and claim_seqs are bigint: a larger int names no row.
 INT64 = 2**63 - 1
@@ -29,12 +29,16 @@ def ints(values: Iterable[int]) -> list[str]:
     return [str(value) if -INT64 - 1 <= value <= INT64 else "0" for value in values]
 
 
-def fences(items: Sequence[RenewItem | Ack | Failure | Release]) -> tuple[list[str], list[str]]:
+def fences(
+    items: Sequence[RenewItem | Ack | Failure | Release | SnoozeWrite],
+) -> tuple[list[str], list[str]]:
     """The ``(id, claim_seq)`` arrays every fenced statement starts with."""
     return ints(item.job_id for item in items), ints(item.claim_seq for item in items)
 
 
-def progress_texts(items: Sequence[RenewItem | Ack | Failure | Release]) -> list[str | None] | None:
+def progress_texts(
+    items: Sequence[RenewItem | Ack | Failure | Release | SnoozeWrite],
+) -> list[str | None] | None:
     """Each item's progress as a text[] parameter, invalid values (never stored) as None; or
     None (SQL NULL) when no item carries one, the usual case: the statements' ``unnest``
     reads a NULL array as a NULL per item. (Building and sending 10,000 NULLs took 3 ms of
@@ -52,7 +56,7 @@ def result_texts(items: Sequence[Ack]) -> list[str | None] | None:
 
 
 def checkpoint_texts(
-    items: Sequence[RenewItem | Ack | Failure | Release],
+    items: Sequence[RenewItem | Ack | Failure | Release | SnoozeWrite],
 ) -> list[str | None] | None:
     """Each item's checkpoint (JSON text) as a text[] parameter; None (SQL NULL) when no
     item carries one, the usual case, as ``progress_texts`` (docs/protocol.rst §16)."""

@@ -17,7 +17,7 @@ from typing import Any
 from trioqueue._backends.validation import timing_values
 from trioqueue._core.tracebacks import bound_traceback
 from trioqueue._operator_types import AttemptBucket, AttemptInfo, QueueTimings
-from trioqueue._types import Ack, AttemptTiming, Failure, Release
+from trioqueue._types import Ack, AttemptTiming, Failure, Release, SnoozeWrite
 
 __all__ = [
     "attempt_buckets",
@@ -30,7 +30,9 @@ __all__ = [
 _INF = math.inf
 
 
-def timing_arrays(items: Sequence[Ack | Failure | Release]) -> tuple[str | None, str | None]:
+def timing_arrays(
+    items: Sequence[Ack | Failure | Release | SnoozeWrite],
+) -> tuple[str | None, str | None]:
     """Each item's handler start and run time as two float8[] literals, sent as text
     parameters (queries.sql, ``ack``); None (SQL NULL) for both when no item has a
     timing, as the progress array is sent (``arguments.py``).

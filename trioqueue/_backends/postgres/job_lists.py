@@ -39,7 +39,7 @@ _COLUMNS = """j.id, j.queue, j.group_key,
        {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
        j.attempts, j.max_attempts, j.priority, j.progress,
        j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
-       j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.cancelled,
+       j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.cancelled, j.snoozes,
        CASE WHEN $1::int IS NULL THEN j.payload::text ELSE left(j.payload::text, $1::int)
            END AS payload,
        CASE WHEN $1::int IS NOT NULL THEN length(j.payload::text) END AS payload_length,

@@ -1,4 +1,5 @@
-"""The PostgreSQL backend's outcomes: ack, fail and release, each one fenced, batched statement.
+"""The PostgreSQL backend's outcomes: ack, fail, release and snooze, each one fenced, batched
+statement.
 
 Each statement writes only the rows whose ``claim_seq`` still matches (docs/protocol.rst
 §1), and names the 1-based positions it applied, so a stale item of a batch is told apart
@@ -24,8 +25,13 @@ from trioqueue._backends.postgres.arguments import (
 from trioqueue._backends.postgres.attempts import failure_texts, timing_arrays
 from trioqueue._backends.postgres.base import BackendBase
 from trioqueue._backends.postgres.statements import fetch
-from trioqueue._backends.validation import check_checkpoint_texts, check_retry_delay
-from trioqueue._types import Ack, Failure, Recorded, Release
+from trioqueue._backends.validation import (
+    check_checkpoint_texts,
+    check_retry_delay,
+    check_snoozes,
+)
+from trioqueue._core.snooze import snooze_limit_message
+from trioqueue._types import Ack, Failure, Recorded, Release, Snoozed, SnoozeWrite
 
 
 class OutcomeCalls(BackendBase):
@@ -85,13 +91,35 @@ class OutcomeCalls(BackendBase):
         )
         return [row is not None for row in applied]
 
+    async def snooze(
+        self, items: Sequence[SnoozeWrite], *, max_snoozes: int
+    ) -> list[Snoozed | None]:
+        """Put jobs back after a delay, their attempts given back (docs/protocol.rst §17).
+        Fenced: per item, what the job became (None: not applied). A job that snoozed
+        ``max_snoozes`` times already fails for good instead; one asked to cancel too."""
+        items = tuple(items)
+        bound = check_snoozes(items, max_snoozes)
+        applied = await self._fenced_write(
+            "snooze",
+            items,
+            *fences(items),
+            float_texts([item.seconds for item in items]),
+            progress_texts(items),
+            *timing_arrays(items),
+            bound,
+            snooze_limit_message(bound),
+            checkpoint_texts(items),
+        )
+        return [None if row is None else Snoozed(row["became"]) for row in applied]
+
     async def _fenced_write(
-        self, op: str, items: Sequence[object], *arrays: list[Any] | str | None
+        self, op: str, items: Sequence[object], *arrays: list[Any] | str | int | None
     ) -> list[Any]:
         """Run a batched, fenced write: per item, the row its statement returned for it (the
         rows name the 1-based positions that applied), or None where the fence kept it out.
         ``arrays`` are the statement's parameters, one value per item (None: SQL NULL, a
-        NULL for every item; a str: an array literal, ``timing_arrays``)."""
+        NULL for every item; a str: an array literal, ``timing_arrays``, or a scalar text; an
+        int: a scalar)."""
         if not items:
             await trio.lowlevel.checkpoint()
             return []

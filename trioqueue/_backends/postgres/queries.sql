@@ -151,7 +151,8 @@ SELECT j.id, j.queue, j.payload::text AS payload,
        j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
        j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
        j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result,
-       j.awaited, j.group_key, j.cancelled, j.checkpoint::text AS checkpoint, j.checkpointed_at
+       j.awaited, j.group_key, j.cancelled, j.checkpoint::text AS checkpoint, j.checkpointed_at,
+       j.snoozes
 FROM {schema}.jobs AS j
 WHERE j.id = $1::bigint;
 
@@ -163,7 +164,7 @@ SELECT j.id, j.queue, j.group_key,
        {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
        j.attempts, j.max_attempts, j.priority, j.progress,
        j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
-       j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.cancelled,
+       j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.cancelled, j.snoozes,
        CASE WHEN $2::int IS NULL THEN j.payload::text ELSE left(j.payload::text, $2::int) END
            AS payload,
        CASE WHEN $2::int IS NOT NULL THEN length(j.payload::text) END AS payload_length,
@@ -198,7 +199,8 @@ RETURNING j.id, j.queue, j.payload::text AS payload,
           j.attempts, j.max_attempts, j.priority, j.progress, j.last_error,
           j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
           j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result,
-          j.group_key, j.cancelled, j.checkpoint::text AS checkpoint, j.checkpointed_at;
+          j.group_key, j.cancelled, j.checkpoint::text AS checkpoint, j.checkpointed_at,
+          j.snoozes;
 
 -- name: delete_job
 -- Any job but one running under a live lease. A claim racing with it holds the row's lock:
@@ -926,6 +928,90 @@ SELECT r.n,
        (SELECT count(pg_notify({channel}, 'a:' || q.queue))
         FROM (SELECT DISTINCT s.queue FROM released AS s WHERE s.status = 'queued') AS q) AS notices
 FROM released AS r;
+
+-- name: snooze
+-- The handler asked to run again after a delay, uncharged (docs/protocol.rst §17): the
+-- job goes back at now() + $3 seconds with its attempt given back and one more snooze.
+-- A job asked to cancel is failed instead, as release fails it (a cancellation); one that
+-- snoozed $7 (max_snoozes) times already fails for good, charged, with $8 (the bound's
+-- error text, worded by the worker so that both backends store the same words) and is not
+-- retried. $5 and $6 are the handlers' timings, as ack's $5 and $6; $9 each item's
+-- checkpoint, the last parameter as in the other outcomes (§16). Every CASE reads the
+-- locked row itself (j), as fail's do, so a cancel that commits meanwhile is seen. Answers
+-- the positions that applied with what each job became: snoozed, failed or cancelled.
+WITH items AS (
+    SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.seconds, i.progress,
+           i.started_after, i.run_seconds, i.n
+    FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[]::float8[],
+                $4::text[]::float8[], $5::text::float8[], $6::text::float8[])
+         WITH ORDINALITY AS i (id, claim_seq, seconds, progress, started_after, run_seconds, n)
+    ORDER BY i.id, i.claim_seq, i.n
+),
+snoozed AS (
+    UPDATE {schema}.jobs AS j
+    SET progress = coalesce(i.progress, j.progress),
+        -- $9: each item's checkpoint (JSON text) by its position, NULL for none (§16).
+        checkpoint = coalesce(($9::text[])[i.n]::jsonb, j.checkpoint),
+        checkpointed_at = CASE WHEN ($9::text[])[i.n] IS NULL THEN j.checkpointed_at ELSE now() END,
+        status = CASE
+            WHEN j.cancel_requested_at IS NULL AND j.snoozes < $7::int THEN 'queued'
+            ELSE 'failed'
+        END,
+        finished_at = CASE
+            WHEN j.cancel_requested_at IS NULL AND j.snoozes < $7::int THEN NULL
+            ELSE now()
+        END,
+        last_error = CASE
+            WHEN j.cancel_requested_at IS NOT NULL THEN 'cancelled: cancel requested'
+            WHEN j.snoozes >= $7::int THEN $8::text
+            ELSE j.last_error
+        END,
+        -- A snooze gives the claim's increment back; a failure of the bound is charged.
+        attempts = CASE
+            WHEN j.cancel_requested_at IS NULL AND j.snoozes < $7::int THEN j.attempts - 1
+            ELSE j.attempts
+        END,
+        snoozes = CASE
+            WHEN j.cancel_requested_at IS NULL AND j.snoozes < $7::int THEN j.snoozes + 1
+            ELSE j.snoozes
+        END,
+        not_visible_until = CASE
+            WHEN j.cancel_requested_at IS NULL AND j.snoozes < $7::int
+            THEN now() + make_interval(secs => i.seconds)
+            ELSE j.not_visible_until
+        END,
+        cancelled = j.cancel_requested_at IS NOT NULL
+    FROM items AS i
+    -- IS TRUE keeps the partial indexes of running rows out of the plan, so the rows are
+    -- found by primary key whatever the statistics say (docs/performance.rst, "PostgreSQL:
+    -- history and the hot path"); it means status = 'running', which is never NULL.
+    WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND (j.status = 'running') IS TRUE
+    RETURNING i.n, j.queue, j.status, j.id, j.claim_seq, j.attempts, j.worker_id, j.host,
+              j.claimed_at, j.wait_seconds, j.last_error, i.started_after, i.run_seconds,
+              CASE WHEN j.cancelled THEN 'cancelled' WHEN j.status = 'queued' THEN 'snoozed'
+                   ELSE 'failed' END AS became,
+              CASE WHEN j.awaited AND j.status = 'failed'
+                   THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END AS finished
+),
+recorded AS (
+    -- A snoozed attempt is not charged: its number is the one the row had before.
+    INSERT INTO {schema}.attempts
+        (job_id, claim_seq, attempt, queue, outcome, worker_id, host, claimed_at, started_at,
+         finished_at, run_seconds, wait_seconds, error_type, error)
+    SELECT r.id, r.claim_seq,
+           CASE WHEN r.became = 'snoozed' THEN r.attempts + 1 ELSE r.attempts END,
+           r.queue, r.became, r.worker_id, r.host, coalesce(r.claimed_at, now()),
+           coalesce(r.claimed_at, now()) + make_interval(secs => r.started_after),
+           now(), r.run_seconds, r.wait_seconds,
+           CASE WHEN r.became = 'failed' THEN 'SnoozeLimitExceeded' END,
+           CASE WHEN r.became <> 'snoozed' THEN r.last_error END
+    FROM snoozed AS r
+    ON CONFLICT (job_id, claim_seq) DO NOTHING
+)
+SELECT s.n, s.became,
+       (SELECT count(pg_notify({channel}, 'a:' || q.queue))
+        FROM (SELECT DISTINCT r.queue FROM snoozed AS r WHERE r.status = 'queued') AS q) AS notices
+FROM snoozed AS s;
 
 -- name: prune
 -- Retention: delete up to $2 rows that finished more than $1 seconds ago.

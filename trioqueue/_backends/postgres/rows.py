@@ -45,6 +45,7 @@ def job_info(row: Any) -> JobInfo:
         result=None if row["result"] is None else _read_cut(row, "result"),
         group=row["group_key"],
         cancelled=row["cancelled"],
+        snoozes=row["snoozes"],
         next_attempt_at=row["not_visible_until"] if state == "scheduled" else None,
         # The pool that ran the last attempt: the row keeps worker_id until a retry.
         finished_by=row["worker_id"] if state in ("succeeded", "failed") else None,

@@ -117,6 +117,8 @@ def job_report(
         ("next", info.next_attempt_at and f"attempt at {info.next_attempt_at}"),
         ("finished", info.finished_at),
         ("pool", info.finished_by),
+        # Snoozes (docs/protocol.rst §17), across attempts; said only once there was one.
+        ("snoozes", info.snoozes or None),
         ("progress", info.progress),
         ("worker", info.worker_id),
         ("cancel", info.cancel_requested_at and f"requested at {info.cancel_requested_at}"),

@@ -109,6 +109,15 @@ def add(commands: Subparsers) -> None:
         ),
     )
     pool.add_argument(
+        "--max-snoozes",
+        type=int,
+        metavar="N",
+        help=default_help(
+            "max_snoozes",
+            "fail a job for good when it snoozes again after N snoozes (docs/protocol.rst §17)",
+        ),
+    )
+    pool.add_argument(
         "--transactional",
         action="store_const",
         const=True,
@@ -192,6 +201,7 @@ WORKER_OPTIONS = (
     "schedule_interval",
     "maintenance_interval",
     "quarantine_after",
+    "max_snoozes",
     "transactional",
 )
 #: ``--backoff-NAME``: the fields of ``ExponentialBackoff`` (docs/configuration.rst).

@@ -29,6 +29,8 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
   redrive in batches (docs/protocol.rst §19, I21);
 - ``checkpoints.py``: checkpoints stored by the fenced renewal and outcome writes, kept
   by the claim and delivered with it (docs/protocol.rst §16, I18);
+- ``snoozes.py``: snoozes, fenced and uncharged, counted on the row, run after their
+  delay, bounded by ``max_snoozes`` (docs/protocol.rst §17, I19);
 - ``dashboard.py``: searching, sorting, counting and deleting jobs, a job's lease details,
   worker pools and their beats, finished-job history;
 - ``_base.py``: what they share (the clock fixture, the timings, helpers, bad inputs).
@@ -54,6 +56,7 @@ from trioqueue.testing._conformance.renew import RenewConformance
 from trioqueue.testing._conformance.results import ResultConformance
 from trioqueue.testing._conformance.retention import RetentionConformance
 from trioqueue.testing._conformance.schedules import ScheduleConformance
+from trioqueue.testing._conformance.snoozes import SnoozeConformance
 
 __all__ = ["BackendConformance"]
 
@@ -77,6 +80,7 @@ class BackendConformance(
     DuplicateConformance,
     DeadLetterConformance,
     CheckpointConformance,
+    SnoozeConformance,
 ):
     """What every backend must do, as tests. Subclass it in a test module::
 
