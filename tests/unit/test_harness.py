@@ -255,3 +255,49 @@ def test_a_scenario_time_must_be_a_finite_number(at: Any) -> None:
 async def test_a_single_scenario_needs_no_list(autojump_clock: object) -> None:
     run = await run_handler(steps, faults=cancel_job(at=5))
     assert run.outcome == "cancelled"
+
+
+async def test_each_snoozed_run_is_an_attempt_of_its_own(autojump_clock: object) -> None:
+    """A snooze gives its attempt number back (docs/protocol.rst §17): the harness keeps
+    every run, in order, each ended by its own outcome (no hook follows a snooze)."""
+
+    calls = []
+
+    async def waits_twice(payload: Any, ctx: Any) -> str:
+        calls.append(ctx.attempt)
+        ctx.report_progress(0.5)
+        if len(calls) <= 2:
+            raise trioqueue.Snooze(60)
+        return "ready at last"
+
+    run = await run_handler(waits_twice)
+    assert run.finished and run.outcome == "succeeded"
+    assert calls == [1, 1, 1]
+    assert (run.job.attempts, run.job.snoozes, run.job.result) == (1, 2, "ready at last")
+    assert [(a.number, a.outcome) for a in run.attempts] == [
+        (1, "snoozed"),
+        (1, "snoozed"),
+        (1, "succeeded"),
+    ]
+    first, second, last = run.attempts
+    assert first.ended_at is not None and second.claimed_at >= first.ended_at + 60
+    assert [len(a.progress) for a in run.attempts] == [1, 1, 1]
+    assert isinstance(first.error, trioqueue.Snooze)
+    assert last.result == "ready at last" and last.error is None
+    assert kinds(run) == [
+        *["claimed", "started", "raised", "snoozed"] * 2,
+        *["claimed", "started", "returned", "succeeded"],
+    ]
+
+
+def test_a_sync_handler_may_snooze_too() -> None:
+    calls = []
+
+    def once(payload: Any, ctx: Any) -> trioqueue.Snooze | str:
+        calls.append(ctx.attempt)
+        return trioqueue.Snooze(0.01) if len(calls) == 1 else "done"
+
+    run = run_handler_sync(once)
+    assert [(a.number, a.outcome) for a in run.attempts] == [(1, "snoozed"), (1, "succeeded")]
+    assert isinstance(run.attempts[0].result, trioqueue.Snooze)
+    assert run.job.snoozes == 1

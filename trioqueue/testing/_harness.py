@@ -168,13 +168,15 @@ class Attempt:
     """One attempt of the job, as the harness saw it.
 
     Attributes:
-        number: 1 for the first attempt.
+        number: 1 for the first attempt: the job's attempt number, as ``ctx.attempt``
+            says it. A snoozed attempt is not charged (docs/protocol.rst §17), so the run
+            after it has the same number; each is an attempt of its own here.
         claimed_at: when the pool claimed it.
         started_at: when the handler was called (None: it never was, e.g. claim hooks
             ran past ``max_job_duration``).
         ended_at: when its outcome was settled (None: still running when the run ended).
         outcome: as the pool's observer labels it (``succeeded``, ``retried``, ``failed``,
-            ``cancelled``, ``unavailable``), None while running.
+            ``cancelled``, ``snoozed``, ``unavailable``), None while running.
         message: the failure or unavailability text the hooks got (None on success).
         error: the exception the handler raised, if any.
         result: what the handler returned.
@@ -255,7 +257,9 @@ class _Recorder(trioqueue.PoolObserver):
 
     start: float
     events: list[RunEvent] = field(default_factory=list)
-    attempts: dict[int, Attempt] = field(default_factory=dict)
+    # In claim order. Not keyed by attempt number: a snoozed attempt gives its number back,
+    # and the run after it has it too (docs/protocol.rst §17).
+    attempts: list[Attempt] = field(default_factory=list)
     renewals: int = 0
     changed: trio.Event = field(default_factory=trio.Event)
     running: int | None = None  # the attempt whose handler or hooks are under way
@@ -271,38 +275,64 @@ class _Recorder(trioqueue.PoolObserver):
         self.changed = trio.Event()
         return at
 
-    def update(self, number: int, **changes: Any) -> None:
-        self.attempts[number] = dataclasses.replace(self.attempts[number], **changes)
+    def update(self, index: int, **changes: Any) -> None:
+        self.attempts[index] = dataclasses.replace(self.attempts[index], **changes)
 
-    def started(self, number: int) -> None:
-        self.update(number, started_at=self.add("started", number))
+    def latest(self, number: int) -> int:
+        """The index of the newest record of attempt ``number`` (the one a handler that
+        was just called runs), made now if the pool never said it claimed it."""
+        for index in range(len(self.attempts) - 1, -1, -1):
+            if self.attempts[index].number == number:
+                return index
+        self.attempts.append(Attempt(number, claimed_at=self.now()))
+        return len(self.attempts) - 1
 
-    def progress(self, number: int, value: float) -> None:
-        at = self.add("progress", number, value)
-        self.update(number, progress=(*self.attempts[number].progress, (at, value)))
+    def oldest_open(self, number: int) -> int | None:
+        """The index of the oldest unended record of attempt ``number``: the one an
+        outcome settles (a snoozed run's record ends before the next run's)."""
+        for index, attempt in enumerate(self.attempts):
+            if attempt.number == number and attempt.ended_at is None:
+                return index
+        return None
+
+    def started(self, index: int) -> None:
+        self.update(index, started_at=self.add("started", self.attempts[index].number))
+
+    def progress(self, index: int, value: float) -> None:
+        at = self.add("progress", self.attempts[index].number, value)
+        self.update(index, progress=(*self.attempts[index].progress, (at, value)))
+
+    def running_number(self) -> int | None:
+        """The number of the attempt under way, if one is (for the timeline)."""
+        return None if self.running is None else self.attempts[self.running].number
 
     def open_attempts(self) -> list[int]:
-        return [a.number for a in self.attempts.values() if a.ended_at is None]
+        return [a.number for a in self.attempts if a.ended_at is None]
 
     # the observer: what the pool tells its metrics
     def renewal_finished(self, seconds: float) -> None:
         self.renewals += 1
-        self.add("renewal", self.running)
+        self.add("renewal", self.running_number())
 
     def renewal_abandoned(self) -> None:
-        self.add("renewal_abandoned", self.running)
+        self.add("renewal_abandoned", self.running_number())
 
     def lease_lost(self, reason: LeaseLoss) -> None:
-        self.add("lease_lost", self.running, reason)
+        self.add("lease_lost", self.running_number(), reason)
 
     def job_finished(self, queue: str, outcome: JobOutcome) -> None:
+        if outcome == "snoozed" and self.running is not None:
+            # No hook follows a snooze (docs/protocol.rst §17): it ends the attempt now.
+            number = self.attempts[self.running].number
+            self._settle(number, "snoozed", None, None)
+            return
         self.pending_outcome = outcome  # the hook that follows names the attempt
 
     # the hooks: claims and outcomes
     async def on_job_claimed(self, job: trioqueue.Job) -> None:
         at = self.add("claimed", job.attempt)
-        self.attempts[job.attempt] = Attempt(job.attempt, claimed_at=at)
-        self.running = job.attempt
+        self.attempts.append(Attempt(job.attempt, claimed_at=at))
+        self.running = len(self.attempts) - 1
 
     async def on_job_succeeded(self, job: trioqueue.Job) -> None:
         self._ended(job, "succeeded", None)
@@ -322,11 +352,18 @@ class _Recorder(trioqueue.PoolObserver):
         # The observer's label is finer (a cancelled failure says "cancelled").
         outcome = self.pending_outcome or fallback
         self.pending_outcome = None
-        at = self.add(outcome, job.attempt, message if detail is None else detail)
-        if job.attempt not in self.attempts:  # claimed and lost before its hook ran
-            self.attempts[job.attempt] = Attempt(job.attempt, claimed_at=at)
-        self.update(job.attempt, ended_at=at, outcome=outcome, message=message)
-        if self.running == job.attempt:
+        self._settle(job.attempt, outcome, message, detail)
+
+    def _settle(
+        self, number: int, outcome: JobOutcome, message: str | None, detail: object
+    ) -> None:
+        at = self.add(outcome, number, message if detail is None else detail)
+        index = self.oldest_open(number)
+        if index is None:  # claimed and lost before its hook ran
+            self.attempts.append(Attempt(number, claimed_at=at))
+            index = len(self.attempts) - 1
+        self.update(index, ended_at=at, outcome=outcome, message=message)
+        if self.running == index:
             self.running = None
 
     def hooks(self) -> dict[str, Any]:
@@ -370,31 +407,31 @@ def _wrap(handler: Callable[..., Any], rec: _Recorder) -> Callable[..., Any]:
 async def _run_async(
     handler: Callable[..., Any], rec: _Recorder, payload: Any, ctx: trioqueue.JobContext
 ) -> Any:
-    number = ctx.attempt
-    rec.started(number)
-    view = RecordingContext(ctx, functools.partial(rec.progress, number))
+    index = rec.latest(ctx.attempt)
+    rec.started(index)
+    view = RecordingContext(ctx, functools.partial(rec.progress, index))
     try:
         result = await handler(payload, view)
     except trio.Cancelled:
-        rec.update(number, cancelled_at=rec.add("handler_cancelled", number))
+        rec.update(index, cancelled_at=rec.add("handler_cancelled", ctx.attempt))
         raise
     except Exception as exc:
-        _raised(rec, number, exc)
+        _raised(rec, index, exc)
         raise
-    _returned(rec, number, result, stopped=ctx.cancel_requested)
+    _returned(rec, index, result, stopped=ctx.cancel_requested)
     return result
 
 
-def _raised(rec: _Recorder, number: int, exc: BaseException) -> None:
-    rec.add("raised", number, exc)
-    rec.update(number, error=exc)
+def _raised(rec: _Recorder, index: int, exc: BaseException) -> None:
+    rec.add("raised", rec.attempts[index].number, exc)
+    rec.update(index, error=exc)
 
 
-def _returned(rec: _Recorder, number: int, result: object, *, stopped: bool) -> None:
-    at = rec.add("returned", number, result)
-    rec.update(number, result=result)
+def _returned(rec: _Recorder, index: int, result: object, *, stopped: bool) -> None:
+    at = rec.add("returned", rec.attempts[index].number, result)
+    rec.update(index, result=result)
     if stopped:  # it returned after being asked to stop: that is how it saw the cancel
-        rec.update(number, cancelled_at=at)
+        rec.update(index, cancelled_at=at)
 
 
 def _run_in_thread(
@@ -405,15 +442,15 @@ def _run_in_thread(
     def in_trio(fn: Callable[..., object], *args: object) -> None:
         trio.from_thread.run_sync(fn, *args)
 
-    number = ctx.attempt
-    in_trio(rec.started, number)
-    view = RecordingContext(ctx, lambda value: in_trio(rec.progress, number, value))
+    index = trio.from_thread.run_sync(rec.latest, ctx.attempt)
+    in_trio(rec.started, index)
+    view = RecordingContext(ctx, lambda value: in_trio(rec.progress, index, value))
     try:
         result = handler(payload, view)
     except Exception as exc:
-        in_trio(_raised, rec, number, exc)
+        in_trio(_raised, rec, index, exc)
         raise
-    in_trio(lambda: _returned(rec, number, result, stopped=ctx.cancel_requested))
+    in_trio(lambda: _returned(rec, index, result, stopped=ctx.cancel_requested))
     return result
 
 
@@ -494,7 +531,7 @@ async def run_handler(
         job = await backend.get_job(job_id)
     return HandlerRun(
         job=job,
-        attempts=tuple(rec.attempts[n] for n in sorted(rec.attempts)),
+        attempts=tuple(rec.attempts),
         events=tuple(rec.events),
         renewals=rec.renewals,
         finished=finished,
@@ -552,13 +589,13 @@ async def _carry_out(
 ) -> None:
     await trio.sleep_until(rec.start + scenario.at)
     if isinstance(scenario, CancelJob):
-        rec.add("fault", rec.running, scenario)
+        rec.add("fault", rec.running_number(), scenario)
         await backend.cancel(job_id)
         return
     while rec.running is None:  # a lease fault needs a running attempt: wait for the next
         await rec.changed.wait()
-    attempt = rec.running
-    rec.add("fault", attempt, scenario)
+    index = rec.running
+    rec.add("fault", rec.attempts[index].number, scenario)
     if isinstance(scenario, StuckRenewals):
         backend.inject("renew", hang(interruptible=scenario.interruptible))
     elif scenario.reclaimed:
@@ -574,7 +611,7 @@ async def _carry_out(
         )
     else:
         backend.inject("renew", omit([job_id]))
-    while rec.attempts[attempt].ended_at is None:  # the fault lasts as long as the attempt
+    while rec.attempts[index].ended_at is None:  # the fault lasts as long as the attempt
         await rec.changed.wait()
     backend.inject("renew", None)
 
