@@ -58,6 +58,10 @@ PUBLIC = {
     "OnDuplicate",
     "DeadLetter",  # dead letters (docs/api.rst, docs/protocol.rst §19)
     "DeadLetterSummary",
+    "DependencyInfo",  # dependencies (docs/api.rst, docs/protocol.rst §21)
+    "JobDependencies",
+    "OnDependencyFailure",
+    "UnknownDependencyError",
 }
 
 
@@ -112,7 +116,21 @@ def test_jobinfo_has_the_documented_fields() -> None:
         "cancelled", "next_attempt_at", "finished_by",
         # checkpoints (docs/protocol.rst §16)
         "checkpoint", "checkpointed_at",
+        "waiting_on",  # dependencies (docs/protocol.rst §21)
     }  # fmt: skip
+
+
+def test_dependency_types_have_the_documented_fields() -> None:
+    """docs/protocol.rst §21: backend.dependencies(id) and UnknownDependencyError."""
+    assert [f.name for f in dataclasses.fields(trioqueue.DependencyInfo)] == [
+        "id", "queue", "status",
+    ]  # fmt: skip
+    assert [f.name for f in dataclasses.fields(trioqueue.JobDependencies)] == [
+        "job_id", "dependencies", "dependents",
+    ]  # fmt: skip
+    error = trioqueue.UnknownDependencyError([9, 7])
+    assert error.job_ids == (7, 9)
+    assert isinstance(error, LookupError) and isinstance(error, trioqueue.TrioqueueError)
 
 
 def test_scheduleinfo_has_the_documented_fields() -> None:

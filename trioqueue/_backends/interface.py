@@ -43,10 +43,12 @@ from trioqueue._types import (
     Failure,
     FinishedBucket,
     JobCount,
+    JobDependencies,
     JobInfo,
     JobSort,
     JobStatus,
     Notice,
+    OnDependencyFailure,
     OnDuplicate,
     PoolBeat,
     PoolRegistration,
@@ -114,6 +116,8 @@ READ_OPERATIONS = (
     # dead letters (docs/protocol.rst §19)
     "list_dead_letters",
     "dead_letter_summary",
+    # dependencies (docs/protocol.rst §21)
+    "dependencies",
 )
 
 #: The maintainer's calls (docs/protocol.rst §15), counted like :data:`OPERATIONS`.
@@ -151,6 +155,8 @@ class Backend(Protocol):
         dedup_key: str | None = None,
         group: str | None = None,
         on_duplicate: OnDuplicate = "keep",
+        depends_on: Sequence[int] | None = None,
+        on_dependency_failure: OnDependencyFailure = "fail",
     ) -> int: ...
 
     async def enqueue_many(
@@ -164,6 +170,8 @@ class Backend(Protocol):
         dedup_key: str | None = None,
         group: str | None = None,
         on_duplicate: OnDuplicate = "keep",
+        depends_on: Sequence[int] | None = None,
+        on_dependency_failure: OnDependencyFailure = "fail",
     ) -> list[int]: ...
 
     async def enqueue_deduplicated(
@@ -184,6 +192,11 @@ class Backend(Protocol):
         ...
 
     async def cancel(self, job_id: int) -> bool: ...
+
+    async def dependencies(self, job_id: int) -> JobDependencies:
+        """The job's dependencies and dependents with their states (docs/protocol.rst §21);
+        ``UnknownJobError`` for an unknown id."""
+        ...
 
     async def counts(self) -> dict[str, dict[JobStatus, int]]:
         """Jobs per queue and state, as :class:`JobInfo` reports states."""

@@ -40,6 +40,7 @@ from trioqueue._backends.dead_letter_checks import (
     check_retry_matching,
     summary_of,
 )
+from trioqueue._backends.dependency_checks import Dependencies, check_dependencies
 from trioqueue._backends.interface import (
     MAINTENANCE_OPERATIONS,
     OPERATIONS,
@@ -64,6 +65,7 @@ from trioqueue._backends.retention_checks import (
     check_seq,
 )
 from trioqueue._backends.validation import (
+    EnqueueRequest,
     check_beat,
     check_cancelled,
     check_checkpoint_texts,
@@ -93,7 +95,7 @@ from trioqueue._backends.validation import (
 from trioqueue._backends.waiting import wait_finished
 from trioqueue._core.schedule import plan_advances
 from trioqueue._core.wire import RenewItem, Verdict
-from trioqueue._errors import BackendError, UnknownJobError
+from trioqueue._errors import BackendError, UnknownDependencyError, UnknownJobError
 from trioqueue._operator_types import (
     AttemptBucket,
     AttemptInfo,
@@ -117,11 +119,13 @@ from trioqueue._types import (
     Failure,
     FinishedBucket,
     JobCount,
+    JobDependencies,
     JobInfo,
     JobSort,
     JobStatus,
     Notice,
     NoticeKind,
+    OnDependencyFailure,
     OnDuplicate,
     PoolBeat,
     PoolRegistration,
@@ -312,6 +316,8 @@ class MemoryBackend:
         dedup_key: str | None = None,
         group: str | None = None,
         on_duplicate: OnDuplicate = "keep",
+        depends_on: Sequence[int] | None = None,
+        on_dependency_failure: OnDependencyFailure = "fail",
     ) -> int:
         """Add one job; with ``dedup_key``, return the unfinished duplicate's id instead.
 
@@ -321,9 +327,15 @@ class MemoryBackend:
                 run time, or ``"debounce"`` it (run time now + ``delay``). A running
                 duplicate is never changed; :meth:`enqueue_deduplicated` says what happened.
 
+            depends_on: ids of jobs this one runs after (docs/protocol.rst §21): it waits
+                until every one has succeeded. Excludes ``dedup_key`` and ``delay``.
+            on_dependency_failure: when a dependency fails for good, ``"fail"`` this job
+                (the default) or ``"cancel"`` it; either way it never runs.
+
         Raises:
             TypeError: ``payload`` is not JSON-serialisable, or an option has a wrong type.
             ValueError: an option is out of range, or ``on_duplicate`` lacks what it needs.
+            UnknownDependencyError: ``depends_on`` names a job that does not exist.
         """
         [job_id] = await self.enqueue_many(
             queue,
@@ -334,6 +346,8 @@ class MemoryBackend:
             dedup_key=dedup_key,
             group=group,
             on_duplicate=on_duplicate,
+            depends_on=depends_on,
+            on_dependency_failure=on_dependency_failure,
         )
         return job_id
 
@@ -380,6 +394,8 @@ class MemoryBackend:
         dedup_key: str | None = None,
         group: str | None = None,
         on_duplicate: OnDuplicate = "keep",
+        depends_on: Sequence[int] | None = None,
+        on_dependency_failure: OnDependencyFailure = "fail",
     ) -> list[int]:
         """Add several jobs in one statement (counted as one ``"enqueue"`` call).
 
@@ -400,6 +416,8 @@ class MemoryBackend:
             dedup_key=dedup_key,
             group=group,
             on_duplicate=on_duplicate,
+            depends_on=depends_on,
+            on_dependency_failure=on_dependency_failure,
         )
         return ids
 
@@ -414,8 +432,13 @@ class MemoryBackend:
         dedup_key: str | None,
         group: str | None,
         on_duplicate: OnDuplicate,
+        depends_on: Sequence[int] | None = None,
+        on_dependency_failure: OnDependencyFailure = "fail",
     ) -> tuple[list[int], EnqueueOutcome]:
         """The ids, and what was done (``added``, or what befell a dedup key's holder)."""
+        dependencies = check_dependencies(
+            depends_on, on_dependency_failure, dedup_key=dedup_key, delay=delay
+        )
         policy = check_on_duplicate(on_duplicate, dedup_key=dedup_key, delay=delay)
         request = check_enqueue(
             queue,
@@ -429,6 +452,8 @@ class MemoryBackend:
         if not request.payloads:
             await trio.lowlevel.checkpoint()
             return [], "added"
+        if dependencies is not None:
+            return await self._enqueue_after(request, dependencies), "added"
 
         def enqueue(now: float, _: object) -> tuple[list[int], EnqueueOutcome]:
             # Both statements in one step: PostgreSQL runs them one after the other, and
@@ -443,6 +468,35 @@ class MemoryBackend:
             return [answer[0]], revision_outcome(policy, answer[1])
 
         return await self._execute("enqueue", enqueue)
+
+    async def _enqueue_after(
+        self, request: EnqueueRequest, dependencies: Dependencies
+    ) -> list[int]:
+        def enqueue(now: float, _: object) -> list[int]:
+            ids = self._model.enqueue_after(now, request, dependencies)
+            if ids is None:
+                raise UnknownDependencyError(self._model.unknown_jobs(dependencies.ids))
+            return ids
+
+        return await self._execute("enqueue", enqueue)
+
+    async def dependencies(self, job_id: int) -> JobDependencies:
+        """The job's dependencies and dependents, each with its queue and current state
+        (docs/protocol.rst §21).
+
+        Raises:
+            UnknownJobError: (a ``LookupError``) no job has this id.
+            TypeError: ``job_id`` is not an int.
+        """
+        check_job_id(job_id)
+
+        def read(now: float, _: object) -> JobDependencies:
+            found = self._model.job_dependencies(now, job_id)
+            if found is None:
+                raise UnknownJobError(job_id)
+            return found
+
+        return await self._execute("dependencies", read)
 
     async def cancel(self, job_id: int) -> bool:
         """Cancel a job: at once if it is not running, else by flagging its row.

@@ -25,6 +25,8 @@ def read_payload(text: str) -> Any:
 def job_info(row: Any) -> JobInfo:
     state = row["state"]
     running = state == "running"
+    # Only get_job's row has it (docs/protocol.rst §21); None for a job that waits for none.
+    waiting_on = tuple(row.get("waiting_on") or ())
     return JobInfo(
         id=row["id"],
         queue=row["queue"],
@@ -45,12 +47,16 @@ def job_info(row: Any) -> JobInfo:
         result=None if row["result"] is None else _read_cut(row, "result"),
         group=row["group_key"],
         cancelled=row["cancelled"],
-        next_attempt_at=row["not_visible_until"] if state == "scheduled" else None,
+        # A waiting dependent is scheduled at 'infinity': it has no next attempt time (§21).
+        next_attempt_at=(
+            row["not_visible_until"] if state == "scheduled" and not waiting_on else None
+        ),
         # The pool that ran the last attempt: the row keeps worker_id until a retry.
         finished_by=row["worker_id"] if state in ("succeeded", "failed") else None,
         # Only get_job's and await_job's rows have these (docs/protocol.rst §16).
         checkpoint=_read_checkpoint(row.get("checkpoint")),
         checkpointed_at=row.get("checkpointed_at"),
+        waiting_on=waiting_on,
     )
 
 

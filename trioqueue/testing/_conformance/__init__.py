@@ -29,6 +29,8 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
   redrive in batches (docs/protocol.rst §19, I21);
 - ``checkpoints.py``: checkpoints stored by the fenced renewal and outcome writes, kept
   by the claim and delivered with it (docs/protocol.rst §16, I18);
+- ``dependencies.py``: jobs enqueued with ``depends_on`` wait for their dependencies'
+  success and fail by policy when one fails for good (docs/protocol.rst §21, I23, I24);
 - ``dashboard.py``: searching, sorting, counting and deleting jobs, a job's lease details,
   worker pools and their beats, finished-job history;
 - ``_base.py``: what they share (the clock fixture, the timings, helpers, bad inputs).
@@ -44,6 +46,7 @@ from trioqueue.testing._conformance.controls import ControlsConformance
 from trioqueue.testing._conformance.crashes import CrashConformance
 from trioqueue.testing._conformance.dashboard import DashboardConformance
 from trioqueue.testing._conformance.dead_letters import DeadLetterConformance
+from trioqueue.testing._conformance.dependencies import DependencyConformance
 from trioqueue.testing._conformance.duplicates import DuplicateConformance
 from trioqueue.testing._conformance.enqueue import EnqueueConformance
 from trioqueue.testing._conformance.flow import FlowConformance
@@ -77,6 +80,7 @@ class BackendConformance(
     DuplicateConformance,
     DeadLetterConformance,
     CheckpointConformance,
+    DependencyConformance,
 ):
     """What every backend must do, as tests. Subclass it in a test module::
 
