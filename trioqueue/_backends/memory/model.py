@@ -1009,8 +1009,9 @@ class MemoryModel:
     def _finish(
         self, row: Row, status: RowStatus, error: str | None, now: float, *, settle: bool = True
     ) -> None:
-        """``settle``: what ``jobs_settle_dependents`` does for a row with dependents (the
-        dependents ``fail_dependents`` finishes settle nothing: their own are among them)."""
+        """``settle``: settle a row with dependents, as the ack's ``settle_successes`` and
+        the trigger ``jobs_settle_dependents`` do (the dependents ``fail_dependents``
+        finishes settle nothing: their own are among them)."""
         row.status = status
         row.finished_at = now
         if error is not None:
@@ -1025,14 +1026,14 @@ class MemoryModel:
             else:
                 self._fail_dependents(row.id, "failed", now)
 
-    # -- dependencies: what migration 0018's triggers do (docs/protocol.rst §21) -----------
+    # -- dependencies: what migration 0018's functions do (docs/protocol.rst §21) ----------
 
     def _waits(self, job_id: int) -> bool:
         row = self._rows.get(job_id)
         return row is not None and row.status == "queued" and row.waiting > 0
 
     def _wake_dependents(self, row: Row, now: float) -> None:
-        """``settle_dependents`` after a success: one dependency fewer for each waiting
+        """``settle_successes`` (the ack calls it): one dependency fewer for each waiting
         dependent; those left with none become claimable, one notice per queue."""
         woken: list[str] = []
         for job_id in self._edges.dependents_of(row.id):

@@ -870,11 +870,20 @@ acked AS (
     -- found by primary key whatever the statistics say (docs/performance.rst, "PostgreSQL:
     -- history and the hot path"); it means status = 'running', which is never NULL.
     WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND (j.status = 'running') IS TRUE
-    RETURNING i.n,
+    RETURNING i.n, j.id, j.has_dependents,
               CASE WHEN j.awaited THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END
                   AS finished
+),
+-- Dependents (docs/protocol.rst §21, migration 0018): the acked rows some job depends on
+-- are settled in one call, once every acked row is locked (the function reads the edges
+-- on a snapshot of its own, so it sees one an enqueue committed while this waited for
+-- that lock); a batch with none calls nothing.
+settled AS (
+    SELECT CASE WHEN count(*) > 0 THEN {schema}.settle_successes(array_agg(s.id)) END
+    FROM acked AS s
+    WHERE s.has_dependents
 )
-SELECT a.n FROM acked AS a;
+SELECT a.n FROM acked AS a, settled;
 
 -- name: fail
 -- A failure with a retry delay puts the job back, unless the attempt was the last one or
