@@ -88,6 +88,7 @@ _DEAD = "the conformance suite: dead letters, their filters and summary, redrive
 _DEPENDENCIES = "the conformance suite: chains, fan-ins, failures by policy, retry, reads"
 _DEPENDENCY_RACES = "an ack racing an enqueue or a retry, both lock orders"
 _DEPENDENCY_PROPS = "random DAGs on whole pools under faults"
+_TREES = "the conformance suite: children under a parent, unknown or finished parents"
 
 _CLAIM = Proof("(a) registration", "registration_fence")
 _RENEWAL = Proof("(a) renewal", "renewal_fence")
@@ -871,6 +872,15 @@ RULES: tuple[Rule, ...] = (
             Tests("postgres/test_postgres_backend.py", (), _DEPENDENCIES),
             Tests("postgres/test_postgres_dependencies.py", (), _DEPENDENCY_RACES),
             Tests("unit/test_dependencies_properties.py", (), _DEPENDENCY_PROPS),
+        ),
+    ),
+    Rule(
+        "§22",
+        "job trees: children enqueued under an unfinished parent (the parent's wait: not built)",
+        tests=(
+            Tests("unit/test_memory_backend.py", (), _TREES),
+            Tests("postgres/test_postgres_backend.py", (), _TREES),
+            Tests("unit/test_web_dependencies.py", (), "the job page's parent and children"),
         ),
     ),
 )

@@ -183,6 +183,9 @@ class JobInfo:
     #: that have not succeeded yet, ascending (docs/protocol.rst §21); empty otherwise. A
     #: waiting job is ``scheduled`` with no ``next_attempt_at``. Read by ``get_job`` only.
     waiting_on: tuple[int, ...] = ()
+    #: The job it was enqueued under (``enqueue(..., parent_id=)``, docs/protocol.rst §22);
+    #: None for a job without a parent. Read by ``get_job`` only.
+    parent_id: int | None = None
 
 
 @final
@@ -199,11 +202,14 @@ class DependencyInfo:
 @dataclass(frozen=True, slots=True)
 class JobDependencies:
     """A job's dependencies (the jobs it runs after) and dependents (the jobs that run
-    after it), each by ascending id (``backend.dependencies``, docs/protocol.rst §21)."""
+    after it), each by ascending id (``backend.dependencies``, docs/protocol.rst §21); and
+    its parent (None for none) and children in enqueue order (§22)."""
 
     job_id: int
     dependencies: tuple[DependencyInfo, ...] = ()
     dependents: tuple[DependencyInfo, ...] = ()
+    parent: DependencyInfo | None = None
+    children: tuple[DependencyInfo, ...] = ()
 
 
 @final

@@ -195,6 +195,8 @@ def view(result: Any, id_of: Callable[[int], int]) -> Any:
             id_of(result.job_id),
             [(id_of(d.id), d.queue, d.status) for d in result.dependencies],
             [(id_of(d.id), d.queue, d.status) for d in result.dependents],
+            None if result.parent is None else id_of(result.parent.id),
+            [(id_of(d.id), d.queue, d.status) for d in result.children],
         )
     if isinstance(result, dict):  # renewal verdicts
         return {id_of(job_id): verdict for job_id, verdict in result.items()}
@@ -357,12 +359,14 @@ class Differential:
         }
         if self.draw(st.integers(0, 9), "excluded option") == 0:
             options["delay"] = 5.0
+        parent = self.some_id() if self.draw(st.booleans(), "under a parent") else None
 
         async def run(b: Any, id_of: Callable[[int], int]) -> Any:
             ids = [id_of(i) for i in depends_on]
-            return await b.enqueue_many(queue, payloads, depends_on=ids, **options)
+            under = None if parent is None else id_of(parent)
+            return await b.enqueue_many(queue, payloads, depends_on=ids, parent_id=under, **options)
 
-        await self.both(f"enqueue_after({queue!r}, {depends_on}, {options})", run)
+        await self.both(f"enqueue_after({queue!r}, {depends_on}, {parent}, {options})", run)
 
     async def dependencies(self) -> None:
         job_id = self.some_id()

@@ -218,6 +218,7 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("jobs", "waiting", "integer", "NO", "0"),  # 0018
         ("jobs", "has_dependents", "boolean", "NO", "false"),  # 0018
         ("jobs", "dependency_failure", "text", "YES", None),  # 0018
+        ("jobs", "parent_id", "bigint", "YES", None),  # 0019
         ("maintainer", "id", "boolean", "NO", "true"),  # 0011
         ("maintainer", "holder", "text", "YES", None),  # 0011
         ("maintainer", "seq", "bigint", "NO", "0"),  # 0011
@@ -287,6 +288,7 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         "CREATE INDEX jobs_finished_idx ON {schema}.jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL)",
         "CREATE INDEX jobs_group_queued_idx ON {schema}.jobs USING btree (queue, group_key, priority DESC, id) WHERE ((status = 'queued'::text) AND (group_key IS NOT NULL))",
         "CREATE INDEX jobs_group_running_idx ON {schema}.jobs USING btree (queue, group_key) WHERE ((status = 'running'::text) AND (group_key IS NOT NULL))",
+        "CREATE INDEX jobs_parent_idx ON {schema}.jobs USING btree (parent_id, id) WHERE (parent_id IS NOT NULL)",  # 0019
         "CREATE UNIQUE INDEX jobs_pkey ON {schema}.jobs USING btree (id)",
         "CREATE INDEX jobs_retention_idx ON {schema}.jobs USING btree (queue, status, finished_at) INCLUDE (id) WHERE (finished_at IS NOT NULL)",  # 0011, 0014
         "CREATE UNIQUE INDEX jobs_schedule_tick_idx ON {schema}.jobs USING btree (schedule_name, schedule_tick) WHERE (schedule_name IS NOT NULL)",

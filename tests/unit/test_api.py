@@ -117,6 +117,7 @@ def test_jobinfo_has_the_documented_fields() -> None:
         # checkpoints (docs/protocol.rst §16)
         "checkpoint", "checkpointed_at",
         "waiting_on",  # dependencies (docs/protocol.rst §21)
+        "parent_id",  # job trees (docs/protocol.rst §22)
     }  # fmt: skip
 
 
@@ -126,7 +127,7 @@ def test_dependency_types_have_the_documented_fields() -> None:
         "id", "queue", "status",
     ]  # fmt: skip
     assert [f.name for f in dataclasses.fields(trioqueue.JobDependencies)] == [
-        "job_id", "dependencies", "dependents",
+        "job_id", "dependencies", "dependents", "parent", "children",
     ]  # fmt: skip
     error = trioqueue.UnknownDependencyError([9, 7])
     assert error.job_ids == (7, 9)

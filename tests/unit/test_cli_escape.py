@@ -216,6 +216,8 @@ def printed(text: str) -> dict[str, list[str]]:
                 7,
                 (trioqueue.DependencyInfo(3, text, "ready"),),
                 (trioqueue.DependencyInfo(9, text, "scheduled"),),
+                trioqueue.DependencyInfo(1, text, "running"),
+                (trioqueue.DependencyInfo(11, text, "ready"),),
             )
         ),
         "audit": audit_cmd.audit_table([audit_entry(text)]),

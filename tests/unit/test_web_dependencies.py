@@ -32,3 +32,17 @@ async def test_job_page_lists_dependencies_and_dependents(
     assert 'data-testid="job-dependency-none">none</p>' in none
     assert 'data-testid="job-dependent-none">none</p>' in none
     assert 'data-testid="job-waiting-on"' not in none
+    assert 'data-testid="job-parent-none">none</p>' in page
+
+
+async def test_job_page_lists_parent_and_children(backend: trioqueue.MemoryBackend) -> None:
+    """docs/protocol.rst §22: a child links to its parent, the parent to its children."""
+    parent = await backend.enqueue("q", "p")
+    children = await backend.enqueue_many(HOSTILE, ["a", "b"], parent_id=parent)
+    async with client(create_app(backend)) as c:
+        page = (await c.get(f"/jobs/{parent}")).text
+        child = (await c.get(f"/jobs/{children[0]}")).text
+    assert page.count('data-testid="job-child"') == 2
+    assert page.index(f"job {children[0]}</a>") < page.index(f"job {children[1]}</a>")
+    assert "<b>q</b>" not in page
+    assert f'<li data-testid="job-parent"><a href="/jobs/{parent}">job {parent}</a>' in child

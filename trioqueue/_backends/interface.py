@@ -157,6 +157,7 @@ class Backend(Protocol):
         on_duplicate: OnDuplicate = "keep",
         depends_on: Sequence[int] | None = None,
         on_dependency_failure: OnDependencyFailure = "fail",
+        parent_id: int | None = None,
     ) -> int: ...
 
     async def enqueue_many(
@@ -172,6 +173,7 @@ class Backend(Protocol):
         on_duplicate: OnDuplicate = "keep",
         depends_on: Sequence[int] | None = None,
         on_dependency_failure: OnDependencyFailure = "fail",
+        parent_id: int | None = None,
     ) -> list[int]: ...
 
     async def enqueue_deduplicated(

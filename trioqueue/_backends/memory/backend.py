@@ -40,7 +40,11 @@ from trioqueue._backends.dead_letter_checks import (
     check_retry_matching,
     summary_of,
 )
-from trioqueue._backends.dependency_checks import Dependencies, check_dependencies
+from trioqueue._backends.dependency_checks import (
+    Dependencies,
+    check_dependencies,
+    parent_refused,
+)
 from trioqueue._backends.interface import (
     MAINTENANCE_OPERATIONS,
     OPERATIONS,
@@ -318,6 +322,7 @@ class MemoryBackend:
         on_duplicate: OnDuplicate = "keep",
         depends_on: Sequence[int] | None = None,
         on_dependency_failure: OnDependencyFailure = "fail",
+        parent_id: int | None = None,
     ) -> int:
         """Add one job; with ``dedup_key``, return the unfinished duplicate's id instead.
 
@@ -331,6 +336,8 @@ class MemoryBackend:
                 until every one has succeeded. Excludes ``dedup_key`` and ``delay``.
             on_dependency_failure: when a dependency fails for good, ``"fail"`` this job
                 (the default) or ``"cancel"`` it; either way it never runs.
+            parent_id: enqueue the job as a child of this unfinished job (docs/protocol.rst
+                §22); ``UnknownJobError`` if there is none, ``ValueError`` if it finished.
 
         Raises:
             TypeError: ``payload`` is not JSON-serialisable, or an option has a wrong type.
@@ -348,6 +355,7 @@ class MemoryBackend:
             on_duplicate=on_duplicate,
             depends_on=depends_on,
             on_dependency_failure=on_dependency_failure,
+            parent_id=parent_id,
         )
         return job_id
 
@@ -396,6 +404,7 @@ class MemoryBackend:
         on_duplicate: OnDuplicate = "keep",
         depends_on: Sequence[int] | None = None,
         on_dependency_failure: OnDependencyFailure = "fail",
+        parent_id: int | None = None,
     ) -> list[int]:
         """Add several jobs in one statement (counted as one ``"enqueue"`` call).
 
@@ -418,6 +427,7 @@ class MemoryBackend:
             on_duplicate=on_duplicate,
             depends_on=depends_on,
             on_dependency_failure=on_dependency_failure,
+            parent_id=parent_id,
         )
         return ids
 
@@ -434,10 +444,11 @@ class MemoryBackend:
         on_duplicate: OnDuplicate,
         depends_on: Sequence[int] | None = None,
         on_dependency_failure: OnDependencyFailure = "fail",
+        parent_id: int | None = None,
     ) -> tuple[list[int], EnqueueOutcome]:
         """The ids, and what was done (``added``, or what befell a dedup key's holder)."""
         dependencies = check_dependencies(
-            depends_on, on_dependency_failure, dedup_key=dedup_key, delay=delay
+            depends_on, on_dependency_failure, dedup_key=dedup_key, delay=delay, parent_id=parent_id
         )
         policy = check_on_duplicate(on_duplicate, dedup_key=dedup_key, delay=delay)
         request = check_enqueue(
@@ -474,9 +485,13 @@ class MemoryBackend:
     ) -> list[int]:
         def enqueue(now: float, _: object) -> list[int]:
             ids = self._model.enqueue_after(now, request, dependencies)
-            if ids is None:
-                raise UnknownDependencyError(self._model.unknown_jobs(dependencies.ids))
-            return ids
+            if ids is not None:
+                return ids
+            unknown = self._model.unknown_jobs(dependencies.ids)
+            if unknown or dependencies.parent_id is None:
+                raise UnknownDependencyError(unknown)
+            parent = dependencies.parent_id
+            raise parent_refused(parent, bool(self._model.unknown_jobs([parent])))
 
         return await self._execute("enqueue", enqueue)
 

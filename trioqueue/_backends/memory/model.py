@@ -196,6 +196,7 @@ class Row:
     waiting: int = 0
     has_dependents: bool = False
     dependency_failure: str | None = None
+    parent_id: int | None = None  # the job it was enqueued under (§22; migration 0019)
     in_ready: bool = False  # an entry for it is in its queue's ready heap
     due_at: float | None = None  # the time of its live entry in its queue's waiting heap
 
@@ -333,6 +334,7 @@ class MemoryModel:
         self._policies = Policies()  # retention and retention_settings (§15)
         self._maintainer_row: LeaseRow | None = None  # the maintainer row, once taken (§15)
         self._edges = Edges()  # job_edges (§21)
+        self._children: dict[int, list[int]] = {}  # jobs_parent_idx: children by parent (§22)
 
     # -- producers and operators ---------------------------------------------------------
 
@@ -358,7 +360,8 @@ class MemoryModel:
     ) -> list[int] | None:
         """Insert every payload after ``dependencies``; mirrors ``-- name: enqueue_after``.
 
-        None, and nothing written, when an id names no job (``unknown_jobs`` says which).
+        None, and nothing written, when an id names no job (``unknown_jobs`` says which),
+        or ``dependencies.parent_id`` names no unfinished job (docs/protocol.rst §22).
         A dependency that succeeded is met; one that failed finishes the new jobs at once by
         their policy; the others are waited for. One ``AVAILABLE`` notice when the new jobs
         are claimable at once.
@@ -366,6 +369,11 @@ class MemoryModel:
         found = [self._rows.get(job_id) for job_id in dependencies.ids]
         if any(row is None for row in found):
             return None
+        parent_id = dependencies.parent_id
+        if parent_id is not None:
+            parent = self._rows.get(parent_id)
+            if parent is None or parent.finished:
+                return None
         rows = [row for row in found if row is not None]
         unmet = sum(not row.finished for row in rows)
         failed = min((row.id for row in rows if row.status == "failed"), default=None)
@@ -376,6 +384,9 @@ class MemoryModel:
             job_id = self._insert(request, text, now, waiting=unmet if failed is None else 0)
             dependent = self._rows[job_id]
             dependent.dependency_failure = dependencies.policy
+            if parent_id is not None:
+                dependent.parent_id = parent_id
+                self._children.setdefault(parent_id, []).append(job_id)
             self._edges.add(dependencies.ids, job_id)
             if failed is not None:
                 dependent.cancelled = dependencies.policy == "cancel"
@@ -393,17 +404,21 @@ class MemoryModel:
     def job_dependencies(self, now: float, job_id: int) -> JobDependencies | None:
         """The job's dependencies and dependents with their states, None for an unknown
         job; mirrors ``-- name: job_dependencies`` (an edge to a job gone is left out)."""
-        if job_id not in self._rows:
+        row = self._rows.get(job_id)
+        if row is None:
             return None
 
         def ends(ids: list[int]) -> tuple[DependencyInfo, ...]:
             rows = [self._rows[i] for i in ids if i in self._rows]
             return tuple(DependencyInfo(row.id, row.queue, row.state(now)) for row in rows)
 
+        parent = ends([] if row.parent_id is None else [row.parent_id])
         return JobDependencies(
             job_id,
             ends(self._edges.dependencies_of(job_id)),
             ends(self._edges.dependents_of(job_id)),
+            parent[0] if parent else None,
+            ends(self._children.get(job_id, [])),
         )
 
     def find_dedup(self, queue: str, dedup_key: str) -> int | None:
@@ -1186,6 +1201,7 @@ class MemoryModel:
             checkpointed_at=self._maybe_datetime(row.checkpointed_at) if checkpoint else None,
             # get_job's row alone says what a waiting job waits for (§21).
             waiting_on=self._waiting_on(row) if checkpoint else (),
+            parent_id=row.parent_id if checkpoint else None,  # get_job's row alone (§22)
         )
 
     def _waiting_on(self, row: Row) -> tuple[int, ...]:

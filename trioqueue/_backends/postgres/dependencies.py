@@ -26,12 +26,21 @@ class DependencyCalls(BackendBase):
         rows = await self._driver.run("dependencies", fetch, self._sql["job_dependencies"], job_id)
         if not any(row["side"] == "self" for row in rows):
             raise UnknownJobError(job_id)
-        sides: dict[str, list[DependencyInfo]] = {"dependency": [], "dependent": []}
+        sides: dict[str, list[DependencyInfo]] = {
+            "dependency": [], "dependent": [], "parent": [], "child": []
+        }  # fmt: skip
         for row in rows:
             if row["side"] != "self":
                 sides[row["side"]].append(DependencyInfo(row["id"], row["queue"], row["state"]))
+
+        def by_id(side: str) -> tuple[DependencyInfo, ...]:
+            return tuple(sorted(sides[side], key=lambda d: d.id))
+
+        parent = sides["parent"]
         return JobDependencies(
             job_id,
-            tuple(sorted(sides["dependency"], key=lambda d: d.id)),
-            tuple(sorted(sides["dependent"], key=lambda d: d.id)),
+            by_id("dependency"),
+            by_id("dependent"),
+            parent[0] if parent else None,
+            by_id("child"),  # ids ascend in enqueue order
         )

@@ -17,7 +17,11 @@ from typing import Any
 
 import trio
 
-from trioqueue._backends.dependency_checks import Dependencies, check_dependencies
+from trioqueue._backends.dependency_checks import (
+    Dependencies,
+    check_dependencies,
+    parent_refused,
+)
 from trioqueue._backends.postgres.base import BackendBase
 from trioqueue._backends.postgres.driver import PgConnection
 from trioqueue._backends.validation import (
@@ -46,6 +50,7 @@ class ProducerCalls(BackendBase):
         on_duplicate: OnDuplicate = "keep",
         depends_on: Sequence[int] | None = None,
         on_dependency_failure: OnDependencyFailure = "fail",
+        parent_id: int | None = None,
         connection: PgConnection | None = None,
     ) -> int:
         """Add one job; with ``dedup_key``, return the unfinished duplicate's id instead.
@@ -59,6 +64,8 @@ class ProducerCalls(BackendBase):
                 until every one has succeeded. Excludes ``dedup_key`` and ``delay``.
             on_dependency_failure: when a dependency fails for good, ``"fail"`` this job
                 (the default) or ``"cancel"`` it; either way it never runs.
+            parent_id: enqueue the job as a child of this unfinished job (docs/protocol.rst
+                §22); ``UnknownJobError`` if there is none, ``ValueError`` if it finished.
             connection: enqueue inside the caller's transaction on this connection (from
                 :meth:`acquire`, or ``ctx.connection`` of a transactional handler): the job
                 exists, and its NOTIFY is sent, only if that transaction commits.
@@ -80,6 +87,7 @@ class ProducerCalls(BackendBase):
             on_duplicate=on_duplicate,
             depends_on=depends_on,
             on_dependency_failure=on_dependency_failure,
+            parent_id=parent_id,
             connection=connection,
         )
         return job_id
@@ -131,6 +139,7 @@ class ProducerCalls(BackendBase):
         on_duplicate: OnDuplicate = "keep",
         depends_on: Sequence[int] | None = None,
         on_dependency_failure: OnDependencyFailure = "fail",
+        parent_id: int | None = None,
         connection: PgConnection | None = None,
     ) -> list[int]:
         """Add several jobs in one statement (counted as one ``"enqueue"`` call).
@@ -159,6 +168,7 @@ class ProducerCalls(BackendBase):
             on_duplicate=on_duplicate,
             depends_on=depends_on,
             on_dependency_failure=on_dependency_failure,
+            parent_id=parent_id,
             connection=connection,
         )
         return ids
@@ -177,11 +187,12 @@ class ProducerCalls(BackendBase):
         connection: PgConnection | None,
         depends_on: Sequence[int] | None = None,
         on_dependency_failure: OnDependencyFailure = "fail",
+        parent_id: int | None = None,
     ) -> tuple[list[int], EnqueueOutcome]:
         """The ids, and what was done (``added``, or what befell a dedup key's holder)."""
         self._check_connection(connection)
         dependencies = check_dependencies(
-            depends_on, on_dependency_failure, dedup_key=dedup_key, delay=delay
+            depends_on, on_dependency_failure, dedup_key=dedup_key, delay=delay, parent_id=parent_id
         )
         policy = check_on_duplicate(on_duplicate, dedup_key=dedup_key, delay=delay)
         request = check_enqueue(
@@ -279,6 +290,7 @@ class ProducerCalls(BackendBase):
                 request.trace_context,
                 wanted,
                 dependencies.policy,
+                dependencies.parent_id,
             )
             if rows:
                 return [row["id"] for row in rows]
@@ -287,5 +299,9 @@ class ProducerCalls(BackendBase):
             ]
             if unknown:
                 raise UnknownDependencyError(unknown)
+            parent = dependencies.parent_id
+            if parent is not None:
+                missing = await connection.fetch(self._sql["unknown_jobs"], [str(parent)])
+                raise parent_refused(parent, bool(missing))
             # Every id exists now, so none was missing then either (ids are never reused,
             # and a deleted job stays deleted): cannot happen, but never return nothing.

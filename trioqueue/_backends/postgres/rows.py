@@ -57,6 +57,7 @@ def job_info(row: Any) -> JobInfo:
         checkpoint=_read_checkpoint(row.get("checkpoint")),
         checkpointed_at=row.get("checkpointed_at"),
         waiting_on=waiting_on,
+        parent_id=row.get("parent_id"),  # get_job's row alone (docs/protocol.rst §22)
     )
 
 

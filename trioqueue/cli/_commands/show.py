@@ -113,10 +113,17 @@ async def show_tree(dsn: str, schema: str, job_id: int) -> trioqueue.JobDependen
 
 
 def tree_lines(tree: trioqueue.JobDependencies) -> list[str]:
-    """``show --tree``'s lines: the jobs this one runs after, then those that run after it,
-    one per line with its queue and state, made visible (a queue name is stored text)."""
+    """``show --tree``'s lines: its parent, its children, the jobs this one runs after and
+    those that run after it, one per line with its queue and state, made visible (a queue
+    name is stored text)."""
     lines = []
-    for title, ends in (("depends on", tree.dependencies), ("dependents", tree.dependents)):
+    parent = () if tree.parent is None else (tree.parent,)
+    for title, ends in (
+        ("parent", parent),
+        ("children", tree.children),
+        ("depends on", tree.dependencies),
+        ("dependents", tree.dependents),
+    ):
         lines.append(f"  {title}" + ("" if ends else "  (none)"))
         lines += [" " * 4 + visible(f"job {d.id} in queue {d.queue}: {d.status}") for d in ends]
     return lines

@@ -31,6 +31,8 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
   by the claim and delivered with it (docs/protocol.rst §16, I18);
 - ``dependencies.py``: jobs enqueued with ``depends_on`` wait for their dependencies'
   success and fail by policy when one fails for good (docs/protocol.rst §21, I23, I24);
+- ``trees.py``: children enqueued under a parent, and a tree's reads (docs/protocol.rst
+  §22, as far as this build goes);
 - ``dashboard.py``: searching, sorting, counting and deleting jobs, a job's lease details,
   worker pools and their beats, finished-job history;
 - ``_base.py``: what they share (the clock fixture, the timings, helpers, bad inputs).
@@ -57,6 +59,7 @@ from trioqueue.testing._conformance.renew import RenewConformance
 from trioqueue.testing._conformance.results import ResultConformance
 from trioqueue.testing._conformance.retention import RetentionConformance
 from trioqueue.testing._conformance.schedules import ScheduleConformance
+from trioqueue.testing._conformance.trees import TreeConformance
 
 __all__ = ["BackendConformance"]
 
@@ -81,6 +84,7 @@ class BackendConformance(
     DeadLetterConformance,
     CheckpointConformance,
     DependencyConformance,
+    TreeConformance,
 ):
     """What every backend must do, as tests. Subclass it in a test module::
 
