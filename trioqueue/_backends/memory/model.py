@@ -1205,8 +1205,8 @@ class MemoryModel:
         )
 
     def _waiting_on(self, row: Row) -> tuple[int, ...]:
-        if row.waiting == 0:
-            return ()
+        if row.waiting == 0 or row.status != "queued":
+            return ()  # (a waiting job cancelled or deleted keeps its count: it waits no more)
         ids = self._edges.dependencies_of(row.id)
         return tuple(i for i in ids if i in self._rows and self._rows[i].status != "succeeded")
 

@@ -250,7 +250,7 @@ SELECT j.id, j.queue, j.payload::text AS payload,
        j.awaited, j.group_key, j.cancelled, j.checkpoint::text AS checkpoint, j.checkpointed_at,
        j.parent_id,
        -- The dependencies a waiting job still waits for (docs/protocol.rst §21).
-       CASE WHEN j.waiting > 0 THEN ARRAY(
+       CASE WHEN j.waiting > 0 AND j.status = 'queued' THEN ARRAY(
            SELECT d.id FROM {schema}.job_edges AS e JOIN {schema}.jobs AS d ON d.id = e.dependency_id
            WHERE e.dependent_id = j.id AND d.status <> 'succeeded' ORDER BY d.id) END AS waiting_on
 FROM {schema}.jobs AS j

@@ -7,6 +7,7 @@ A stored payload or result that Python's json refuses comes back marked
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from trioqueue._backends.validation import decode_payload
@@ -47,9 +48,12 @@ def job_info(row: Any) -> JobInfo:
         result=None if row["result"] is None else _read_cut(row, "result"),
         group=row["group_key"],
         cancelled=row["cancelled"],
-        # A waiting dependent is scheduled at 'infinity': it has no next attempt time (§21).
+        # A waiting dependent is scheduled at 'infinity' (asyncpg reads it as the naive
+        # datetime.max, in every read): it has no next attempt time (§21).
         next_attempt_at=(
-            row["not_visible_until"] if state == "scheduled" and not waiting_on else None
+            row["not_visible_until"]
+            if state == "scheduled" and row["not_visible_until"] != datetime.max
+            else None
         ),
         # The pool that ran the last attempt: the row keeps worker_id until a retry.
         finished_by=row["worker_id"] if state in ("succeeded", "failed") else None,

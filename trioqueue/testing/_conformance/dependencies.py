@@ -199,6 +199,20 @@ class DependencyConformance(ConformanceBase):
         with pytest.raises(UnknownJobError):
             await backend.dependencies(10**9)
 
+    async def test_a_waiting_dependent_in_a_list_and_once_cancelled(
+        self, backend: Backend, clock: object
+    ) -> None:
+        """A list reads a waiting job as scheduled with no next attempt (PostgreSQL stores
+        'infinity'); cancelled, it waits for nothing any more."""
+        first = await backend.enqueue(Q, "first")
+        dependent = await backend.enqueue(OTHER, "x", depends_on=[first])
+        [listed] = await backend.list_jobs(queue=OTHER)
+        assert (listed.status, listed.next_attempt_at) == ("scheduled", None)
+        assert await backend.cancel(dependent)
+        info = await backend.get_job(dependent)
+        assert (info.status, info.cancelled, info.waiting_on) == ("failed", True, ())
+        assert info.last_error == "cancelled before it ran"
+
     async def test_an_ordinary_job_is_unchanged(self, backend: Backend, clock: object) -> None:
         job_id = await backend.enqueue(Q, "plain", depends_on=[])
         info = await backend.get_job(job_id)
