@@ -90,6 +90,10 @@ _DEAD = "the conformance suite: dead letters, their filters and summary, redrive
 _TRACE_TESTS = "unit/test_traces.py"
 _CHECKPOINT_TRACE_TEST = "test_a_checkpoint_is_sent_once_and_again_after_a_failed_renewal"
 _BATCH_TRACE_TEST = "test_a_batch_handler_call_gives_each_job_one_outcome"
+_DEPENDENCIES = "the conformance suite: chains, fan-ins, failures by policy, retry, reads"
+_DEPENDENCY_RACES = "an ack racing an enqueue or a retry, both lock orders"
+_DEPENDENCY_PROPS = "random DAGs on whole pools under faults"
+_TREES = "the conformance suite: children under a parent, unknown or finished parents"
 
 _CLAIM = Proof("(a) registration", "registration_fence")
 _RENEWAL = Proof("(a) renewal", "renewal_fence")
@@ -391,6 +395,32 @@ GUARANTEES: tuple[Guarantee, ...] = (
             Tests("unit/test_batch_handler_properties.py", (), "random answers, cancels, D"),
             Tests("postgres/test_postgres_batch_handler.py", (), "real rows, a cancel by NOTIFY"),
             Tests(_TRACE_TESTS, (_BATCH_TRACE_TEST,), "the trace batch-handler-outcomes"),
+        ),
+    ),
+    Guarantee(
+        "I23",
+        "a dependent runs only after its dependencies succeeded",
+        "A job enqueued with ``depends_on`` is claimable only once every one of its "
+        "dependencies has succeeded; the statement that records the last success makes it "
+        "claimable and wakes its queue, and a dependency finishing while the dependent is "
+        "being enqueued never strands it.",
+        tests=(
+            Tests("unit/test_memory_backend.py", (), _DEPENDENCIES),
+            Tests("postgres/test_postgres_backend.py", (), _DEPENDENCIES),
+            Tests("postgres/test_postgres_dependencies.py", (), _DEPENDENCY_RACES),
+            Tests("unit/test_dependencies_properties.py", (), _DEPENDENCY_PROPS),
+        ),
+    ),
+    Guarantee(
+        "I24",
+        "a dependency's failure reaches every dependent",
+        "When a dependency fails for good (or is deleted unfinished), every unfinished "
+        "dependent, directly or through others, fails or is cancelled by its own policy in "
+        "that same statement, naming the dependency; no dependent waits for ever.",
+        tests=(
+            Tests("unit/test_memory_backend.py", (), _DEPENDENCIES),
+            Tests("postgres/test_postgres_backend.py", (), _DEPENDENCIES),
+            Tests("unit/test_dependencies_properties.py", (), _DEPENDENCY_PROPS),
         ),
     ),
     Guarantee(
@@ -868,6 +898,25 @@ RULES: tuple[Rule, ...] = (
             Tests("unit/test_pool_batch_handler.py", (), "outcomes, stops, fence, duration"),
             Tests("unit/test_batch_handler_properties.py", (), "random answers, cancels, D"),
             Tests("postgres/test_postgres_batch_handler.py", (), "real rows, a cancel by NOTIFY"),
+        ),
+    ),
+    Rule(
+        "§21",
+        "dependencies: wait for every dependency's success, fail by policy when one fails",
+        tests=(
+            Tests("unit/test_memory_backend.py", (), _DEPENDENCIES),
+            Tests("postgres/test_postgres_backend.py", (), _DEPENDENCIES),
+            Tests("postgres/test_postgres_dependencies.py", (), _DEPENDENCY_RACES),
+            Tests("unit/test_dependencies_properties.py", (), _DEPENDENCY_PROPS),
+        ),
+    ),
+    Rule(
+        "§22",
+        "job trees: children enqueued under an unfinished parent (the parent's wait: not built)",
+        tests=(
+            Tests("unit/test_memory_backend.py", (), _TREES),
+            Tests("postgres/test_postgres_backend.py", (), _TREES),
+            Tests("unit/test_web_dependencies.py", (), "the job page's parent and children"),
         ),
     ),
 )

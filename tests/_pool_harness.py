@@ -106,3 +106,35 @@ def config(recorder: Recorder, **overrides: Any) -> trioqueue.WorkerConfig:
 def log_records(caplog: pytest.LogCaptureFixture, event: str) -> list[logging.LogRecord]:
     """The records ``caplog`` captured of the structured event ``event``."""
     return [r for r in caplog.records if getattr(r, "event", None) == event]
+
+
+async def inject_faults(
+    backend: trioqueue.MemoryBackend,
+    injections: list[tuple[float, str, Any]],
+    *,
+    heal_at: float,
+    ops: tuple[str, ...],
+) -> None:
+    """Inject each ``(at, op, fault)`` at its time, then lift every fault of ``ops`` at
+    ``heal_at`` (so that every job can finish)."""
+    for at, op, injected in injections:
+        await trio.sleep_until(at)
+        backend.inject(op, injected)
+    await trio.sleep_until(heal_at)
+    for op in ops:
+        backend.inject(op, None)
+
+
+async def finish_all(
+    backend: trioqueue.MemoryBackend, ids: list[int], *, give_up: float, ops: tuple[str, ...]
+) -> dict[int, trioqueue.JobInfo]:
+    """Wait (up to ``give_up`` seconds) until every job of ``ids`` has finished, then read
+    each one and lift the faults injected into ``ops`` (a job still unfinished was lost)."""
+    with trio.move_on_after(give_up):
+        for job_id in ids:
+            while (await backend.get_job(job_id)).status not in ("succeeded", "failed"):
+                await trio.sleep(1)
+    finals = {job_id: await backend.get_job(job_id) for job_id in ids}
+    for op in ops:
+        backend.inject(op, None)
+    return finals

@@ -13,7 +13,13 @@ from trioqueue._core.batch_outcome import JobFailed, JobRetry, JobSucceeded
 from trioqueue._core.snooze import Snooze
 from trioqueue._core.tracebacks import MAX_TRACEBACK_CHARS
 from trioqueue._core.wire import Verdict
-from trioqueue._errors import BackendError, ConfigError, TrioqueueError, UnknownJobError
+from trioqueue._errors import (
+    BackendError,
+    ConfigError,
+    TrioqueueError,
+    UnknownDependencyError,
+    UnknownJobError,
+)
 from trioqueue._operator_types import (
     AttemptBucket,
     AttemptInfo,
@@ -38,14 +44,17 @@ from trioqueue._runtime.pool import run_worker_pool
 from trioqueue._runtime.workers import run_workers
 from trioqueue._types import (
     BackendStatistics,
+    DependencyInfo,
     Enqueued,
     EnqueueOutcome,
     FinishedBucket,
     Job,
     JobCount,
+    JobDependencies,
     JobInfo,
     JobSort,
     JobStatus,
+    OnDependencyFailure,
     OnDuplicate,
     QueueStats,
     ScheduleInfo,
@@ -68,6 +77,7 @@ __all__ = [
     "ConfigError",
     "DeadLetter",
     "DeadLetterSummary",
+    "DependencyInfo",
     "EnqueueOutcome",
     "Enqueued",
     "ExponentialBackoff",
@@ -75,6 +85,7 @@ __all__ = [
     "Job",
     "JobContext",
     "JobCount",
+    "JobDependencies",
     "JobFailed",
     "JobInfo",
     "JobRetry",
@@ -83,6 +94,7 @@ __all__ = [
     "JobSucceeded",
     "MaintainerInfo",
     "MemoryBackend",
+    "OnDependencyFailure",
     "OnDuplicate",
     "PoolObserver",
     "PostgresBackend",
@@ -99,6 +111,7 @@ __all__ = [
     "TrioqueueError",
     "TruncatedText",
     "UndecodablePayload",
+    "UnknownDependencyError",
     "UnknownJobError",
     "Verdict",
     "WorkerConfig",

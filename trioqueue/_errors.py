@@ -48,6 +48,19 @@ class UnknownJobError(TrioqueueError, LookupError):
         super().__init__(f"no job with id {job_id}")
 
 
+class UnknownDependencyError(TrioqueueError, LookupError):
+    """An enqueue named dependencies (``depends_on``) that no job has; nothing was written.
+
+    ``job_ids`` lists every such id, ascending (docs/protocol.rst §21).
+    """
+
+    def __init__(self, job_ids: Iterable[int]) -> None:
+        self.job_ids: tuple[int, ...] = tuple(sorted(job_ids))
+        listed = ", ".join(str(job_id) for job_id in self.job_ids)
+        noun = "id" if len(self.job_ids) == 1 else "ids"
+        super().__init__(f"depends_on names no job with {noun} {listed}")
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether an operation that raised ``exc`` may succeed when tried again.
 
@@ -57,7 +70,7 @@ def is_transient(exc: BaseException) -> bool:
     """
     if isinstance(exc, BackendError):
         return exc.transient
-    return not isinstance(exc, TypeError | ValueError)
+    return not isinstance(exc, TypeError | ValueError | UnknownDependencyError)
 
 
 def leaves(group: BaseExceptionGroup[BaseException]) -> Iterator[BaseException]:

@@ -16,17 +16,20 @@ __all__ = [
     "BackendStatistics",
     "Claimed",
     "Claims",
+    "DependencyInfo",
     "EnqueueOutcome",
     "Enqueued",
     "Failure",
     "FinishedBucket",
     "Job",
     "JobCount",
+    "JobDependencies",
     "JobInfo",
     "JobSort",
     "JobStatus",
     "Notice",
     "NoticeKind",
+    "OnDependencyFailure",
     "OnDuplicate",
     "PoolBeat",
     "PoolRegistration",
@@ -59,6 +62,12 @@ JOB_SORTS: tuple[JobSort, ...] = (
 #: back to now + delay). Only a waiting duplicate is ever changed, never a running one.
 OnDuplicate = Literal["keep", "replace", "debounce"]
 ON_DUPLICATE: tuple[OnDuplicate, ...] = ("keep", "replace", "debounce")
+
+#: What befalls a job enqueued with ``depends_on`` when one of its dependencies fails for
+#: good (docs/protocol.rst §21): it ``fail``\ s, or is cancelled (``cancel``: failed, with
+#: ``JobInfo.cancelled``). Either way it never runs.
+OnDependencyFailure = Literal["fail", "cancel"]
+ON_DEPENDENCY_FAILURE: tuple[OnDependencyFailure, ...] = ("fail", "cancel")
 
 #: What an enqueue with a dedup key did: ``added`` a new job; ``kept`` the duplicate
 #: unchanged (``on_duplicate="keep"``); ``replaced`` or ``debounced`` the waiting
@@ -173,6 +182,37 @@ class JobInfo:
     #: How many times the job snoozed (``Snooze``), across its attempts; never reset by a
     #: ``retry`` (docs/protocol.rst §17).
     snoozes: int = 0
+    #: For a job enqueued with ``depends_on`` that still waits: the ids of its dependencies
+    #: that have not succeeded yet, ascending (docs/protocol.rst §21); empty otherwise. A
+    #: waiting job is ``scheduled`` with no ``next_attempt_at``. Read by ``get_job`` only.
+    waiting_on: tuple[int, ...] = ()
+    #: The job it was enqueued under (``enqueue(..., parent_id=)``, docs/protocol.rst §22);
+    #: None for a job without a parent. Read by ``get_job`` only.
+    parent_id: int | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class DependencyInfo:
+    """One end of a dependency edge: a job's id, queue and current state (§21)."""
+
+    id: int
+    queue: str
+    status: JobStatus
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class JobDependencies:
+    """A job's dependencies (the jobs it runs after) and dependents (the jobs that run
+    after it), each by ascending id (``backend.dependencies``, docs/protocol.rst §21); and
+    its parent (None for none) and children in enqueue order (§22)."""
+
+    job_id: int
+    dependencies: tuple[DependencyInfo, ...] = ()
+    dependents: tuple[DependencyInfo, ...] = ()
+    parent: DependencyInfo | None = None
+    children: tuple[DependencyInfo, ...] = ()
 
 
 @final

@@ -1282,3 +1282,33 @@ async def test_serve_worker_keeps_a_liveness_file_while_it_serves(
         assert path.exists()  # touched when the health tasks began, before the pools
         nursery.cancel_scope.cancel()
     assert not path.exists()
+
+
+def test_enqueue_depends_on_and_show_tree(run: Cli) -> None:
+    """docs/protocol.rst §21: ``enqueue --depends-on`` (repeated) and ``show ID --tree``,
+    which lists both directions with their states; an unknown dependency writes nothing."""
+    first = run("enqueue", "q", "1")[1].strip()
+    second = run("enqueue", "other", "2")[1].strip()
+    code, out, err = run(
+        "enqueue", "q", "3", "--depends-on", first, "--depends-on", second,
+        "--on-dependency-failure", "cancel",
+    )  # fmt: skip
+    assert code == 0, err
+    joined = out.strip()
+    code, out, err = run("show", joined, "--tree")
+    assert code == 0, err
+    assert f"  waiting   for jobs {first}, {second}\n" in out
+    assert out.endswith(
+        f"  depends on\n    job {first} in queue q: ready\n"
+        f"    job {second} in queue other: ready\n  dependents  (none)\n"
+    )
+    code, out, _ = run("show", first, "--tree")
+    assert out.endswith(
+        f"  depends on  (none)\n  dependents\n    job {joined} in queue q: scheduled\n"
+    )
+    code, _, err = run("enqueue", "q", "4", "--depends-on", "999999")
+    assert code == 2
+    assert err == (
+        "trioqueue enqueue: error: depends_on names no job with id 999999; nothing was enqueued\n"
+    )
+    assert len(run.jobs()) == 3

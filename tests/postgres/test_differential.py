@@ -5,7 +5,8 @@ schema, draws a sequence of operations (enqueue, enqueue_many, claim, renew, ack
 release, snooze, cancel, retry, expire, delete_job, a searched and sorted list_jobs with its
 count_jobs, set/delete/list_schedules, a schedule made due and the scheduling pass
 ``enqueue_due``, flow control (pause_queue, resume_queue, set_queue_limits, enqueues
-with a group, queue_stats), and bad input), runs each one against both backends, and
+with a group, queue_stats), enqueues with dependencies and their ``dependencies``
+read (docs/protocol.rst §21), and bad input), runs each one against both backends, and
 compares every answer and, after every step, a normalised view of every job. The memory
 backend is the reference model (``trioqueue/_backends/memory/model.py``) in a thin async
 shell, so this compares the model's statements with ``queries.sql``'s; it goes through the
@@ -66,6 +67,7 @@ from trioqueue._types import (
     Claimed,
     Claims,
     Failure,
+    JobDependencies,
     JobInfo,
     QueueStats,
     Release,
@@ -193,6 +195,14 @@ def view(result: Any, id_of: Callable[[int], int]) -> Any:
             )
             for c in result
         ]
+    if isinstance(result, JobDependencies):
+        return (
+            id_of(result.job_id),
+            [(id_of(d.id), d.queue, d.status) for d in result.dependencies],
+            [(id_of(d.id), d.queue, d.status) for d in result.dependents],
+            None if result.parent is None else id_of(result.parent.id),
+            [(id_of(d.id), d.queue, d.status) for d in result.children],
+        )
     if isinstance(result, dict):  # renewal verdicts
         return {id_of(job_id): verdict for job_id, verdict in result.items()}
     if result and isinstance(result, list) and type(result[0]) is int:  # enqueue_many's ids
@@ -339,6 +349,33 @@ class Differential:
             f"enqueue_many({queue!r}, {payloads!r}, {options})",
             lambda b, _: b.enqueue_many(queue, payloads, **options),
         )
+
+    async def enqueue_after(self) -> None:
+        """enqueue_many with depends_on (known ids, some unknown), a policy, and now and
+        then an option depends_on excludes."""
+        queue = self.draw(st.sampled_from(QUEUES), "queue")
+        payloads = self.draw(st.lists(json_values, min_size=1, max_size=2), "payloads")
+        depends_on = [self.some_id() for _ in range(self.draw(st.integers(0, 3), "deps"))]
+        options: dict[str, Any] = {
+            "priority": self.draw(priorities, "priority"),
+            "max_attempts": self.draw(max_attempts, "max_attempts"),
+            "group": self.draw(groups, "group"),
+            "on_dependency_failure": self.draw(st.sampled_from(["fail", "cancel"]), "policy"),
+        }
+        if self.draw(st.integers(0, 9), "excluded option") == 0:
+            options["delay"] = 5.0
+        parent = self.some_id() if self.draw(st.booleans(), "under a parent") else None
+
+        async def run(b: Any, id_of: Callable[[int], int]) -> Any:
+            ids = [id_of(i) for i in depends_on]
+            under = None if parent is None else id_of(parent)
+            return await b.enqueue_many(queue, payloads, depends_on=ids, parent_id=under, **options)
+
+        await self.both(f"enqueue_after({queue!r}, {depends_on}, {parent}, {options})", run)
+
+    async def dependencies(self) -> None:
+        job_id = self.some_id()
+        await self.both(f"dependencies({job_id})", lambda b, id_of: b.dependencies(id_of(job_id)))
 
     async def claim(self) -> None:
         queue = self.draw(st.sampled_from(QUEUES), "queue")
@@ -586,6 +623,8 @@ class Differential:
         operations = [
             (self.enqueue, 4),
             (self.enqueue_many, 2),
+            (self.enqueue_after, 3),
+            (self.dependencies, 1),
             (self.claim, 5),
             (self.renew, 2),
             (self.ack, 2),

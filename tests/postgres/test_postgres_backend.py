@@ -172,6 +172,8 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("audit_log", "target", "text", "NO", None),  # 0010
         ("audit_log", "session", "text", "NO", None),  # 0010
         ("audit_log", "detail", "jsonb", "NO", None),  # 0010
+        ("job_edges", "dependency_id", "bigint", "NO", None),  # 0018
+        ("job_edges", "dependent_id", "bigint", "NO", None),  # 0018
         ("jobs", "id", "bigint", "NO", "nextval('{schema}.jobs_id_seq'::regclass)"),
         ("jobs", "queue", "text", "NO", None),
         ("jobs", "payload", "jsonb", "NO", None),
@@ -214,6 +216,10 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("jobs", "checkpoint", "jsonb", "YES", None),  # 0016
         ("jobs", "checkpointed_at", "timestamp with time zone", "YES", None),  # 0016
         ("jobs", "snoozes", "integer", "NO", "0"),  # 0017
+        ("jobs", "waiting", "integer", "NO", "0"),  # 0018
+        ("jobs", "has_dependents", "boolean", "NO", "false"),  # 0018
+        ("jobs", "dependency_failure", "text", "YES", None),  # 0018
+        ("jobs", "parent_id", "bigint", "YES", None),  # 0019
         ("maintainer", "id", "boolean", "NO", "true"),  # 0011
         ("maintainer", "holder", "text", "YES", None),  # 0011
         ("maintainer", "seq", "bigint", "NO", "0"),  # 0011
@@ -274,6 +280,8 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         "CREATE INDEX audit_log_action_idx ON {schema}.audit_log USING btree (action, id)",
         "CREATE INDEX audit_log_at_idx ON {schema}.audit_log USING btree (at)",  # 0011
         "CREATE UNIQUE INDEX audit_log_pkey ON {schema}.audit_log USING btree (id)",
+        "CREATE INDEX job_edges_dependent_idx ON {schema}.job_edges USING btree (dependent_id)",  # 0018
+        "CREATE UNIQUE INDEX job_edges_pkey ON {schema}.job_edges USING btree (dependency_id, dependent_id)",  # 0018
         "CREATE INDEX jobs_claim_leased_floor_idx ON {schema}.jobs USING btree (queue, lease_floor) WHERE (status = 'running'::text)",
         "CREATE INDEX jobs_claim_queued_idx ON {schema}.jobs USING btree (queue, priority DESC, id) WHERE (status = 'queued'::text)",
         "CREATE INDEX jobs_dead_idx ON {schema}.jobs USING btree (id) WHERE (status = 'failed'::text)",  # 0015
@@ -281,6 +289,7 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         "CREATE INDEX jobs_finished_idx ON {schema}.jobs USING btree (finished_at) WHERE (finished_at IS NOT NULL)",
         "CREATE INDEX jobs_group_queued_idx ON {schema}.jobs USING btree (queue, group_key, priority DESC, id) WHERE ((status = 'queued'::text) AND (group_key IS NOT NULL))",
         "CREATE INDEX jobs_group_running_idx ON {schema}.jobs USING btree (queue, group_key) WHERE ((status = 'running'::text) AND (group_key IS NOT NULL))",
+        "CREATE INDEX jobs_parent_idx ON {schema}.jobs USING btree (parent_id, id) WHERE (parent_id IS NOT NULL)",  # 0019
         "CREATE UNIQUE INDEX jobs_pkey ON {schema}.jobs USING btree (id)",
         "CREATE INDEX jobs_retention_idx ON {schema}.jobs USING btree (queue, status, finished_at) INCLUDE (id) WHERE (finished_at IS NOT NULL)",  # 0011, 0014
         "CREATE UNIQUE INDEX jobs_schedule_tick_idx ON {schema}.jobs USING btree (schedule_name, schedule_tick) WHERE (schedule_name IS NOT NULL)",
@@ -312,6 +321,7 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
             ),
             ("attempts", "PRIMARY KEY (job_id, claim_seq)"),
             ("audit_log", "PRIMARY KEY (id)"),
+            ("job_edges", "PRIMARY KEY (dependency_id, dependent_id)"),  # 0018
             ("jobs", "CHECK ((attempts >= 0))"),
             (
                 "jobs",

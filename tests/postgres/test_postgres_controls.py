@@ -58,6 +58,7 @@ async def test_table_health_reads_sizes_from_the_catalogs(backend: PostgresBacke
     assert set(tables) == {
         "attempts",
         "audit_log",
+        "job_edges",  # 0018
         "jobs",
         "maintainer",  # 0011
         "queues",

@@ -60,6 +60,10 @@ PUBLIC = {
     "DeadLetter",  # dead letters (docs/api.rst, docs/protocol.rst §19)
     "DeadLetterSummary",
     "Snooze",  # snoozes (docs/api.rst, docs/protocol.rst §17)
+    "DependencyInfo",  # dependencies (docs/api.rst, docs/protocol.rst §21)
+    "JobDependencies",
+    "OnDependencyFailure",
+    "UnknownDependencyError",
 }
 
 
@@ -117,7 +121,22 @@ def test_jobinfo_has_the_documented_fields() -> None:
         "checkpoint", "checkpointed_at",
         # snoozes (docs/protocol.rst §17)
         "snoozes",
+        "waiting_on",  # dependencies (docs/protocol.rst §21)
+        "parent_id",  # job trees (docs/protocol.rst §22)
     }  # fmt: skip
+
+
+def test_dependency_types_have_the_documented_fields() -> None:
+    """docs/protocol.rst §21: backend.dependencies(id) and UnknownDependencyError."""
+    assert [f.name for f in dataclasses.fields(trioqueue.DependencyInfo)] == [
+        "id", "queue", "status",
+    ]  # fmt: skip
+    assert [f.name for f in dataclasses.fields(trioqueue.JobDependencies)] == [
+        "job_id", "dependencies", "dependents", "parent", "children",
+    ]  # fmt: skip
+    error = trioqueue.UnknownDependencyError([9, 7])
+    assert error.job_ids == (7, 9)
+    assert isinstance(error, LookupError) and isinstance(error, trioqueue.TrioqueueError)
 
 
 def test_scheduleinfo_has_the_documented_fields() -> None:

@@ -123,6 +123,7 @@ def job(text: str, **changes: Any) -> trioqueue.JobInfo:
         "checkpoint": {text: [text]},
         "checkpointed_at": NOW,
         "snoozes": 2,
+        "waiting_on": (3, 4),
     }
     return trioqueue.JobInfo(**(fields | changes))
 
@@ -211,6 +212,15 @@ def printed(text: str) -> dict[str, list[str]]:
         "jobs": jobs_cmd.jobs_table([info, succeeded]),
         "show": show_cmd.job_report(info, [attempt(text), attempt(text, 2)])
         + show_cmd.job_report(succeeded),
+        "show --tree": show_cmd.tree_lines(
+            trioqueue.JobDependencies(
+                7,
+                (trioqueue.DependencyInfo(3, text, "ready"),),
+                (trioqueue.DependencyInfo(9, text, "scheduled"),),
+                trioqueue.DependencyInfo(1, text, "running"),
+                (trioqueue.DependencyInfo(11, text, "ready"),),
+            )
+        ),
         "audit": audit_cmd.audit_table([audit_entry(text)]),
         "tables": tables_cmd.health_report(table_health(text), NOW),
         "status": status_cmd.status_table(
@@ -261,7 +271,7 @@ def test_show_prints_each_field_once_whatever_the_fields_hold(text: str) -> None
     stored string can add a field line (a forged ``error none``)."""
     lines = "\n".join(show_cmd.job_report(job(text))).split("\n")  # as printed
     fields = [line.split()[0] for line in lines[1:] if re.match(r"  \S", line)]
-    assert fields == ["payload", "priority", "group", "created", "finished", "pool",
+    assert fields == ["payload", "priority", "group", "created", "waiting", "finished", "pool",
                       "snoozes", "progress", "worker", "cancel", "error", "checkpoint"]  # fmt: skip
     assert all(line.startswith("            ") for line in lines[1:] if not re.match(r"  \S", line))
 

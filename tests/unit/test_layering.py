@@ -62,6 +62,7 @@ PROTOCOL = Component(
         "trioqueue._backends.operator_checks",
         "trioqueue._backends.dead_letter_checks",
         "trioqueue._backends.problems",
+        "trioqueue._backends.dependency_checks",
         "trioqueue._backends.cursors",
         "trioqueue._backends.retention_checks",
         "trioqueue._backends.waiting",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
+from functools import partial
 from typing import Any
 
 import trio
@@ -19,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trioqueue
-from tests._pool_harness import Recorder, config
+from tests._pool_harness import Recorder, config, finish_all, inject_faults
 from trioqueue import testing as faults
 
 SLACK = 0.25  # the in-flight renewal slack of the fence (docs/protocol.rst §3)
@@ -91,14 +92,6 @@ def run_scenario(scenario: dict[str, Any]) -> tuple[Recorder, dict[int, Any], di
     finals: dict[int, Any] = {}
     claimed_when_cancelled: dict[int, int] = {}  # job id -> its attempts claimed by then
 
-    async def inject_faults(backend: trioqueue.MemoryBackend) -> None:
-        for at, op, injected in scenario["injections"]:
-            await trio.sleep_until(at)
-            backend.inject(op, injected)
-        await trio.sleep_until(HEAL_AT)
-        for op in FAULT_OPS:
-            backend.inject(op, None)
-
     async def cancel_some(backend: trioqueue.MemoryBackend, ids: list[int]) -> None:
         for at, index in scenario["cancels"]:
             await trio.sleep_until(at)
@@ -121,25 +114,18 @@ def run_scenario(scenario: dict[str, Any]) -> tuple[Recorder, dict[int, Any], di
                 backoff=trioqueue.ExponentialBackoff(initial=1, cap=8),
                 **scenario["timings"],
             )
-            nursery.start_soon(inject_faults, backend)
+            nursery.start_soon(
+                partial(inject_faults, heal_at=HEAL_AT, ops=FAULT_OPS),
+                backend,
+                scenario["injections"],
+            )
             nursery.start_soon(cancel_some, backend, ids)
             await nursery.start(trioqueue.run_worker_pool, backend, cfg)
-            with trio.move_on_after(GIVE_UP):
-                for job_id in ids:
-                    while not await _finished(backend, job_id):
-                        await trio.sleep(1)
-            for job_id in ids:
-                finals[job_id] = await backend.get_job(job_id)
-            for op in FAULT_OPS:
-                backend.inject(op, None)
+            finals.update(await finish_all(backend, ids, give_up=GIVE_UP, ops=FAULT_OPS))
             nursery.cancel_scope.cancel()
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     return rec, finals, claimed_when_cancelled
-
-
-async def _finished(backend: trioqueue.MemoryBackend, job_id: int) -> bool:
-    return (await backend.get_job(job_id)).status in ("succeeded", "failed")
 
 
 def attempt_spans(rec: Recorder, job_id: int) -> dict[int, tuple[float, float]]:

@@ -44,10 +44,12 @@ from trioqueue._types import (
     Failure,
     FinishedBucket,
     JobCount,
+    JobDependencies,
     JobInfo,
     JobSort,
     JobStatus,
     Notice,
+    OnDependencyFailure,
     OnDuplicate,
     PoolBeat,
     PoolRegistration,
@@ -119,6 +121,8 @@ READ_OPERATIONS = (
     # dead letters (docs/protocol.rst §19)
     "list_dead_letters",
     "dead_letter_summary",
+    # dependencies (docs/protocol.rst §21)
+    "dependencies",
 )
 
 #: The maintainer's calls (docs/protocol.rst §15), counted like :data:`OPERATIONS`.
@@ -156,6 +160,9 @@ class Backend(Protocol):
         dedup_key: str | None = None,
         group: str | None = None,
         on_duplicate: OnDuplicate = "keep",
+        depends_on: Sequence[int] | None = None,
+        on_dependency_failure: OnDependencyFailure = "fail",
+        parent_id: int | None = None,
     ) -> int: ...
 
     async def enqueue_many(
@@ -169,6 +176,9 @@ class Backend(Protocol):
         dedup_key: str | None = None,
         group: str | None = None,
         on_duplicate: OnDuplicate = "keep",
+        depends_on: Sequence[int] | None = None,
+        on_dependency_failure: OnDependencyFailure = "fail",
+        parent_id: int | None = None,
     ) -> list[int]: ...
 
     async def enqueue_deduplicated(
@@ -189,6 +199,11 @@ class Backend(Protocol):
         ...
 
     async def cancel(self, job_id: int) -> bool: ...
+
+    async def dependencies(self, job_id: int) -> JobDependencies:
+        """The job's dependencies and dependents with their states (docs/protocol.rst §21);
+        ``UnknownJobError`` for an unknown id."""
+        ...
 
     async def counts(self) -> dict[str, dict[JobStatus, int]]:
         """Jobs per queue and state, as :class:`JobInfo` reports states."""

@@ -319,6 +319,10 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
             return problem(request, 404, "No such job", f"There is no job {job_id}.")
         attempts = await backend.list_attempts(job_id)
         shown = attempts[-MAX_SHOWN_ATTEMPTS:]
+        try:
+            edges = await backend.dependencies(job_id)  # docs/protocol.rst §21
+        except trioqueue.UnknownJobError:  # deleted since it was read: it has none now
+            edges = trioqueue.JobDependencies(job_id)
         return render(
             request,
             "job.html",
@@ -338,6 +342,7 @@ def routes(backend: Backend, guard: Guard) -> list[Route]:
                 None if info.checkpointed_at is None else _payload_text(info.checkpoint, indent=2)
             ),
             undecodable=isinstance(info.payload, trioqueue.UndecodablePayload),
+            edges=edges,
             events_url=f"/api/events?jobs={job_id}",
         )
 

@@ -38,6 +38,11 @@ from trioqueue._backends.dead_letter_checks import (
     DeadLetterCalls,
     DeadRows,
 )
+from trioqueue._backends.dependency_checks import (
+    Dependencies,
+    check_dependencies,
+    parent_refused,
+)
 from trioqueue._backends.interface import (
     MAINTENANCE_OPERATIONS,
     OPERATIONS,
@@ -63,6 +68,7 @@ from trioqueue._backends.retention_checks import (
     check_seq,
 )
 from trioqueue._backends.validation import (
+    EnqueueRequest,
     check_beat,
     check_cancelled,
     check_checkpoint_texts,
@@ -93,7 +99,7 @@ from trioqueue._backends.validation import (
 from trioqueue._backends.waiting import wait_finished
 from trioqueue._core.schedule import plan_advances
 from trioqueue._core.wire import RenewItem, Verdict
-from trioqueue._errors import BackendError, UnknownJobError
+from trioqueue._errors import BackendError, UnknownDependencyError, UnknownJobError
 from trioqueue._operator_types import (
     AttemptBucket,
     AttemptInfo,
@@ -117,11 +123,13 @@ from trioqueue._types import (
     Failure,
     FinishedBucket,
     JobCount,
+    JobDependencies,
     JobInfo,
     JobSort,
     JobStatus,
     Notice,
     NoticeKind,
+    OnDependencyFailure,
     OnDuplicate,
     PoolBeat,
     PoolRegistration,
@@ -314,6 +322,9 @@ class MemoryBackend(DeadLetterCalls):
         dedup_key: str | None = None,
         group: str | None = None,
         on_duplicate: OnDuplicate = "keep",
+        depends_on: Sequence[int] | None = None,
+        on_dependency_failure: OnDependencyFailure = "fail",
+        parent_id: int | None = None,
     ) -> int:
         """Add one job; with ``dedup_key``, return the unfinished duplicate's id instead.
 
@@ -323,9 +334,17 @@ class MemoryBackend(DeadLetterCalls):
                 run time, or ``"debounce"`` it (run time now + ``delay``). A running
                 duplicate is never changed; :meth:`enqueue_deduplicated` says what happened.
 
+            depends_on: ids of jobs this one runs after (docs/protocol.rst §21): it waits
+                until every one has succeeded. Excludes ``dedup_key`` and ``delay``.
+            on_dependency_failure: when a dependency fails for good, ``"fail"`` this job
+                (the default) or ``"cancel"`` it; either way it never runs.
+            parent_id: enqueue the job as a child of this unfinished job (docs/protocol.rst
+                §22); ``UnknownJobError`` if there is none, ``ValueError`` if it finished.
+
         Raises:
             TypeError: ``payload`` is not JSON-serialisable, or an option has a wrong type.
             ValueError: an option is out of range, or ``on_duplicate`` lacks what it needs.
+            UnknownDependencyError: ``depends_on`` names a job that does not exist.
         """
         [job_id] = await self.enqueue_many(
             queue,
@@ -336,6 +355,9 @@ class MemoryBackend(DeadLetterCalls):
             dedup_key=dedup_key,
             group=group,
             on_duplicate=on_duplicate,
+            depends_on=depends_on,
+            on_dependency_failure=on_dependency_failure,
+            parent_id=parent_id,
         )
         return job_id
 
@@ -382,6 +404,9 @@ class MemoryBackend(DeadLetterCalls):
         dedup_key: str | None = None,
         group: str | None = None,
         on_duplicate: OnDuplicate = "keep",
+        depends_on: Sequence[int] | None = None,
+        on_dependency_failure: OnDependencyFailure = "fail",
+        parent_id: int | None = None,
     ) -> list[int]:
         """Add several jobs in one statement (counted as one ``"enqueue"`` call).
 
@@ -402,6 +427,9 @@ class MemoryBackend(DeadLetterCalls):
             dedup_key=dedup_key,
             group=group,
             on_duplicate=on_duplicate,
+            depends_on=depends_on,
+            on_dependency_failure=on_dependency_failure,
+            parent_id=parent_id,
         )
         return ids
 
@@ -416,8 +444,14 @@ class MemoryBackend(DeadLetterCalls):
         dedup_key: str | None,
         group: str | None,
         on_duplicate: OnDuplicate,
+        depends_on: Sequence[int] | None = None,
+        on_dependency_failure: OnDependencyFailure = "fail",
+        parent_id: int | None = None,
     ) -> tuple[list[int], EnqueueOutcome]:
         """The ids, and what was done (``added``, or what befell a dedup key's holder)."""
+        dependencies = check_dependencies(
+            depends_on, on_dependency_failure, dedup_key=dedup_key, delay=delay, parent_id=parent_id
+        )
         policy = check_on_duplicate(on_duplicate, dedup_key=dedup_key, delay=delay)
         request = check_enqueue(
             queue,
@@ -431,6 +465,8 @@ class MemoryBackend(DeadLetterCalls):
         if not request.payloads:
             await trio.lowlevel.checkpoint()
             return [], "added"
+        if dependencies is not None:
+            return await self._enqueue_after(request, dependencies), "added"
 
         def enqueue(now: float, _: object) -> tuple[list[int], EnqueueOutcome]:
             # Both statements in one step: PostgreSQL runs them one after the other, and
@@ -445,6 +481,39 @@ class MemoryBackend(DeadLetterCalls):
             return [answer[0]], revision_outcome(policy, answer[1])
 
         return await self._execute("enqueue", enqueue)
+
+    async def _enqueue_after(
+        self, request: EnqueueRequest, dependencies: Dependencies
+    ) -> list[int]:
+        def enqueue(now: float, _: object) -> list[int]:
+            ids = self._model.enqueue_after(now, request, dependencies)
+            if ids is not None:
+                return ids
+            unknown = self._model.unknown_jobs(dependencies.ids)
+            if unknown or dependencies.parent_id is None:
+                raise UnknownDependencyError(unknown)
+            parent = dependencies.parent_id
+            raise parent_refused(parent, bool(self._model.unknown_jobs([parent])))
+
+        return await self._execute("enqueue", enqueue)
+
+    async def dependencies(self, job_id: int) -> JobDependencies:
+        """The job's dependencies and dependents, each with its queue and current state
+        (docs/protocol.rst §21).
+
+        Raises:
+            UnknownJobError: (a ``LookupError``) no job has this id.
+            TypeError: ``job_id`` is not an int.
+        """
+        check_job_id(job_id)
+
+        def read(now: float, _: object) -> JobDependencies:
+            found = self._model.job_dependencies(now, job_id)
+            if found is None:
+                raise UnknownJobError(job_id)
+            return found
+
+        return await self._execute("dependencies", read)
 
     async def cancel(self, job_id: int) -> bool:
         """Cancel a job: at once if it is not running, else by flagging its row.

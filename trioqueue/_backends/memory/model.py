@@ -53,6 +53,7 @@ from typing import Any, Literal
 
 from trioqueue._backends.cursors import Cursor
 from trioqueue._backends.dead_letter_checks import DeadFilter
+from trioqueue._backends.dependency_checks import Dependencies
 from trioqueue._backends.memory.attempts import (
     AttemptRow,
     AttemptStart,
@@ -60,6 +61,7 @@ from trioqueue._backends.memory.attempts import (
     new_attempt,
     queue_timings,
 )
+from trioqueue._backends.memory.dependencies import Edges, failure_message
 from trioqueue._backends.memory.retention import LeaseRow, Policies
 from trioqueue._backends.operator_checks import read_detail
 from trioqueue._backends.validation import (
@@ -93,9 +95,11 @@ from trioqueue._types import (
     AttemptTiming,
     Claimed,
     Claims,
+    DependencyInfo,
     Failure,
     FinishedBucket,
     Job,
+    JobDependencies,
     JobInfo,
     JobSort,
     JobStatus,
@@ -196,6 +200,13 @@ class Row:
     # How many times the job snoozed, across its attempts (docs/protocol.rst §17;
     # migration 0017): only a fenced snooze changes it.
     snoozes: int = 0
+    # Dependencies (docs/protocol.rst §21; migration 0018): how many have not succeeded
+    # yet (a waiting row is queued at an infinite visibility time), whether some job
+    # depends on this one, and this job's policy (None: it has no dependencies).
+    waiting: int = 0
+    has_dependents: bool = False
+    dependency_failure: str | None = None
+    parent_id: int | None = None  # the job it was enqueued under (§22; migration 0019)
     in_ready: bool = False  # an entry for it is in its queue's ready heap
     due_at: float | None = None  # the time of its live entry in its queue's waiting heap
 
@@ -332,6 +343,8 @@ class MemoryModel:
         self._last_audit_id = 0
         self._policies = Policies()  # retention and retention_settings (§15)
         self._maintainer_row: LeaseRow | None = None  # the maintainer row, once taken (§15)
+        self._edges = Edges()  # job_edges (§21)
+        self._children: dict[int, list[int]] = {}  # jobs_parent_idx: children by parent (§22)
 
     # -- producers and operators ---------------------------------------------------------
 
@@ -351,6 +364,72 @@ class MemoryModel:
         if ids:
             self._notify_available(request.queue)
         return ids, True
+
+    def enqueue_after(
+        self, now: float, request: EnqueueRequest, dependencies: Dependencies
+    ) -> list[int] | None:
+        """Insert every payload after ``dependencies``; mirrors ``-- name: enqueue_after``.
+
+        None, and nothing written, when an id names no job (``unknown_jobs`` says which),
+        or ``dependencies.parent_id`` names no unfinished job (docs/protocol.rst §22).
+        A dependency that succeeded is met; one that failed finishes the new jobs at once by
+        their policy; the others are waited for. One ``AVAILABLE`` notice when the new jobs
+        are claimable at once.
+        """
+        found = [self._rows.get(job_id) for job_id in dependencies.ids]
+        if any(row is None for row in found):
+            return None
+        parent_id = dependencies.parent_id
+        if parent_id is not None:
+            parent = self._rows.get(parent_id)
+            if parent is None or parent.finished:
+                return None
+        rows = [row for row in found if row is not None]
+        unmet = sum(not row.finished for row in rows)
+        failed = min((row.id for row in rows if row.status == "failed"), default=None)
+        for row in rows:
+            row.has_dependents = True
+        ids = []
+        for text in request.payloads:
+            job_id = self._insert(request, text, now, waiting=unmet if failed is None else 0)
+            dependent = self._rows[job_id]
+            dependent.dependency_failure = dependencies.policy
+            if parent_id is not None:
+                dependent.parent_id = parent_id
+                self._children.setdefault(parent_id, []).append(job_id)
+            self._edges.add(dependencies.ids, job_id)
+            if failed is not None:
+                dependent.cancelled = dependencies.policy == "cancel"
+                error = failure_message(dependencies.policy, failed, failed, "failed")
+                self._finish(dependent, "failed", error, now)
+            ids.append(job_id)
+        if failed is None and unmet == 0:
+            self._notify_available(request.queue)
+        return ids
+
+    def unknown_jobs(self, job_ids: Iterable[int]) -> list[int]:
+        """Which of ``job_ids`` name no job, ascending; mirrors ``-- name: unknown_jobs``."""
+        return sorted(job_id for job_id in set(job_ids) if job_id not in self._rows)
+
+    def job_dependencies(self, now: float, job_id: int) -> JobDependencies | None:
+        """The job's dependencies and dependents with their states, None for an unknown
+        job; mirrors ``-- name: job_dependencies`` (an edge to a job gone is left out)."""
+        row = self._rows.get(job_id)
+        if row is None:
+            return None
+
+        def ends(ids: list[int]) -> tuple[DependencyInfo, ...]:
+            rows = [self._rows[i] for i in ids if i in self._rows]
+            return tuple(DependencyInfo(row.id, row.queue, row.state(now)) for row in rows)
+
+        parent = ends([] if row.parent_id is None else [row.parent_id])
+        return JobDependencies(
+            job_id,
+            ends(self._edges.dependencies_of(job_id)),
+            ends(self._edges.dependents_of(job_id)),
+            parent[0] if parent else None,
+            ends(self._children.get(job_id, [])),
+        )
 
     def find_dedup(self, queue: str, dedup_key: str) -> int | None:
         """The unfinished job of ``queue`` holding ``dedup_key``; mirrors ``find_dedup``."""
@@ -414,6 +493,9 @@ class MemoryModel:
         row = self._rows.get(job_id)
         if row is None or row.status != "failed":
             return False
+        unmet = self._recheck_dependencies(row)
+        if unmet is None:
+            return False  # a dependency is failed (the trigger skips the update)
         if row.dedup_key is not None:
             key = (row.queue, row.dedup_key)
             if key in self._dedup:
@@ -427,7 +509,8 @@ class MemoryModel:
         if row.group is not None:
             self._groups.setdefault((row.queue, row.group), set()).add(row.id)
         row.max_attempts = max(row.max_attempts, row.attempts + 1)
-        self._show_at(row, now, now)
+        row.waiting = unmet
+        self._show_at(row, now if unmet == 0 else math.inf, now)
         self._notify_available(row.queue)
         return True
 
@@ -573,6 +656,7 @@ class MemoryModel:
             return False
         del self._rows[job_id]  # its heap entries go stale: claims skip missing rows
         self._attempts.pop(job_id, None)  # its attempts go with it (§14)
+        self._forget_dependents(row, now)
         self._notify_finished(row)  # its waiters read again and find it gone
         if row.dedup_key is not None and self._dedup.get((row.queue, row.dedup_key)) == row.id:
             del self._dedup[(row.queue, row.dedup_key)]
@@ -684,8 +768,9 @@ class MemoryModel:
             and row.id not in self._locked  # FOR UPDATE SKIP LOCKED
         )[:limit]
         for _, job_id in doomed:
-            del self._rows[job_id]  # a finished row holds no dedup key; heap entries go stale
+            row = self._rows.pop(job_id)  # a finished row holds no dedup key; entries go stale
             self._attempts.pop(job_id, None)  # its attempts go with it (§14)
+            self._forget_dependents(row, now)
         return len(doomed)
 
     # -- worker pools --------------------------------------------------------------------
@@ -936,7 +1021,7 @@ class MemoryModel:
 
     # -- rows ----------------------------------------------------------------------------
 
-    def _insert(self, request: EnqueueRequest, payload: str, now: float) -> int:
+    def _insert(self, request: EnqueueRequest, payload: str, now: float, waiting: int = 0) -> int:
         self._last_id += 1
         row = Row(
             id=self._last_id,
@@ -944,11 +1029,12 @@ class MemoryModel:
             payload=payload,
             priority=request.priority,
             max_attempts=request.max_attempts,
-            not_visible_until=now + request.delay,
+            not_visible_until=now + request.delay if waiting == 0 else math.inf,
             created_at=now,
             dedup_key=request.dedup_key,
             group=request.group,
             trace_context=request.trace_context,
+            waiting=waiting,
         )
         self._rows[row.id] = row
         if row.group is not None:
@@ -958,7 +1044,12 @@ class MemoryModel:
             self._dedup[(row.queue, row.dedup_key)] = row.id
         return row.id
 
-    def _finish(self, row: Row, status: RowStatus, error: str | None, now: float) -> None:
+    def _finish(
+        self, row: Row, status: RowStatus, error: str | None, now: float, *, settle: bool = True
+    ) -> None:
+        """``settle``: settle a row with dependents, as the ack's ``settle_successes`` and
+        the trigger ``jobs_settle_dependents`` do (the dependents ``fail_dependents``
+        finishes settle nothing: their own are among them)."""
         row.status = status
         row.finished_at = now
         if error is not None:
@@ -967,6 +1058,63 @@ class MemoryModel:
         if row.dedup_key is not None and self._dedup.get((row.queue, row.dedup_key)) == row.id:
             del self._dedup[(row.queue, row.dedup_key)]
         self._leave_group(row)
+        if settle and row.has_dependents:
+            if status == "succeeded":
+                self._wake_dependents(row, now)
+            else:
+                self._fail_dependents(row.id, "failed", now)
+
+    # -- dependencies: what migration 0018's functions do (docs/protocol.rst §21) ----------
+
+    def _waits(self, job_id: int) -> bool:
+        row = self._rows.get(job_id)
+        return row is not None and row.status == "queued" and row.waiting > 0
+
+    def _wake_dependents(self, row: Row, now: float) -> None:
+        """``settle_successes`` (the ack calls it): one dependency fewer for each waiting
+        dependent; those left with none become claimable, one notice per queue."""
+        woken: list[str] = []
+        for job_id in self._edges.dependents_of(row.id):
+            if not self._waits(job_id):
+                continue
+            dependent = self._rows[job_id]
+            dependent.waiting -= 1
+            if dependent.waiting == 0:
+                self._show_at(dependent, now, now)
+                woken.append(dependent.queue)
+        for queue in dict.fromkeys(woken):
+            self._notify_available(queue)
+
+    def _fail_dependents(self, root: int, reason: str, now: float) -> None:
+        """``fail_dependents``: every waiting dependent reachable from ``root`` fails by its
+        policy, naming the dependency through which the failure reached it."""
+        for job_id, via in sorted(self._edges.nearest(root, self._waits).items()):
+            dependent = self._rows[job_id]
+            dependent.waiting = 0
+            dependent.cancelled = dependent.dependency_failure == "cancel"
+            error = failure_message(dependent.dependency_failure, via, root, reason)
+            self._finish(dependent, "failed", error, now, settle=False)
+
+    def _forget_dependents(self, row: Row, now: float) -> None:
+        """``forget_dependents`` for a deleted row: an unfinished one fails its dependents;
+        its edges go."""
+        if not row.has_dependents:
+            return
+        if not row.finished:
+            self._fail_dependents(row.id, "was deleted", now)
+        self._edges.forget_dependency(row.id)
+
+    def _recheck_dependencies(self, row: Row) -> int | None:
+        """``recheck_dependencies`` for a failed row put back: how many of its dependencies
+        have not succeeded (a deleted one counts as met), or None while one is failed."""
+        if row.dependency_failure is None:
+            return 0
+        dependencies = [
+            self._rows[i] for i in self._edges.dependencies_of(row.id) if i in self._rows
+        ]
+        if any(d.status == "failed" for d in dependencies):
+            return None
+        return sum(d.status != "succeeded" for d in dependencies)
 
     def _leave_group(self, row: Row) -> None:
         if row.group is not None:
@@ -1065,7 +1213,9 @@ class MemoryModel:
             cancelled=row.cancelled,
             snoozes=row.snoozes,
             next_attempt_at=(
-                self.to_datetime(row.not_visible_until) if state == "scheduled" else None
+                self.to_datetime(row.not_visible_until)
+                if state == "scheduled" and row.waiting == 0
+                else None
             ),
             # The pool that ran the last attempt: the row keeps worker_id until a retry.
             finished_by=row.worker_id if row.finished else None,
@@ -1073,7 +1223,16 @@ class MemoryModel:
                 None if not checkpoint or row.checkpoint is None else decode_payload(row.checkpoint)
             ),
             checkpointed_at=self._maybe_datetime(row.checkpointed_at) if checkpoint else None,
+            # get_job's row alone says what a waiting job waits for (§21).
+            waiting_on=self._waiting_on(row) if checkpoint else (),
+            parent_id=row.parent_id if checkpoint else None,  # get_job's row alone (§22)
         )
+
+    def _waiting_on(self, row: Row) -> tuple[int, ...]:
+        if row.waiting == 0 or row.status != "queued":
+            return ()  # (a waiting job cancelled or deleted keeps its count: it waits no more)
+        ids = self._edges.dependencies_of(row.id)
+        return tuple(i for i in ids if i in self._rows and self._rows[i].status != "succeeded")
 
     def _maybe_datetime(self, t: float | None) -> datetime | None:
         return None if t is None else self.to_datetime(t)
@@ -1762,6 +1921,7 @@ class MemoryModel:
         counts = {
             "attempts": sum(len(rows) for rows in self._attempts.values()),
             "audit_log": len(self._audit),
+            "job_edges": len(self._edges),  # 0018
             "jobs": len(self._rows),
             "maintainer": 0 if self._maintainer_row is None else 1,
             "queues": len(self._settings),
@@ -1876,6 +2036,7 @@ class MemoryModel:
                 continue
             del self._rows[row.id]  # a finished row holds no dedup key; heap entries go stale
             self._attempts.pop(row.id, None)  # its attempts go with it (§14)
+            self._forget_dependents(row, now)
             key = (row.queue, row.status)
             deleted[key] = deleted.get(key, 0) + 1
         audit = self._audit_past_policy(now)[:limit]

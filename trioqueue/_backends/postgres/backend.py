@@ -61,6 +61,7 @@ from trioqueue._backends.interface import (
 from trioqueue._backends.postgres.claims import ClaimCalls
 from trioqueue._backends.postgres.controls import ControlCalls
 from trioqueue._backends.postgres.dead_letters import DeadLetterStatements
+from trioqueue._backends.postgres.dependencies import DependencyCalls
 from trioqueue._backends.postgres.driver import Driver, Pooling, check_options, open_driver
 from trioqueue._backends.postgres.finishes import FinishWatch
 from trioqueue._backends.postgres.flow import FlowCalls
@@ -184,6 +185,7 @@ class PostgresBackend(
     NoticeCalls,
     RetentionCalls,
     DeadLetterStatements,
+    DependencyCalls,
 ):
     """A :class:`~trioqueue._backends.interface.Backend` on PostgreSQL. Create it with :func:`open_postgres`.
 

@@ -17,10 +17,21 @@ from typing import Any
 
 import trio
 
+from trioqueue._backends.dependency_checks import (
+    Dependencies,
+    check_dependencies,
+    parent_refused,
+)
 from trioqueue._backends.postgres.base import BackendBase
 from trioqueue._backends.postgres.driver import PgConnection
-from trioqueue._backends.validation import check_enqueue, check_on_duplicate, revision_outcome
-from trioqueue._types import Enqueued, EnqueueOutcome, OnDuplicate
+from trioqueue._backends.validation import (
+    EnqueueRequest,
+    check_enqueue,
+    check_on_duplicate,
+    revision_outcome,
+)
+from trioqueue._errors import UnknownDependencyError
+from trioqueue._types import Enqueued, EnqueueOutcome, OnDependencyFailure, OnDuplicate
 
 
 class ProducerCalls(BackendBase):
@@ -37,6 +48,9 @@ class ProducerCalls(BackendBase):
         dedup_key: str | None = None,
         group: str | None = None,
         on_duplicate: OnDuplicate = "keep",
+        depends_on: Sequence[int] | None = None,
+        on_dependency_failure: OnDependencyFailure = "fail",
+        parent_id: int | None = None,
         connection: PgConnection | None = None,
     ) -> int:
         """Add one job; with ``dedup_key``, return the unfinished duplicate's id instead.
@@ -46,6 +60,12 @@ class ProducerCalls(BackendBase):
                 §18): ``"keep"`` it (the default), ``"replace"`` its payload, priority and
                 run time, or ``"debounce"`` it (run time now + ``delay``). A running
                 duplicate is never changed; :meth:`enqueue_deduplicated` says what happened.
+            depends_on: ids of jobs this one runs after (docs/protocol.rst §21): it waits
+                until every one has succeeded. Excludes ``dedup_key`` and ``delay``.
+            on_dependency_failure: when a dependency fails for good, ``"fail"`` this job
+                (the default) or ``"cancel"`` it; either way it never runs.
+            parent_id: enqueue the job as a child of this unfinished job (docs/protocol.rst
+                §22); ``UnknownJobError`` if there is none, ``ValueError`` if it finished.
             connection: enqueue inside the caller's transaction on this connection (from
                 :meth:`acquire`, or ``ctx.connection`` of a transactional handler): the job
                 exists, and its NOTIFY is sent, only if that transaction commits.
@@ -54,6 +74,7 @@ class ProducerCalls(BackendBase):
             TypeError: ``payload`` is not JSON-serialisable, or an option has a wrong type.
             ValueError: an option is out of range, ``on_duplicate`` lacks what it needs, or
                 ``connection`` is not one of this backend's connections.
+            UnknownDependencyError: ``depends_on`` names a job that does not exist.
         """
         [job_id] = await self.enqueue_many(
             queue,
@@ -64,6 +85,9 @@ class ProducerCalls(BackendBase):
             dedup_key=dedup_key,
             group=group,
             on_duplicate=on_duplicate,
+            depends_on=depends_on,
+            on_dependency_failure=on_dependency_failure,
+            parent_id=parent_id,
             connection=connection,
         )
         return job_id
@@ -113,6 +137,9 @@ class ProducerCalls(BackendBase):
         dedup_key: str | None = None,
         group: str | None = None,
         on_duplicate: OnDuplicate = "keep",
+        depends_on: Sequence[int] | None = None,
+        on_dependency_failure: OnDependencyFailure = "fail",
+        parent_id: int | None = None,
         connection: PgConnection | None = None,
     ) -> list[int]:
         """Add several jobs in one statement (counted as one ``"enqueue"`` call).
@@ -139,6 +166,9 @@ class ProducerCalls(BackendBase):
             dedup_key=dedup_key,
             group=group,
             on_duplicate=on_duplicate,
+            depends_on=depends_on,
+            on_dependency_failure=on_dependency_failure,
+            parent_id=parent_id,
             connection=connection,
         )
         return ids
@@ -155,9 +185,15 @@ class ProducerCalls(BackendBase):
         group: str | None,
         on_duplicate: OnDuplicate,
         connection: PgConnection | None,
+        depends_on: Sequence[int] | None = None,
+        on_dependency_failure: OnDependencyFailure = "fail",
+        parent_id: int | None = None,
     ) -> tuple[list[int], EnqueueOutcome]:
         """The ids, and what was done (``added``, or what befell a dedup key's holder)."""
         self._check_connection(connection)
+        dependencies = check_dependencies(
+            depends_on, on_dependency_failure, dedup_key=dedup_key, delay=delay, parent_id=parent_id
+        )
         policy = check_on_duplicate(on_duplicate, dedup_key=dedup_key, delay=delay)
         request = check_enqueue(
             queue,
@@ -172,6 +208,9 @@ class ProducerCalls(BackendBase):
             await trio.lowlevel.checkpoint()
             return [], "added"
         run = self._driver.run if connection is None else connection.run
+        if dependencies is not None:
+            ids = await run("enqueue", self._aio_enqueue_after, request, dependencies)
+            return ids, "added"
         return await run(
             "enqueue",
             self._aio_enqueue,
@@ -234,3 +273,35 @@ class ProducerCalls(BackendBase):
             )
             if holder is not None:
                 return [holder["id"]], revision_outcome(policy, holder["changed"])
+
+    async def _aio_enqueue_after(
+        self, connection: Any, request: EnqueueRequest, dependencies: Dependencies
+    ) -> list[int]:
+        """``enqueue_after`` (docs/protocol.rst §21); no row means an unknown dependency."""
+        wanted = [str(job_id) for job_id in dependencies.ids]
+        while True:
+            rows = await connection.fetch(
+                self._sql["enqueue_after"],
+                request.queue,
+                list(request.payloads),
+                request.priority,
+                request.max_attempts,
+                request.group,
+                request.trace_context,
+                wanted,
+                dependencies.policy,
+                dependencies.parent_id,
+            )
+            if rows:
+                return [row["id"] for row in rows]
+            unknown = [
+                row["id"] for row in await connection.fetch(self._sql["unknown_jobs"], wanted)
+            ]
+            if unknown:
+                raise UnknownDependencyError(unknown)
+            parent = dependencies.parent_id
+            if parent is not None:
+                missing = await connection.fetch(self._sql["unknown_jobs"], [str(parent)])
+                raise parent_refused(parent, bool(missing))
+            # Every id exists now, so none was missing then either (ids are never reused,
+            # and a deleted job stays deleted): cannot happen, but never return nothing.

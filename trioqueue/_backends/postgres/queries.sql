@@ -55,6 +55,102 @@ notified AS (
 SELECT i.id FROM inserted AS i, (SELECT count(*) FROM notified) AS n
 ORDER BY i.id;
 
+-- name: enqueue_after
+-- enqueue with dependencies (docs/protocol.rst §21): $1..$4 as enqueue's, $5 the group,
+-- $6 the trace context (a delay and a dedup key are refused with depends_on), $7 the
+-- dependencies' ids (distinct), $8 the policy ('fail' or 'cancel'), $9 the parent's id
+-- (NULL for none: docs/protocol.rst §22), locked with them and required unfinished.
+-- Every dependency's row is locked first, in id order, waiting for a statement finishing
+-- it; the lock reads its latest version, so a success committed meanwhile counts as met,
+-- and a success after this commits fires its trigger after this lock is released, and so
+-- sees the edges (migration 0018). No row when an id names no job, or the parent is
+-- missing or finished: nothing is written.
+-- A dependency failed for good finishes the new jobs at once, by their policy (no
+-- attempt row). One notice when the new jobs are claimable at once.
+WITH locked AS (
+    SELECT d.id, d.status, d.id IS NOT DISTINCT FROM $9::bigint AS is_parent
+    FROM {schema}.jobs AS d
+    WHERE d.id = ANY($7::text[]::bigint[]) OR d.id = $9::bigint
+    ORDER BY d.id
+    FOR NO KEY UPDATE
+),
+summary AS (
+    SELECT count(*) FILTER (WHERE NOT l.is_parent) = cardinality($7::text[])
+               AND ($9::bigint IS NULL OR coalesce(
+                   bool_or(l.is_parent AND l.status IN ('queued', 'running')), false))
+               AS complete,
+           count(*) FILTER (WHERE NOT l.is_parent AND l.status IN ('queued', 'running'))
+               AS unmet,
+           min(l.id) FILTER (WHERE NOT l.is_parent AND l.status = 'failed') AS failed
+    FROM locked AS l
+),
+marked AS (
+    UPDATE {schema}.jobs AS d SET has_dependents = true
+    FROM locked AS l, summary AS s
+    WHERE d.id = l.id AND NOT l.is_parent AND s.complete AND NOT d.has_dependents
+),
+inserted AS (
+    INSERT INTO {schema}.jobs (queue, payload, priority, max_attempts, not_visible_until,
+                               group_key, trace_context, waiting, dependency_failure, status,
+                               finished_at, last_error, cancelled, parent_id)
+    SELECT $1::text, p.payload::jsonb, $3::integer, $4::integer,
+           CASE WHEN s.failed IS NULL AND s.unmet > 0 THEN 'infinity'::timestamptz ELSE now() END,
+           $5::text, $6::text::jsonb,
+           CASE WHEN s.failed IS NULL THEN s.unmet ELSE 0 END, $8::text,
+           CASE WHEN s.failed IS NULL THEN 'queued' ELSE 'failed' END,
+           CASE WHEN s.failed IS NOT NULL THEN now() END,
+           CASE WHEN s.failed IS NOT NULL
+                THEN CASE WHEN $8::text = 'cancel' THEN 'cancelled: ' ELSE '' END
+                     || 'dependency ' || s.failed || ' failed' END,
+           s.failed IS NOT NULL AND $8::text = 'cancel', $9::bigint
+    FROM unnest($2::text[]) WITH ORDINALITY AS p (payload, n), summary AS s
+    WHERE s.complete
+    ORDER BY p.n
+    RETURNING id, status
+),
+edges AS (
+    INSERT INTO {schema}.job_edges (dependency_id, dependent_id)
+    SELECT l.id, i.id FROM locked AS l, inserted AS i WHERE NOT l.is_parent
+),
+notified AS (
+    SELECT pg_notify({channel}, 'a:' || $1::text)
+    FROM summary AS s
+    WHERE s.unmet = 0 AND EXISTS (SELECT FROM inserted AS i WHERE i.status = 'queued')
+)
+SELECT i.id FROM inserted AS i, (SELECT count(*) FROM notified) AS n
+ORDER BY i.id;
+
+-- name: unknown_jobs
+-- Which of the ids $1 name no job (the message of an enqueue_after that found no row).
+SELECT w.id FROM unnest($1::text[]::bigint[]) AS w (id)
+WHERE NOT EXISTS (SELECT FROM {schema}.jobs AS j WHERE j.id = w.id)
+ORDER BY w.id;
+
+-- name: job_dependencies
+-- A job's dependencies ('dependency') and dependents ('dependent'), each with its queue
+-- and state, by id, and its parent and children (docs/protocol.rst §22); an edge to a job
+-- that is gone is left out. No row at all (not even the
+-- job's own) when the job is unknown: the first row says the job exists.
+SELECT 'self' AS side, j.id, j.queue, {schema}.job_state(j.status, j.not_visible_until, now()) AS state
+FROM {schema}.jobs AS j WHERE j.id = $1::bigint
+UNION ALL
+SELECT 'dependency', d.id, d.queue, {schema}.job_state(d.status, d.not_visible_until, now())
+FROM {schema}.job_edges AS e JOIN {schema}.jobs AS d ON d.id = e.dependency_id
+WHERE e.dependent_id = $1::bigint
+UNION ALL
+SELECT 'dependent', d.id, d.queue, {schema}.job_state(d.status, d.not_visible_until, now())
+FROM {schema}.job_edges AS e JOIN {schema}.jobs AS d ON d.id = e.dependent_id
+WHERE e.dependency_id = $1::bigint
+UNION ALL
+SELECT 'parent', p.id, p.queue, {schema}.job_state(p.status, p.not_visible_until, now())
+FROM {schema}.jobs AS j JOIN {schema}.jobs AS p ON p.id = j.parent_id
+WHERE j.id = $1::bigint
+UNION ALL
+SELECT 'child', c.id, c.queue, {schema}.job_state(c.status, c.not_visible_until, now())
+FROM {schema}.jobs AS c
+WHERE c.parent_id = $1::bigint
+ORDER BY 1 DESC, 2;
+
 -- name: find_dedup
 SELECT id FROM {schema}.jobs
 WHERE queue = $1::text AND dedup_key = $2::text AND status IN ('queued', 'running');
@@ -152,7 +248,11 @@ SELECT j.id, j.queue, j.payload::text AS payload,
        j.created_at, j.finished_at, j.not_visible_until, j.last_renewed_at,
        j.cancel_requested_at, j.cancel_acknowledged_at, j.worker_id, j.result::text AS result,
        j.awaited, j.group_key, j.cancelled, j.checkpoint::text AS checkpoint, j.checkpointed_at,
-       j.snoozes
+       j.snoozes, j.parent_id,
+       -- The dependencies a waiting job still waits for (docs/protocol.rst §21).
+       CASE WHEN j.waiting > 0 AND j.status = 'queued' THEN ARRAY(
+           SELECT d.id FROM {schema}.job_edges AS e JOIN {schema}.jobs AS d ON d.id = e.dependency_id
+           WHERE e.dependent_id = j.id AND d.status <> 'succeeded' ORDER BY d.id) END AS waiting_on
 FROM {schema}.jobs AS j
 WHERE j.id = $1::bigint;
 
@@ -788,11 +888,20 @@ acked AS (
     -- found by primary key whatever the statistics say (docs/performance.rst, "PostgreSQL:
     -- history and the hot path"); it means status = 'running', which is never NULL.
     WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND (j.status = 'running') IS TRUE
-    RETURNING i.n,
+    RETURNING i.n, j.id, j.has_dependents,
               CASE WHEN j.awaited THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END
                   AS finished
+),
+-- Dependents (docs/protocol.rst §21, migration 0018): the acked rows some job depends on
+-- are settled in one call, once every acked row is locked (the function reads the edges
+-- on a snapshot of its own, so it sees one an enqueue committed while this waited for
+-- that lock); a batch with none calls nothing.
+settled AS (
+    SELECT CASE WHEN count(*) > 0 THEN {schema}.settle_successes(array_agg(s.id)) END
+    FROM acked AS s
+    WHERE s.has_dependents
 )
-SELECT a.n FROM acked AS a;
+SELECT a.n FROM acked AS a, settled;
 
 -- name: fail
 -- A failure with a retry delay puts the job back, unless the attempt was the last one or

@@ -53,6 +53,16 @@ EXACT_UP_TO = 10_000
 COUNT_TIMEOUT = 0.1
 
 
+async def known_bigint(job_id: object) -> None:
+    """Refuse a ``job_id`` that is not an int (``TypeError``), and one out of bigint range,
+    which names no job (``UnknownJobError``, with no statement sent)."""
+    check_job_id(job_id)
+    assert isinstance(job_id, int)
+    if not is_bigint(job_id):
+        await trio.lowlevel.checkpoint()
+        raise UnknownJobError(job_id)
+
+
 class ReadCalls(BackendBase):
     """Snapshots of jobs, workers and their history."""
 
@@ -74,10 +84,7 @@ class ReadCalls(BackendBase):
             UnknownJobError: (a ``LookupError``) no job has this id.
             TypeError: ``job_id`` is not an int.
         """
-        check_job_id(job_id)
-        if not is_bigint(job_id):
-            await trio.lowlevel.checkpoint()
-            raise UnknownJobError(job_id)
+        await known_bigint(job_id)
         row = None
         if not fresh and self._reads.configured:
             row = await self._reads.run("get_job", fetchrow, self._sql["get_job"], job_id)
@@ -255,10 +262,7 @@ class ReadCalls(BackendBase):
         Raises:
             UnknownJobError: no job has this id.
         """
-        check_job_id(job_id)
-        if not is_bigint(job_id):
-            await trio.lowlevel.checkpoint()
-            raise UnknownJobError(job_id)
+        await known_bigint(job_id)
         sql = self._sql["list_attempts"]
         attempts = attempt_infos(job_id, await self._reads.run("list_attempts", fetch, sql, job_id))
         if attempts is None and self._reads.configured:

@@ -7,6 +7,7 @@ A stored payload or result that Python's json refuses comes back marked
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from trioqueue._backends.validation import decode_payload
@@ -25,6 +26,8 @@ def read_payload(text: str) -> Any:
 def job_info(row: Any) -> JobInfo:
     state = row["state"]
     running = state == "running"
+    # Only get_job's row has it (docs/protocol.rst §21); None for a job that waits for none.
+    waiting_on = tuple(row.get("waiting_on") or ())
     return JobInfo(
         id=row["id"],
         queue=row["queue"],
@@ -46,12 +49,20 @@ def job_info(row: Any) -> JobInfo:
         group=row["group_key"],
         cancelled=row["cancelled"],
         snoozes=row["snoozes"],
-        next_attempt_at=row["not_visible_until"] if state == "scheduled" else None,
+        # A waiting dependent is scheduled at 'infinity' (asyncpg reads it as the naive
+        # datetime.max, in every read): it has no next attempt time (§21).
+        next_attempt_at=(
+            row["not_visible_until"]
+            if state == "scheduled" and row["not_visible_until"] != datetime.max
+            else None
+        ),
         # The pool that ran the last attempt: the row keeps worker_id until a retry.
         finished_by=row["worker_id"] if state in ("succeeded", "failed") else None,
         # Only get_job's and await_job's rows have these (docs/protocol.rst §16).
         checkpoint=_read_checkpoint(row.get("checkpoint")),
         checkpointed_at=row.get("checkpointed_at"),
+        waiting_on=waiting_on,
+        parent_id=row.get("parent_id"),  # get_job's row alone (docs/protocol.rst §22)
     )
 
 

@@ -205,6 +205,8 @@ def _as_cli_error(exc: BaseException, schema: str | None) -> CliError | None:
         return CliError(str(exc))
     if isinstance(exc, trioqueue.UnknownJobError):
         return CliError(str(exc), EXIT_FAILED)
+    if isinstance(exc, trioqueue.UnknownDependencyError):  # bad input: nothing was written
+        return CliError(f"{exc}; nothing was enqueued")
     if isinstance(exc, trioqueue.BackendError):
         hint = database_hint(exc, schema)
         return CliError(str(exc) + (f"; {hint}" if hint else ""), EXIT_FAILED)

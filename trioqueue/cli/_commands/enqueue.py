@@ -9,11 +9,19 @@ import typing
 from typing import Any, TextIO
 
 import trioqueue
-from trioqueue.cli._commands.common import CliError, Subparsers, run_on_database, subcommand
+from trioqueue.cli._commands.common import (
+    CliError,
+    Subparsers,
+    job_id_type,
+    run_on_database,
+    subcommand,
+)
 from trioqueue.cli._escape import say
 
 #: What ``--on-duplicate`` takes: the ``on_duplicate`` policies (docs/protocol.rst §18).
 POLICIES: tuple[str, ...] = typing.get_args(trioqueue.OnDuplicate)
+#: What ``--on-dependency-failure`` takes (docs/protocol.rst §21).
+DEPENDENCY_POLICIES: tuple[str, ...] = typing.get_args(trioqueue.OnDependencyFailure)
 
 
 def add(commands: Subparsers) -> None:
@@ -45,6 +53,20 @@ def add(commands: Subparsers) -> None:
     enqueue.add_argument(
         "--group", metavar="KEY", help="run one job of this group at a time (docs/flow.rst)"
     )
+    enqueue.add_argument(
+        "--depends-on",
+        action="append",
+        type=job_id_type,
+        metavar="ID",
+        help="run only once job ID has succeeded (repeat for several; docs/howto/dependencies.rst)",
+    )
+    enqueue.add_argument(
+        "--on-dependency-failure",
+        choices=DEPENDENCY_POLICIES,
+        default="fail",
+        help="what this job becomes if a dependency fails for good: failed (the default) or "
+        "cancelled; either way it never runs",
+    )
 
 
 def _run_enqueue(args: argparse.Namespace) -> int:
@@ -57,6 +79,9 @@ def _run_enqueue(args: argparse.Namespace) -> int:
         "group": args.group,
         "on_duplicate": args.on_duplicate,
     }
+    if args.depends_on:
+        options["depends_on"] = args.depends_on
+        options["on_dependency_failure"] = args.on_dependency_failure
     done = run_on_database(args, enqueue_reporting, args.queue, payload, options)
     say(str(done.id))
     if not done.added:
@@ -129,7 +154,9 @@ async def enqueue_reporting(
     options = dict(options)
     dedup_key = options.pop("dedup_key", None)
     async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
-        if dedup_key is None:
-            # (with a policy other than keep, enqueue refuses: it needs a dedup key)
-            return trioqueue.Enqueued(await backend.enqueue(queue, payload, **options), "added")
+        if dedup_key is None or "depends_on" in options:
+            # (with a policy other than keep, enqueue refuses: it needs a dedup key; and
+            # depends_on with a dedup key it refuses too, naming the pair)
+            job_id = await backend.enqueue(queue, payload, dedup_key=dedup_key, **options)
+            return trioqueue.Enqueued(job_id, "added")
         return await backend.enqueue_deduplicated(queue, payload, dedup_key=dedup_key, **options)

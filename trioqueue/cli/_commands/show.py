@@ -44,6 +44,11 @@ def add(commands: Subparsers) -> None:
         metavar="S",
         help="with --wait: give up after S seconds (exit 1); default: wait as long as it takes",
     )
+    show.add_argument(
+        "--tree",
+        action="store_true",
+        help="also list the job's dependencies and dependents, with their states",
+    )
     add_read_dsn_option(show)  # the job and its attempts; --wait waits on --dsn
 
 
@@ -58,6 +63,8 @@ def _run_show(args: argparse.Namespace) -> int:
     if info is None:
         raise CliError(f"no job with id {args.job_id}", EXIT_FAILED)
     say(*job_report(info, attempts))
+    if args.tree:
+        say(*tree_lines(run_on_database(args, show_tree, args.job_id)))
     if timed_out:
         raise CliError(
             f"job {args.job_id} is still {info.status} after {args.timeout:g} s", EXIT_FAILED
@@ -99,6 +106,29 @@ async def read_job(
     return info, timed_out, attempts
 
 
+async def show_tree(dsn: str, schema: str, job_id: int) -> trioqueue.JobDependencies:
+    """The job's dependency edges, read on the primary (docs/protocol.rst §21)."""
+    async with trioqueue.open_postgres(dsn, schema=schema, max_connections=1) as backend:
+        return await backend.dependencies(job_id)
+
+
+def tree_lines(tree: trioqueue.JobDependencies) -> list[str]:
+    """``show --tree``'s lines: its parent, its children, the jobs this one runs after and
+    those that run after it, one per line with its queue and state, made visible (a queue
+    name is stored text)."""
+    lines = []
+    parent = () if tree.parent is None else (tree.parent,)
+    for title, ends in (
+        ("parent", parent),
+        ("children", tree.children),
+        ("depends on", tree.dependencies),
+        ("dependents", tree.dependents),
+    ):
+        lines.append(f"  {title}" + ("" if ends else "  (none)"))
+        lines += [" " * 4 + visible(f"job {d.id} in queue {d.queue}: {d.status}") for d in ends]
+    return lines
+
+
 def job_report(
     info: trioqueue.JobInfo, attempts: Sequence[trioqueue.AttemptInfo] = ()
 ) -> list[str]:
@@ -115,6 +145,10 @@ def job_report(
         ("group", info.group),
         ("created", info.created_at),
         ("next", info.next_attempt_at and f"attempt at {info.next_attempt_at}"),
+        (
+            "waiting",
+            "for jobs " + ", ".join(map(str, info.waiting_on)) if info.waiting_on else None,
+        ),
         ("finished", info.finished_at),
         ("pool", info.finished_by),
         # Snoozes (docs/protocol.rst §17), across attempts; said only once there was one.

@@ -31,6 +31,10 @@ topic, one module and one class each, and :class:`BackendConformance` combines t
   by the claim and delivered with it (docs/protocol.rst §16, I18);
 - ``snoozes.py``: snoozes, fenced and uncharged, counted on the row, run after their
   delay, bounded by ``max_snoozes`` (docs/protocol.rst §17, I19);
+- ``dependencies.py``: jobs enqueued with ``depends_on`` wait for their dependencies'
+  success and fail by policy when one fails for good (docs/protocol.rst §21, I23, I24);
+- ``trees.py``: children enqueued under a parent, and a tree's reads (docs/protocol.rst
+  §22, as far as this build goes);
 - ``dashboard.py``: searching, sorting, counting and deleting jobs, a job's lease details,
   worker pools and their beats, finished-job history;
 - ``_base.py``: what they share (the clock fixture, the timings, helpers, bad inputs).
@@ -46,6 +50,7 @@ from trioqueue.testing._conformance.controls import ControlsConformance
 from trioqueue.testing._conformance.crashes import CrashConformance
 from trioqueue.testing._conformance.dashboard import DashboardConformance
 from trioqueue.testing._conformance.dead_letters import DeadLetterConformance
+from trioqueue.testing._conformance.dependencies import DependencyConformance
 from trioqueue.testing._conformance.duplicates import DuplicateConformance
 from trioqueue.testing._conformance.enqueue import EnqueueConformance
 from trioqueue.testing._conformance.flow import FlowConformance
@@ -57,6 +62,7 @@ from trioqueue.testing._conformance.results import ResultConformance
 from trioqueue.testing._conformance.retention import RetentionConformance
 from trioqueue.testing._conformance.schedules import ScheduleConformance
 from trioqueue.testing._conformance.snoozes import SnoozeConformance
+from trioqueue.testing._conformance.trees import TreeConformance
 
 __all__ = ["BackendConformance"]
 
@@ -81,6 +87,8 @@ class BackendConformance(
     DeadLetterConformance,
     CheckpointConformance,
     SnoozeConformance,
+    DependencyConformance,
+    TreeConformance,
 ):
     """What every backend must do, as tests. Subclass it in a test module::
 
