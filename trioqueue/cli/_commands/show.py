@@ -47,7 +47,7 @@ def add(commands: Subparsers) -> None:
     show.add_argument(
         "--tree",
         action="store_true",
-        help="also list the job's dependencies and dependents, with their states",
+        help="also list the job's parent, children, dependencies and dependents, with their states",
     )
     add_read_dsn_option(show)  # the job and its attempts; --wait waits on --dsn
 
