@@ -1546,19 +1546,28 @@ class MemoryModel:
         self._finish(row, "failed", error, now)
         return Recorded.FINAL
 
-    def _release_one(self, item: Release, now: float) -> bool:
+    def _given_back(self, item: Release | SnoozeWrite, now: float) -> tuple[Row | None, bool]:
+        """What release and snooze do first (they give the attempt back): the fenced row
+        (None: the fence moved on), its progress and checkpoint stored; and whether a
+        cancel asked meanwhile was honoured instead (the job failed for good, cancelled,
+        not run again)."""
         row = self._fenced(item.job_id, item.claim_seq)
         if row is None:
-            return False
+            return None, False
         self._store_progress(row, item.progress)
         self._store_checkpoint(row, item.checkpoint, now)
-        if row.cancel_requested_at is not None:
-            # Released at shutdown after a cancel request: honour the cancel, don't rerun.
-            error = "cancelled: cancel requested"
-            self._record_attempt(row, "cancelled", now, timing=item.timing, error=error)
-            row.cancelled = True
-            self._finish(row, "failed", error, now)
-            return True
+        if row.cancel_requested_at is None:
+            return row, False
+        error = "cancelled: cancel requested"
+        self._record_attempt(row, "cancelled", now, timing=item.timing, error=error)
+        row.cancelled = True
+        self._finish(row, "failed", error, now)
+        return row, True
+
+    def _release_one(self, item: Release, now: float) -> bool:
+        row, cancelled = self._given_back(item, now)
+        if row is None or cancelled:
+            return row is not None
         self._record_attempt(row, "released", now, timing=item.timing)
         row.status = "queued"
         row.attempts -= 1  # a released attempt is not charged
@@ -1567,17 +1576,10 @@ class MemoryModel:
         return True
 
     def _snooze_one(self, item: SnoozeWrite, now: float, max_snoozes: int) -> Snoozed | None:
-        row = self._fenced(item.job_id, item.claim_seq)
+        row, cancelled = self._given_back(item, now)
         if row is None:
             return None
-        self._store_progress(row, item.progress)
-        self._store_checkpoint(row, item.checkpoint, now)
-        if row.cancel_requested_at is not None:
-            # As release: honour the cancel, don't run it again.
-            error = "cancelled: cancel requested"
-            self._record_attempt(row, "cancelled", now, timing=item.timing, error=error)
-            row.cancelled = True
-            self._finish(row, "failed", error, now)
+        if cancelled:
             return Snoozed.CANCELLED
         if row.snoozes >= max_snoozes:
             # The bound (§17): a failure for good, charged; a retry would meet it again.

@@ -851,6 +851,15 @@ WHERE (SELECT t.renewed + t.locked - t.renewable FROM tally AS t)
   AND NOT EXISTS (SELECT FROM renewed_late AS r WHERE r.id = i.id)
   AND NOT EXISTS (SELECT FROM locked AS l WHERE l.id = i.id AND l.renewable IS NOT TRUE);
 
+-- fragment: fenced_items
+-- The fence of every outcome statement (ack, fail, release, snooze): each item's row, only
+-- while it is running with the item's claim_seq (§1, I9). IS TRUE keeps the partial
+-- indexes of running rows out of the plan, so the rows are found by primary key whatever
+-- the statistics say (docs/performance.rst, "PostgreSQL: history and the hot path"); it
+-- means status = 'running', which is never NULL.
+FROM items AS i
+    WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND (j.status = 'running') IS TRUE
+
 -- name: ack
 -- Answers the 1-based positions of the items that applied.
 -- $4 is each handler's result as JSON text (NULL for none); a re-run overwrites it. $3 and
@@ -883,11 +892,7 @@ acked AS (
         result = i.result::jsonb,
         started_at = j.claimed_at + make_interval(secs => i.started_after),
         run_seconds = i.run_seconds
-    FROM items AS i
-    -- IS TRUE keeps the partial indexes of running rows out of the plan, so the rows are
-    -- found by primary key whatever the statistics say (docs/performance.rst, "PostgreSQL:
-    -- history and the hot path"); it means status = 'running', which is never NULL.
-    WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND (j.status = 'running') IS TRUE
+    {fragment:fenced_items}
     RETURNING i.n, j.id, j.has_dependents,
               CASE WHEN j.awaited THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END
                   AS finished
@@ -949,11 +954,7 @@ failed AS (
             ELSE i.error
         END,
         cancelled = j.cancel_requested_at IS NOT NULL
-    FROM items AS i
-    -- IS TRUE keeps the partial indexes of running rows out of the plan, so the rows are
-    -- found by primary key whatever the statistics say (docs/performance.rst, "PostgreSQL:
-    -- history and the hot path"); it means status = 'running', which is never NULL.
-    WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND (j.status = 'running') IS TRUE
+    {fragment:fenced_items}
     RETURNING i.n, j.queue, j.status, j.id, j.claim_seq, j.attempts, j.worker_id, j.host,
               j.claimed_at, j.wait_seconds, j.last_error, j.cancelled, i.error_type, i.traceback,
               i.started_after, i.run_seconds,
@@ -1008,11 +1009,7 @@ released AS (
             ELSE j.not_visible_until
         END,
         cancelled = j.cancel_requested_at IS NOT NULL
-    FROM items AS i
-    -- IS TRUE keeps the partial indexes of running rows out of the plan, so the rows are
-    -- found by primary key whatever the statistics say (docs/performance.rst, "PostgreSQL:
-    -- history and the hot path"); it means status = 'running', which is never NULL.
-    WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND (j.status = 'running') IS TRUE
+    {fragment:fenced_items}
     RETURNING i.n, j.queue, j.status, j.id, j.claim_seq, j.attempts, j.worker_id, j.host,
               j.claimed_at, j.wait_seconds, j.last_error, j.cancelled, i.started_after,
               i.run_seconds,
@@ -1090,11 +1087,7 @@ snoozed AS (
             ELSE j.not_visible_until
         END,
         cancelled = j.cancel_requested_at IS NOT NULL
-    FROM items AS i
-    -- IS TRUE keeps the partial indexes of running rows out of the plan, so the rows are
-    -- found by primary key whatever the statistics say (docs/performance.rst, "PostgreSQL:
-    -- history and the hot path"); it means status = 'running', which is never NULL.
-    WHERE j.id = i.id AND j.claim_seq = i.claim_seq AND (j.status = 'running') IS TRUE
+    {fragment:fenced_items}
     RETURNING i.n, j.queue, j.status, j.id, j.claim_seq, j.attempts, j.worker_id, j.host,
               j.claimed_at, j.wait_seconds, j.last_error, i.started_after, i.run_seconds,
               CASE WHEN j.cancelled THEN 'cancelled' WHEN j.status = 'queued' THEN 'snoozed'
