@@ -7,12 +7,16 @@
 -- name: live_stats
 -- Unfinished jobs per queue and state, and per state the earliest not_visible_until (for
 -- 'ready' rows, when the oldest became claimable). The OR of the two statuses is what lets
--- the planner read each partial claim index (a BitmapOr), not the table.
+-- the planner read each partial claim index (a BitmapOr), not the table. A job waiting for
+-- its dependencies or children is queued at 'infinity' (docs/protocol.rst §21): counted,
+-- but left out of since and age (PostgreSQL cannot subtract an infinite timestamp, and it
+-- has no time to be due at); a state whose rows all wait has NULL for both.
 SELECT j.queue,
        {schema}.job_state(j.status, j.not_visible_until, now()) AS state,
        count(*) AS n,
-       min(j.not_visible_until) AS since,
-       extract(epoch FROM now() - min(j.not_visible_until))::float8 AS age
+       min(j.not_visible_until) FILTER (WHERE j.not_visible_until < 'infinity') AS since,
+       extract(epoch FROM now() - min(j.not_visible_until)
+                                  FILTER (WHERE j.not_visible_until < 'infinity'))::float8 AS age
 FROM {schema}.jobs AS j
 WHERE j.status = 'queued' OR j.status = 'running'
 GROUP BY 1, 2;

@@ -213,6 +213,18 @@ class DependencyConformance(ConformanceBase):
         assert (info.status, info.cancelled, info.waiting_on) == ("failed", True, ())
         assert info.last_error == "cancelled before it ran"
 
+    async def test_queue_stats_count_a_queue_whose_only_jobs_wait(
+        self, backend: Backend, clock: object
+    ) -> None:
+        """The dashboard's counts: a queue holding only waiting dependents (PostgreSQL
+        stores 'infinity', which no age can be taken from) counts them as scheduled."""
+        first = await backend.enqueue(Q, "first")
+        await backend.enqueue_many(OTHER, ["x", "y"], depends_on=[first])
+        stats = await backend.queue_stats()
+        assert stats[OTHER].counts == {"scheduled": 2}
+        assert stats[OTHER].oldest_ready_age is None
+        assert stats[Q].counts == {"ready": 1}
+
     async def test_an_ordinary_job_is_unchanged(self, backend: Backend, clock: object) -> None:
         job_id = await backend.enqueue(Q, "plain", depends_on=[])
         info = await backend.get_job(job_id)
