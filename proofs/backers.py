@@ -424,6 +424,29 @@ GUARANTEES: tuple[Guarantee, ...] = (
         ),
     ),
     Guarantee(
+        "I25",
+        "a parent's continuation runs once, after its children",
+        "A job that answered ``AwaitChildren`` is claimable only once every child it waited "
+        'for has finished (succeeded, or failed under ``"continue"``); the statement that '
+        "finishes the last one makes it claimable, once, and a child finishing while the wait "
+        "is written never strands it.",
+        tests=(
+            Tests("unit/test_memory_backend.py", (), _TREES),
+            Tests("postgres/test_postgres_backend.py", (), _TREES),
+        ),
+    ),
+    Guarantee(
+        "I26",
+        "a tree's failure and cancel reach every node",
+        'Under ``"fail"`` a child\'s failure for good fails its waiting parent in the same '
+        'statement, naming the child; under ``"continue"`` it settles the parent as a '
+        "success. A cancel of a job cancels every unfinished descendant in the same statement.",
+        tests=(
+            Tests("unit/test_memory_backend.py", (), _TREES),
+            Tests("postgres/test_postgres_backend.py", (), _TREES),
+        ),
+    ),
+    Guarantee(
         "§1",
         "lease counted from the lock",
         "A claim's lease counts from the moment its row is locked, not from the statement's "
@@ -912,7 +935,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "§22",
-        "job trees: children enqueued under an unfinished parent (the parent's wait: not built)",
+        "job trees: children under a parent, the parent's wait for them and its continuation",
         tests=(
             Tests("unit/test_memory_backend.py", (), _TREES),
             Tests("postgres/test_postgres_backend.py", (), _TREES),
