@@ -93,7 +93,7 @@ _BATCH_TRACE_TEST = "test_a_batch_handler_call_gives_each_job_one_outcome"
 _DEPENDENCIES = "the conformance suite: chains, fan-ins, failures by policy, retry, reads"
 _DEPENDENCY_RACES = "an ack racing an enqueue or a retry, both lock orders"
 _DEPENDENCY_PROPS = "random DAGs on whole pools under faults"
-_TREES = "the conformance suite: children under a parent, the wait for them, both policies"
+_TREES = "the conformance suite: children, the wait for them, both policies, a tree's cancel"
 
 _CLAIM = Proof("(a) registration", "registration_fence")
 _RENEWAL = Proof("(a) renewal", "renewal_fence")

@@ -475,6 +475,14 @@ class MemoryModel:
         row = self._rows.get(job_id)
         if row is None or row.finished:
             return False
+        self._cancel_one(row, self._cancel_message(row), now)
+        # Its unfinished descendants too (§22), parents before their children.
+        for descendant in self._descendants(job_id):
+            if not descendant.finished:
+                self._cancel_one(descendant, f"cancelled: parent {job_id} cancelled", now)
+        return True
+
+    def _cancel_one(self, row: Row, error: str, now: float) -> None:
         if row.leased(now):
             # The worker stops the handler when its renewal says CANCEL_REQUESTED; the
             # notice only makes that renewal happen now rather than at the next beat.
@@ -483,8 +491,16 @@ class MemoryModel:
             self._outbox.append(Sent(Notice(NoticeKind.CANCEL, row.queue, row.id), row.worker_id))
         else:
             row.cancelled = True  # failed for good with a cancel asked (§14); no attempt row
-            self._finish(row, "failed", self._cancel_message(row), now)
-        return True
+            self._finish(row, "failed", error, now)
+
+    def _descendants(self, job_id: int) -> list[Row]:
+        """``cancel``'s ``tree`` below ``job_id``: children, theirs, and so on, by level."""
+        found: list[Row] = []
+        level = [job_id]
+        while level:
+            level = [c for p in level for c in self._children.get(p, ()) if c in self._rows]
+            found.extend(self._rows[c] for c in level)
+        return found
 
     def retry(self, now: float, job_id: int) -> bool:
         """Put a failed job back for one more attempt; mirrors ``-- name: retry``.

@@ -186,8 +186,19 @@ FROM holder AS h, (SELECT count(*) FROM notified) AS n;
 
 -- name: cancel
 -- A leased job gets the cancel flag (its worker learns of it from its next renewal, which
--- the notice makes happen now); any other unfinished job fails at once.
-WITH cancelled AS (
+-- the notice makes happen now); any other unfinished job fails at once. So does every
+-- unfinished descendant of it (docs/protocol.rst §22: children by parent_id, theirs, and
+-- so on, found through jobs_parent_idx), each as a cancel of it alone, a failed one
+-- naming the job cancelled; nothing of them when the job itself is not unfinished.
+WITH RECURSIVE tree (id, depth) AS (
+    SELECT j.id, 0 FROM {schema}.jobs AS j
+    WHERE j.id = $1::bigint AND j.status IN ('queued', 'running')
+    UNION ALL
+    SELECT c.id, t.depth + 1
+    FROM tree AS t JOIN {schema}.jobs AS c ON c.parent_id = t.id
+    WHERE t.depth < 100000
+),
+cancelled AS (
     UPDATE {schema}.jobs AS j
     SET cancel_requested_at = CASE
             WHEN j.status = 'running' AND j.not_visible_until > now()
@@ -204,24 +215,29 @@ WITH cancelled AS (
         END,
         last_error = CASE
             WHEN j.status = 'running' AND j.not_visible_until > now() THEN j.last_error
+            WHEN j.id <> $1::bigint THEN 'cancelled: parent ' || $1::bigint || ' cancelled'
             WHEN j.status = 'running' THEN 'cancelled: cancel requested after its lease expired'
             WHEN j.attempts = 0 THEN 'cancelled before it ran'
             ELSE 'cancelled while waiting to retry'
         END,
         -- Failed here, it is a cancellation (docs/protocol.rst §14); no attempt row.
         cancelled = NOT (j.status = 'running' AND j.not_visible_until > now())
-    WHERE j.id = $1::bigint AND j.status IN ('queued', 'running')
+    FROM tree AS t
+    WHERE j.id = t.id AND j.status IN ('queued', 'running')
     -- A job failed here tells its waiters (the f: notice goes out in the RETURNING, which
     -- PostgreSQL evaluates for every updated row whatever the outer query reads).
     RETURNING j.id, j.queue, j.worker_id, j.status,
               CASE WHEN j.awaited AND j.status = 'failed'
                    THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END AS finished
+),
+notified AS (
+    SELECT count(pg_notify({channel}, 'c:' || c.id || ':' || md5(coalesce(c.worker_id, ''))
+                                      || ':' || c.queue)) AS n
+    FROM cancelled AS c WHERE c.status = 'running'
 )
-SELECT c.status,
-       (SELECT count(*) FROM (SELECT pg_notify({channel}, 'c:' || c.id || ':'
-                                               || md5(coalesce(c.worker_id, '')) || ':' || c.queue)
-                              WHERE c.status = 'running') AS notified) AS notices
-FROM cancelled AS c;
+SELECT c.status, (SELECT n.n FROM notified AS n) AS notices
+FROM cancelled AS c
+WHERE c.id = $1::bigint;
 
 -- name: retry
 -- A failed job goes back to its queue for one more attempt: attempts and last_error stay,

@@ -208,3 +208,27 @@ class ChildWaitConformance(ConformanceBase):
         with pytest.raises(ValueError, match="on_child_failure must be 'fail' or 'continue'"):
             await backend.await_children([_wait(claimed, "later")])
         assert (await backend.get_job(claimed.job.id)).status == "running"
+
+    async def test_I26_a_cancel_reaches_every_unfinished_descendant(
+        self, backend: Backend, clock: object
+    ) -> None:
+        claimed, [leased, queued] = await self._parent_with_children(backend, 2)
+        parent = claimed.job.id
+        [child] = await self._claim(backend, limit=1, queue=CHILDREN)
+        assert child.job.id == leased  # the lower id is claimed first
+        grandchild = await backend.enqueue(CHILDREN, "g", parent_id=leased)
+        done = await backend.enqueue("conformance-done", "d", parent_id=parent)
+        [finished] = await self._claim(backend, queue="conformance-done")
+        await backend.ack([Ack(done, finished.job.claim_seq)])
+        assert await backend.await_children([_wait(claimed)]) == [ChildWait.WAITING]
+        assert await backend.cancel(parent)
+        info = await backend.get_job(parent)
+        assert (info.status, info.cancelled) == ("failed", True)
+        running = await backend.get_job(leased)
+        assert (running.status, running.cancel_requested_at is not None) == ("running", True)
+        for job_id in (queued, grandchild):
+            info = await backend.get_job(job_id)
+            assert (info.status, info.cancelled) == ("failed", True), job_id
+            assert info.last_error == f"cancelled: parent {parent} cancelled"
+        assert (await backend.get_job(done)).status == "succeeded"
+        assert not await backend.cancel(parent)  # finished: nothing more
