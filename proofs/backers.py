@@ -433,6 +433,11 @@ GUARANTEES: tuple[Guarantee, ...] = (
         tests=(
             Tests("unit/test_memory_backend.py", (), _TREES),
             Tests("postgres/test_postgres_backend.py", (), _TREES),
+            Tests(
+                "postgres/test_postgres_trees.py",
+                (),
+                "a child's ack racing the wait, both lock orders",
+            ),
         ),
     ),
     Guarantee(
