@@ -3,6 +3,7 @@
     python bench/bench_dependencies.py chain --jobs 1000     # ms per link of a chain
     python bench/bench_dependencies.py fan-in --jobs 10000   # one job after 10,000
     python bench/bench_dependencies.py ack --rounds 200      # ordinary acks, with/without
+    python bench/bench_dependencies.py tree --jobs 10000     # fan-out and fan-in (§22)
 
 ``chain``: job k depends on job k-1; one pool (concurrency 1, ``poll_interval`` 60 s, so
 a link that waited for a poll would show) runs them; prints the time from the first job's
@@ -16,6 +17,13 @@ join runs last. Prints the join's enqueue, and the time to drain and join.
 alternating rounds: one migrated as shipped, acked by the ``ack`` statement; the other
 as before dependencies, with migration 0018's triggers dropped and acked by the ``ack``
 statement without its ``settled`` CTE. The median and p90 ms per ack statement of each.
+
+``tree`` (docs/protocol.rst §22): a running parent enqueues ``--jobs`` children under it
+(fan-out, one ``enqueue_many``), then waits for them (one ``await_children`` statement,
+which locks every child's row and writes an edge per child); a pool of 4 x 50 drains the
+children and the parent's continuation is claimed once the last one succeeded (fan-in).
+Prints each step's time and the statements per child (every statement the backend sent,
+by name, divided by the children).
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import trio
 import trioqueue
 from trioqueue._backends.postgres.embedded import find_postgres
 from trioqueue._backends.postgres.sql import QUERIES, render
+from trioqueue._types import ChildWaitWrite
 
 
 @asynccontextmanager
@@ -158,9 +167,52 @@ async def ack_rounds(dsn: str, rounds: int, batch: int) -> None:
             )
 
 
+async def tree(dsn: str, jobs: int) -> None:
+    async with fresh_schema(dsn, "tree", max_connections=12) as backend:
+        await backend.enqueue("parent", "parent")
+        [parent] = await backend.claim("parent", limit=1, worker_id="bench", visibility_timeout=600)
+        t0 = time.perf_counter()
+        await backend.enqueue_many("child", list(range(jobs)), parent_id=parent.job.id)
+        fanned = time.perf_counter() - t0
+        wait = ChildWaitWrite(parent.job.id, parent.job.claim_seq)
+        t0 = time.perf_counter()
+        [became] = await backend.await_children([wait])
+        waited = time.perf_counter() - t0
+        before = dict(backend.statistics().calls)
+        done = trio.Event()
+
+        async def handler(payload: Any, ctx: trioqueue.JobContext) -> None:
+            if payload == "parent":
+                done.set()
+
+        children = trioqueue.WorkerConfig(
+            handler=handler, queue="child", concurrency=4, batch_size=50, max_job_duration=60
+        )
+        parents = trioqueue.WorkerConfig(
+            handler=handler, queue="parent", poll_interval=60, max_job_duration=60
+        )
+        t1 = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(trioqueue.run_worker_pool, backend, children)
+            await nursery.start(trioqueue.run_worker_pool, backend, parents)
+            with trio.fail_after(600):
+                await done.wait()
+            nursery.cancel_scope.cancel()
+        drained = trio.current_time() - t1
+        calls = {k: v - before.get(k, 0) for k, v in backend.statistics().calls.items()}
+        spent = {k: round(v / jobs, 3) for k, v in sorted(calls.items()) if v > 0}
+        print(
+            f"tree of {jobs} children: fan-out (one enqueue_many) {fanned * 1000:.0f} ms; "
+            f"the parent's wait (one await_children, {jobs} row locks and edges: "
+            f"{became.value}) {waited * 1000:.0f} ms; children drained and the "
+            f"continuation claimed in {drained:.2f} s; statements per child while draining "
+            f"{sum(calls.values()) / jobs:.3f} {spent}"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("what", choices=["chain", "fan-in", "ack"])
+    parser.add_argument("what", choices=["chain", "fan-in", "ack", "tree"])
     parser.add_argument("--dsn", help="default: $TRIOQUEUE_DSN, the local server, or embedded")
     parser.add_argument("--jobs", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=200)
@@ -172,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             trio.run(chain, dsn, args.jobs or 1000)
         elif args.what == "fan-in":
             trio.run(fan_in, dsn, args.jobs or 10_000)
+        elif args.what == "tree":
+            trio.run(tree, dsn, args.jobs or 10_000)
         else:
             trio.run(ack_rounds, dsn, args.rounds, args.batch)
 

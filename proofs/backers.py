@@ -93,7 +93,7 @@ _BATCH_TRACE_TEST = "test_a_batch_handler_call_gives_each_job_one_outcome"
 _DEPENDENCIES = "the conformance suite: chains, fan-ins, failures by policy, retry, reads"
 _DEPENDENCY_RACES = "an ack racing an enqueue or a retry, both lock orders"
 _DEPENDENCY_PROPS = "random DAGs on whole pools under faults"
-_TREES = "the conformance suite: children under a parent, unknown or finished parents"
+_TREES = "the conformance suite: children, the wait for them, both policies, a tree's cancel"
 
 _CLAIM = Proof("(a) registration", "registration_fence")
 _RENEWAL = Proof("(a) renewal", "renewal_fence")
@@ -421,6 +421,34 @@ GUARANTEES: tuple[Guarantee, ...] = (
             Tests("unit/test_memory_backend.py", (), _DEPENDENCIES),
             Tests("postgres/test_postgres_backend.py", (), _DEPENDENCIES),
             Tests("unit/test_dependencies_properties.py", (), _DEPENDENCY_PROPS),
+        ),
+    ),
+    Guarantee(
+        "I25",
+        "a parent's continuation runs once, after its children",
+        "A job that answered ``AwaitChildren`` is claimable only once every child it waited "
+        'for has finished (succeeded, or failed under ``"continue"``); the statement that '
+        "finishes the last one makes it claimable, once, and a child finishing while the wait "
+        "is written never strands it.",
+        tests=(
+            Tests("unit/test_memory_backend.py", (), _TREES),
+            Tests("postgres/test_postgres_backend.py", (), _TREES),
+            Tests(
+                "postgres/test_postgres_trees.py",
+                (),
+                "a child's ack racing the wait, both lock orders",
+            ),
+        ),
+    ),
+    Guarantee(
+        "I26",
+        "a tree's failure and cancel reach every node",
+        'Under ``"fail"`` a child\'s failure for good fails its waiting parent in the same '
+        'statement, naming the child; under ``"continue"`` it settles the parent as a '
+        "success. A cancel of a job cancels every unfinished descendant in the same statement.",
+        tests=(
+            Tests("unit/test_memory_backend.py", (), _TREES),
+            Tests("postgres/test_postgres_backend.py", (), _TREES),
         ),
     ),
     Guarantee(
@@ -912,7 +940,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "§22",
-        "job trees: children enqueued under an unfinished parent (the parent's wait: not built)",
+        "job trees: children under a parent, the parent's wait for them and its continuation",
         tests=(
             Tests("unit/test_memory_backend.py", (), _TREES),
             Tests("postgres/test_postgres_backend.py", (), _TREES),

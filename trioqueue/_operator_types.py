@@ -37,13 +37,15 @@ __all__ = [
 #: - ``released``: given back without charging the attempt (shutdown, no connection);
 #: - ``snoozed``: given back without charging the attempt, to run after a delay: the
 #:   handler answered ``Snooze`` (docs/protocol.rst §17);
+#: - ``awaiting``: given back without charging the attempt, to wait for the job's
+#:   children: the handler answered ``AwaitChildren`` (docs/protocol.rst §22);
 #: - ``lost``: its lease lapsed and another claim took the job over (written by that claim:
 #:   the attempt that lost its lease writes nothing, docs/protocol.rst §14).
 AttemptOutcome = Literal[
-    "succeeded", "retry", "failed", "cancelled", "released", "snoozed", "lost"
+    "succeeded", "retry", "failed", "cancelled", "released", "snoozed", "awaiting", "lost"
 ]  # fmt: skip
 ATTEMPT_OUTCOMES: tuple[AttemptOutcome, ...] = (
-    "succeeded", "retry", "failed", "cancelled", "released", "snoozed", "lost"
+    "succeeded", "retry", "failed", "cancelled", "released", "snoozed", "awaiting", "lost"
 )  # fmt: skip
 
 

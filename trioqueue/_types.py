@@ -416,6 +416,32 @@ class Snoozed(enum.Enum):
     CANCELLED = "cancelled"  # failed for good: a cancel was asked
 
 
+@final
+@dataclass(frozen=True, slots=True)
+class ChildWaitWrite:
+    """Put an attempt's job back to wait for its unfinished children, the attempt not
+    charged (the handler answered ``AwaitChildren``, docs/protocol.rst §22); a no-op unless
+    ``claim_seq`` is still the row's. ``on_child_failure`` is ``"fail"`` or ``"continue"``."""
+
+    job_id: int
+    claim_seq: int
+    on_child_failure: str = "fail"
+    progress: float | None = None
+    timing: AttemptTiming | None = None
+    #: The attempt's latest checkpoint as JSON text, kept for the next attempt (§16).
+    checkpoint: str | None = None
+
+
+class ChildWait(enum.Enum):
+    """What a fenced :class:`ChildWaitWrite` became (``None`` instead when its fence did
+    not match): waiting for its children (claimable at once with none unfinished), failed
+    for good (``"fail"`` and a child had already failed), or cancelled (a cancel asked)."""
+
+    WAITING = "waiting"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
 class NoticeKind(enum.Enum):
     AVAILABLE = "available"  # new work on a queue
     CANCEL = "cancel"  # a running job was asked to cancel

@@ -2,8 +2,8 @@
 
 Each hypothesis example opens a fresh memory backend and a PostgreSQL backend on a fresh
 schema, draws a sequence of operations (enqueue, enqueue_many, claim, renew, ack, fail,
-release, snooze, cancel, retry, expire, delete_job, a searched and sorted list_jobs with its
-count_jobs, set/delete/list_schedules, a schedule made due and the scheduling pass
+release, snooze, await_children, cancel, retry, expire, delete_job, a searched and sorted
+list_jobs with its count_jobs, set/delete/list_schedules, a schedule made due and the scheduling pass
 ``enqueue_due``, flow control (pause_queue, resume_queue, set_queue_limits, enqueues
 with a group, queue_stats), enqueues with dependencies and their ``dependencies``
 read (docs/protocol.rst §21), and bad input), runs each one against both backends, and
@@ -64,6 +64,7 @@ from trioqueue._backends.postgres import PostgresBackend, open_postgres
 from trioqueue._core.wire import RenewItem
 from trioqueue._types import (
     Ack,
+    ChildWaitWrite,
     Claimed,
     Claims,
     Failure,
@@ -450,6 +451,21 @@ class Differential:
             ),
         )
 
+    async def await_children(self) -> None:
+        items = [
+            ChildWaitWrite(
+                i,
+                s,
+                self.draw(st.sampled_from(["fail", "continue"]), "on_child_failure"),
+                self.draw(progresses, "progress"),
+            )
+            for i, s in self.some_pairs(3)
+        ]
+        await self.both(
+            f"await_children({items})",
+            lambda b, id_of: b.await_children([replace(i, job_id=id_of(i.job_id)) for i in items]),
+        )
+
     async def cancel(self) -> None:
         running = self.draw(st.booleans(), "cancel a running job") if self.running else False
         if running:
@@ -631,6 +647,7 @@ class Differential:
             (self.fail, 2),
             (self.release, 1),
             (self.snooze, 2),
+            (self.await_children, 2),
             (self.cancel, 2),
             (self.retry, 1),
             (self.expire, 2),

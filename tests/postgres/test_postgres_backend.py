@@ -220,6 +220,7 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         ("jobs", "has_dependents", "boolean", "NO", "false"),  # 0018
         ("jobs", "dependency_failure", "text", "YES", None),  # 0018
         ("jobs", "parent_id", "bigint", "YES", None),  # 0019
+        ("jobs", "awaits_children", "boolean", "NO", "false"),  # 0020
         ("maintainer", "id", "boolean", "NO", "true"),  # 0011
         ("maintainer", "holder", "text", "YES", None),  # 0011
         ("maintainer", "seq", "bigint", "NO", "0"),  # 0011
@@ -317,7 +318,7 @@ SCHEMA_SNAPSHOT: dict[str, list[Any]] = {
         [
             (
                 "attempts",
-                "CHECK ((outcome = ANY (ARRAY['retry'::text, 'failed'::text, 'cancelled'::text, 'released'::text, 'snoozed'::text, 'lost'::text])))",  # 0017
+                "CHECK ((outcome = ANY (ARRAY['retry'::text, 'failed'::text, 'cancelled'::text, 'released'::text, 'snoozed'::text, 'awaiting'::text, 'lost'::text])))",  # 0020
             ),
             ("attempts", "PRIMARY KEY (job_id, claim_seq)"),
             ("audit_log", "PRIMARY KEY (id)"),

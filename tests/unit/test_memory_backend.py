@@ -24,6 +24,7 @@ from trioqueue._core.wire import RenewItem, Verdict
 from trioqueue._errors import BackendError
 from trioqueue._types import (
     Ack,
+    ChildWaitWrite,
     Claimed,
     Failure,
     Notice,
@@ -434,6 +435,9 @@ OPERATION_CALLS: dict[str, Callable[[MemoryBackend, Claimed], Awaitable[Any]]] =
     "release": lambda backend, c: backend.release([Release(c.job.id, c.job.claim_seq)]),
     "snooze": lambda backend, c: backend.snooze(
         [SnoozeWrite(c.job.id, c.job.claim_seq, 0.0)], max_snoozes=1
+    ),
+    "await_children": lambda backend, c: backend.await_children(
+        [ChildWaitWrite(c.job.id, c.job.claim_seq)]
     ),
     "enqueue": lambda backend, _: backend.enqueue(Q, "more"),
     "cancel": lambda backend, c: backend.cancel(c.job.id),

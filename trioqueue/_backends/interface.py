@@ -39,6 +39,8 @@ from trioqueue._operator_types import (
 from trioqueue._types import (
     Ack,
     BackendStatistics,
+    ChildWait,
+    ChildWaitWrite,
     Claimed,
     Enqueued,
     Failure,
@@ -73,6 +75,7 @@ OPERATIONS = (
     "fail",
     "release",
     "snooze",
+    "await_children",
     "enqueue",
     "cancel",
     "beat",
@@ -710,6 +713,13 @@ class Backend(Protocol):
         """Fenced: per item, what the job became (docs/protocol.rst §17), or None if it
         was not applied. A job that snoozed ``max_snoozes`` times already fails for good
         (``Snoozed.LIMIT``); one asked to cancel is a cancellation."""
+        ...
+
+    async def await_children(self, items: Sequence[ChildWaitWrite]) -> list[ChildWait | None]:
+        """Fenced: per item, what the job became (docs/protocol.rst §22), or None if it was
+        not applied: waiting for its unfinished children (edges to them, ``waiting`` their
+        count, the attempt given back), failed (``"fail"`` and a child had already failed),
+        or cancelled (a cancel asked)."""
         ...
 
     def listen(

@@ -26,6 +26,7 @@ from trioqueue._types import (
     JOB_STATUSES,
     ON_DUPLICATE,
     Ack,
+    ChildWaitWrite,
     EnqueueOutcome,
     Failure,
     JobSort,
@@ -240,7 +241,7 @@ def encode_checkpoint(value: object) -> str:
 
 
 def check_checkpoint_texts(
-    items: Iterable[RenewItem | Ack | Failure | Release | SnoozeWrite],
+    items: Iterable[RenewItem | Ack | Failure | Release | SnoozeWrite | ChildWaitWrite],
 ) -> None:
     """What a renewal or an outcome write carries as checkpoints must be storable: a JSON
     text, at most MAX_CHECKPOINT_BYTES (the runtime encodes them so; a backend never stores
@@ -869,3 +870,21 @@ def revision_outcome(policy: OnDuplicate, changed: bool) -> EnqueueOutcome:
     if not changed:
         return "running"
     return "replaced" if policy == "replace" else "debounced"
+
+
+def check_child_waits(items: Sequence[ChildWaitWrite]) -> None:
+    """A wait for children's arguments (docs/protocol.rst §22): each policy ``"fail"`` or
+    ``"continue"``, each checkpoint storable.
+
+    Raises:
+        ValueError: one error naming every problem found (nothing is written).
+    """
+    check_checkpoint_texts(items)
+    problems = [
+        f"job {item.job_id}: on_child_failure must be 'fail' or 'continue', "
+        f"not {item.on_child_failure!r}"
+        for item in items
+        if item.on_child_failure not in ("fail", "continue")
+    ]
+    if problems:
+        raise ValueError("; ".join(problems))

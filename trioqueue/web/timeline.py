@@ -25,6 +25,7 @@ OUTCOME_LABELS = {
     "cancelled": "cancelled",
     "released": "released, not charged",
     "snoozed": "snoozed, not charged",
+    "awaiting": "waiting for its children, not charged",
     "lost": "lease lost, taken over",
 }
 

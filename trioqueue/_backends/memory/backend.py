@@ -72,6 +72,7 @@ from trioqueue._backends.validation import (
     check_beat,
     check_cancelled,
     check_checkpoint_texts,
+    check_child_waits,
     check_claim,
     check_cursors,
     check_enqueue,
@@ -116,6 +117,8 @@ from trioqueue._operator_types import (
 from trioqueue._types import (
     Ack,
     BackendStatistics,
+    ChildWait,
+    ChildWaitWrite,
     Claimed,
     Claims,
     Enqueued,
@@ -155,7 +158,9 @@ log = logging.getLogger("trioqueue.schedule")
 NOTICE_BUFFER = 1000
 
 #: The statements that can finish (or delete) a job: wait_for reads again after each.
-_FINISHING = frozenset({"claim", "ack", "fail", "release", "snooze", "cancel", "delete_job"})
+_FINISHING = frozenset(
+    {"claim", "ack", "fail", "release", "snooze", "await_children", "cancel", "delete_job"}
+)
 
 
 @asynccontextmanager
@@ -517,6 +522,8 @@ class MemoryBackend(DeadLetterCalls):
 
     async def cancel(self, job_id: int) -> bool:
         """Cancel a job: at once if it is not running, else by flagging its row.
+        Its unfinished descendants (children, theirs...) are cancelled with it, each so
+        (docs/protocol.rst §22).
 
         Returns:
             False when the job is unknown or already finished, else True.
@@ -982,6 +989,15 @@ class MemoryBackend(DeadLetterCalls):
         items = tuple(items)
         bound = check_snoozes(items, max_snoozes)
         return await self._execute("snooze", lambda now, _: self._model.snooze(now, items, bound))
+
+    async def await_children(self, items: Sequence[ChildWaitWrite]) -> list[ChildWait | None]:
+        """Put jobs back to wait for their unfinished children, their attempts given back
+        (docs/protocol.rst §22). Fenced: per item, what the job became (None: not applied)."""
+        items = tuple(items)
+        check_child_waits(items)
+        return await self._execute(
+            "await_children", lambda now, _: self._model.await_children(now, items)
+        )
 
     @asynccontextmanager
     async def listen(

@@ -93,6 +93,8 @@ from trioqueue._operator_types import (
 from trioqueue._types import (
     Ack,
     AttemptTiming,
+    ChildWait,
+    ChildWaitWrite,
     Claimed,
     Claims,
     DependencyInfo,
@@ -207,6 +209,7 @@ class Row:
     has_dependents: bool = False
     dependency_failure: str | None = None
     parent_id: int | None = None  # the job it was enqueued under (§22; migration 0019)
+    awaits_children: bool = False  # it has waited for its children (§22; migration 0020)
     in_ready: bool = False  # an entry for it is in its queue's ready heap
     due_at: float | None = None  # the time of its live entry in its queue's waiting heap
 
@@ -472,6 +475,14 @@ class MemoryModel:
         row = self._rows.get(job_id)
         if row is None or row.finished:
             return False
+        self._cancel_one(row, self._cancel_message(row), now)
+        # Its unfinished descendants too (§22), parents before their children.
+        for descendant in self._descendants(job_id):
+            if not descendant.finished:
+                self._cancel_one(descendant, f"cancelled: parent {job_id} cancelled", now)
+        return True
+
+    def _cancel_one(self, row: Row, error: str, now: float) -> None:
         if row.leased(now):
             # The worker stops the handler when its renewal says CANCEL_REQUESTED; the
             # notice only makes that renewal happen now rather than at the next beat.
@@ -480,8 +491,16 @@ class MemoryModel:
             self._outbox.append(Sent(Notice(NoticeKind.CANCEL, row.queue, row.id), row.worker_id))
         else:
             row.cancelled = True  # failed for good with a cancel asked (§14); no attempt row
-            self._finish(row, "failed", self._cancel_message(row), now)
-        return True
+            self._finish(row, "failed", error, now)
+
+    def _descendants(self, job_id: int) -> list[Row]:
+        """``cancel``'s ``tree`` below ``job_id``: children, theirs, and so on, by level."""
+        found: list[Row] = []
+        level = [job_id]
+        while level:
+            level = [c for p in level for c in self._children.get(p, ()) if c in self._rows]
+            found.extend(self._rows[c] for c in level)
+        return found
 
     def retry(self, now: float, job_id: int) -> bool:
         """Put a failed job back for one more attempt; mirrors ``-- name: retry``.
@@ -979,6 +998,28 @@ class MemoryModel:
         """
         return [self._snooze_one(item, now, max_snoozes) for item in items]
 
+    def await_children(self, now: float, items: Sequence[ChildWaitWrite]) -> list[ChildWait | None]:
+        """Put jobs back to wait for their unfinished children (docs/protocol.rst §22);
+        mirrors ``-- name: await_children``. Fenced rows first, then each one's children in
+        id order, at their latest state (the model runs one statement at a time). A job
+        asked to cancel is failed instead, a cancellation; under ``"fail"`` a child already
+        failed fails it, naming the lowest such child."""
+        fenced = [(item, self._fenced(item.job_id, item.claim_seq)) for item in items]
+        decided = {
+            row.id: self._child_wait_decision(item, row)
+            for item, row in sorted(fenced, key=lambda pair: pair[0].job_id)
+            if row is not None
+        }
+        seen: set[int] = set()
+        answers: list[ChildWait | None] = []
+        for item, row in fenced:
+            if row is None or row.id in seen:  # a repeated item applies once, as DISTINCT ON
+                answers.append(None)
+                continue
+            seen.add(row.id)
+            answers.append(self._await_one(item, row, *decided[row.id], now))
+        return answers
+
     # -- what the shell needs besides the queries ------------------------------------------
 
     def take_notices(self) -> list[Sent]:
@@ -1088,12 +1129,35 @@ class MemoryModel:
     def _fail_dependents(self, root: int, reason: str, now: float) -> None:
         """``fail_dependents``: every waiting dependent reachable from ``root`` fails by its
         policy, naming the dependency through which the failure reached it."""
-        for job_id, via in sorted(self._edges.nearest(root, self._waits).items()):
+        reached = sorted(self._edges.nearest(root, self._fails_by_policy).items())
+        for job_id, via in reached:
             dependent = self._rows[job_id]
             dependent.waiting = 0
             dependent.cancelled = dependent.dependency_failure == "cancel"
             error = failure_message(dependent.dependency_failure, via, root, reason)
             self._finish(dependent, "failed", error, now, settle=False)
+        # Dependents under "continue" count a failed dependency as finished (§22): root's,
+        # and those of every job failed here (each one's own trigger settles them).
+        for failed_id in [root, *(job_id for job_id, _ in reached)]:
+            self._continue_dependents(failed_id, now)
+
+    def _fails_by_policy(self, job_id: int) -> bool:
+        """A waiting job a failure fails (reaches), not one under ``"continue"``."""
+        return self._waits(job_id) and self._rows[job_id].dependency_failure != "continue"
+
+    def _continue_dependents(self, failed_id: int, now: float) -> None:
+        """``fail_dependents``' ``continued``: each waiting dependent of ``failed_id`` under
+        ``"continue"`` waits for one fewer; those left with none become claimable."""
+        for job_id in self._edges.dependents_of(failed_id):
+            dependent = self._rows.get(job_id)
+            if dependent is None or not self._waits(job_id):
+                continue
+            if dependent.dependency_failure != "continue":
+                continue
+            dependent.waiting -= 1
+            if dependent.waiting == 0:
+                self._show_at(dependent, now, now)
+                self._notify_available(dependent.queue)
 
     def _forget_dependents(self, row: Row, now: float) -> None:
         """``forget_dependents`` for a deleted row: an unfinished one fails its dependents;
@@ -1596,6 +1660,58 @@ class MemoryModel:
         self._show_at(row, now + item.seconds, now)
         self._notify_available(row.queue)
         return Snoozed.SNOOZED
+
+    def _child_wait_decision(
+        self, item: ChildWaitWrite, row: Row
+    ) -> tuple[ChildWait, list[int], int | None]:
+        """What ``await_children``'s ``decided`` reads for one fenced row: what it becomes,
+        its unfinished children, and its lowest failed child."""
+        children = [self._rows[i] for i in self._children.get(row.id, ()) if i in self._rows]
+        unfinished = [c.id for c in children if not c.finished]
+        failed = min((c.id for c in children if c.status == "failed"), default=None)
+        if row.cancel_requested_at is not None:
+            return ChildWait.CANCELLED, [], None
+        if item.on_child_failure == "fail" and failed is not None:
+            return ChildWait.FAILED, [], failed
+        return ChildWait.WAITING, unfinished, failed
+
+    def _await_one(
+        self,
+        item: ChildWaitWrite,
+        row: Row,
+        became: ChildWait,
+        unfinished: list[int],
+        failed: int | None,
+        now: float,
+    ) -> ChildWait:
+        self._store_progress(row, item.progress)
+        self._store_checkpoint(row, item.checkpoint, now)
+        if became is ChildWait.CANCELLED:
+            error = "cancelled: cancel requested"
+            self._record_attempt(row, "cancelled", now, timing=item.timing, error=error)
+            row.cancelled = True
+            self._finish(row, "failed", error, now)
+            return became
+        if became is ChildWait.FAILED:
+            error = f"dependency {failed} failed"
+            self._record_attempt(row, "failed", now, timing=item.timing, error=error)
+            self._finish(row, "failed", error, now)
+            return became
+        self._record_attempt(row, "awaiting", now, timing=item.timing)
+        for child_id in unfinished:
+            self._rows[child_id].has_dependents = True
+        self._edges.add(unfinished, row.id)
+        row.status = "queued"
+        row.attempts -= 1  # the wait is not charged
+        row.waiting = len(unfinished)
+        row.dependency_failure = item.on_child_failure
+        row.awaits_children = True
+        if unfinished:
+            self._show_at(row, math.inf, now)
+        else:
+            self._show_at(row, now, now)
+            self._notify_available(row.queue)
+        return became
 
     @staticmethod
     def _cancel_message(row: Row) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from trioqueue._core.progress import valid_progress
 from trioqueue._core.wire import RenewItem
-from trioqueue._types import Ack, Failure, PoolBeat, Release, SnoozeWrite
+from trioqueue._types import Ack, ChildWaitWrite, Failure, PoolBeat, Release, SnoozeWrite
 
 # Ids and claim_seqs are bigint: a larger int names no row.
 INT64 = 2**63 - 1
@@ -30,14 +30,14 @@ def ints(values: Iterable[int]) -> list[str]:
 
 
 def fences(
-    items: Sequence[RenewItem | Ack | Failure | Release | SnoozeWrite],
+    items: Sequence[RenewItem | Ack | Failure | Release | SnoozeWrite | ChildWaitWrite],
 ) -> tuple[list[str], list[str]]:
     """The ``(id, claim_seq)`` arrays every fenced statement starts with."""
     return ints(item.job_id for item in items), ints(item.claim_seq for item in items)
 
 
 def progress_texts(
-    items: Sequence[RenewItem | Ack | Failure | Release | SnoozeWrite],
+    items: Sequence[RenewItem | Ack | Failure | Release | SnoozeWrite | ChildWaitWrite],
 ) -> list[str | None] | None:
     """Each item's progress as a text[] parameter, invalid values (never stored) as None; or
     None (SQL NULL) when no item carries one, the usual case: the statements' ``unnest``
@@ -56,7 +56,7 @@ def result_texts(items: Sequence[Ack]) -> list[str | None] | None:
 
 
 def checkpoint_texts(
-    items: Sequence[RenewItem | Ack | Failure | Release | SnoozeWrite],
+    items: Sequence[RenewItem | Ack | Failure | Release | SnoozeWrite | ChildWaitWrite],
 ) -> list[str | None] | None:
     """Each item's checkpoint (JSON text) as a text[] parameter; None (SQL NULL) when no
     item carries one, the usual case, as ``progress_texts`` (docs/protocol.rst §16)."""

@@ -17,7 +17,7 @@ from typing import Any
 from trioqueue._backends.validation import timing_values
 from trioqueue._core.tracebacks import bound_traceback
 from trioqueue._operator_types import AttemptBucket, AttemptInfo, QueueTimings
-from trioqueue._types import Ack, AttemptTiming, Failure, Release, SnoozeWrite
+from trioqueue._types import Ack, AttemptTiming, ChildWaitWrite, Failure, Release, SnoozeWrite
 
 __all__ = [
     "attempt_buckets",
@@ -31,7 +31,7 @@ _INF = math.inf
 
 
 def timing_arrays(
-    items: Sequence[Ack | Failure | Release | SnoozeWrite],
+    items: Sequence[Ack | Failure | Release | SnoozeWrite | ChildWaitWrite],
 ) -> tuple[str | None, str | None]:
     """Each item's handler start and run time as two float8[] literals, sent as text
     parameters (queries.sql, ``ack``); None (SQL NULL) for both when no item has a

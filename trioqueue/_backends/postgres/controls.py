@@ -27,6 +27,8 @@ class ControlCalls(BackendBase):
 
     async def cancel(self, job_id: int) -> bool:
         """Cancel a job: at once if it is not running, else by flagging its row and notifying.
+        Its unfinished descendants (children, theirs...) are cancelled with it, each so
+        (docs/protocol.rst §22).
 
         Returns:
             False when the job is unknown or already finished, else True.

@@ -27,11 +27,21 @@ from trioqueue._backends.postgres.base import BackendBase
 from trioqueue._backends.postgres.statements import fetch
 from trioqueue._backends.validation import (
     check_checkpoint_texts,
+    check_child_waits,
     check_retry_delay,
     check_snoozes,
 )
 from trioqueue._core.snooze import snooze_limit_message
-from trioqueue._types import Ack, Failure, Recorded, Release, Snoozed, SnoozeWrite
+from trioqueue._types import (
+    Ack,
+    ChildWait,
+    ChildWaitWrite,
+    Failure,
+    Recorded,
+    Release,
+    Snoozed,
+    SnoozeWrite,
+)
 
 
 class OutcomeCalls(BackendBase):
@@ -111,6 +121,22 @@ class OutcomeCalls(BackendBase):
             checkpoint_texts(items),
         )
         return [None if row is None else Snoozed(row["became"]) for row in applied]
+
+    async def await_children(self, items: Sequence[ChildWaitWrite]) -> list[ChildWait | None]:
+        """Put jobs back to wait for their unfinished children, their attempts given back
+        (docs/protocol.rst §22). Fenced: per item, what the job became (None: not applied)."""
+        items = tuple(items)
+        check_child_waits(items)
+        applied = await self._fenced_write(
+            "await_children",
+            items,
+            *fences(items),
+            [item.on_child_failure for item in items],
+            progress_texts(items),
+            *timing_arrays(items),
+            checkpoint_texts(items),
+        )
+        return [None if row is None else ChildWait(row["became"]) for row in applied]
 
     async def _fenced_write(
         self, op: str, items: Sequence[object], *arrays: list[Any] | str | int | None

@@ -186,8 +186,19 @@ FROM holder AS h, (SELECT count(*) FROM notified) AS n;
 
 -- name: cancel
 -- A leased job gets the cancel flag (its worker learns of it from its next renewal, which
--- the notice makes happen now); any other unfinished job fails at once.
-WITH cancelled AS (
+-- the notice makes happen now); any other unfinished job fails at once. So does every
+-- unfinished descendant of it (docs/protocol.rst §22: children by parent_id, theirs, and
+-- so on, found through jobs_parent_idx), each as a cancel of it alone, a failed one
+-- naming the job cancelled; nothing of them when the job itself is not unfinished.
+WITH RECURSIVE tree (id, depth) AS (
+    SELECT j.id, 0 FROM {schema}.jobs AS j
+    WHERE j.id = $1::bigint AND j.status IN ('queued', 'running')
+    UNION ALL
+    SELECT c.id, t.depth + 1
+    FROM tree AS t JOIN {schema}.jobs AS c ON c.parent_id = t.id
+    WHERE t.depth < 100000
+),
+cancelled AS (
     UPDATE {schema}.jobs AS j
     SET cancel_requested_at = CASE
             WHEN j.status = 'running' AND j.not_visible_until > now()
@@ -204,24 +215,29 @@ WITH cancelled AS (
         END,
         last_error = CASE
             WHEN j.status = 'running' AND j.not_visible_until > now() THEN j.last_error
+            WHEN j.id <> $1::bigint THEN 'cancelled: parent ' || $1::bigint || ' cancelled'
             WHEN j.status = 'running' THEN 'cancelled: cancel requested after its lease expired'
             WHEN j.attempts = 0 THEN 'cancelled before it ran'
             ELSE 'cancelled while waiting to retry'
         END,
         -- Failed here, it is a cancellation (docs/protocol.rst §14); no attempt row.
         cancelled = NOT (j.status = 'running' AND j.not_visible_until > now())
-    WHERE j.id = $1::bigint AND j.status IN ('queued', 'running')
+    FROM tree AS t
+    WHERE j.id = t.id AND j.status IN ('queued', 'running')
     -- A job failed here tells its waiters (the f: notice goes out in the RETURNING, which
     -- PostgreSQL evaluates for every updated row whatever the outer query reads).
     RETURNING j.id, j.queue, j.worker_id, j.status,
               CASE WHEN j.awaited AND j.status = 'failed'
                    THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END AS finished
+),
+notified AS (
+    SELECT count(pg_notify({channel}, 'c:' || c.id || ':' || md5(coalesce(c.worker_id, ''))
+                                      || ':' || c.queue)) AS n
+    FROM cancelled AS c WHERE c.status = 'running'
 )
-SELECT c.status,
-       (SELECT count(*) FROM (SELECT pg_notify({channel}, 'c:' || c.id || ':'
-                                               || md5(coalesce(c.worker_id, '')) || ':' || c.queue)
-                              WHERE c.status = 'running') AS notified) AS notices
-FROM cancelled AS c;
+SELECT c.status, (SELECT n.n FROM notified AS n) AS notices
+FROM cancelled AS c
+WHERE c.id = $1::bigint;
 
 -- name: retry
 -- A failed job goes back to its queue for one more attempt: attempts and last_error stay,
@@ -1035,6 +1051,21 @@ SELECT r.n,
         FROM (SELECT DISTINCT s.queue FROM released AS s WHERE s.status = 'queued') AS q) AS notices
 FROM released AS r;
 
+-- fragment: outcome_attempt_row
+-- The attempt row of snooze's and await_children's rows (written): one that gave its
+-- attempt back is numbered as before the claim, one that failed keeps its error.
+    INSERT INTO {schema}.attempts
+        (job_id, claim_seq, attempt, queue, outcome, worker_id, host, claimed_at, started_at,
+         finished_at, run_seconds, wait_seconds, error_type, error)
+    SELECT r.id, r.claim_seq,
+           CASE WHEN r.given_back THEN r.attempts + 1 ELSE r.attempts END,
+           r.queue, r.outcome, r.worker_id, r.host, coalesce(r.claimed_at, now()),
+           coalesce(r.claimed_at, now()) + make_interval(secs => r.started_after),
+           now(), r.run_seconds, r.wait_seconds, r.error_type,
+           CASE WHEN NOT r.given_back THEN r.last_error END
+    FROM written AS r
+    ON CONFLICT (job_id, claim_seq) DO NOTHING
+
 -- name: snooze
 -- The handler asked to run again after a delay, uncharged (docs/protocol.rst §17): the
 -- job goes back at now() + $3 seconds with its attempt given back and one more snooze.
@@ -1053,7 +1084,7 @@ WITH items AS (
          WITH ORDINALITY AS i (id, claim_seq, seconds, progress, started_after, run_seconds, n)
     ORDER BY i.id, i.claim_seq, i.n
 ),
-snoozed AS (
+written AS (
     UPDATE {schema}.jobs AS j
     SET progress = coalesce(i.progress, j.progress),
         -- $9: each item's checkpoint (JSON text) by its position, NULL for none (§16).
@@ -1092,28 +1123,130 @@ snoozed AS (
               j.claimed_at, j.wait_seconds, j.last_error, i.started_after, i.run_seconds,
               CASE WHEN j.cancelled THEN 'cancelled' WHEN j.status = 'queued' THEN 'snoozed'
                    ELSE 'failed' END AS became,
+              CASE WHEN j.cancelled THEN 'cancelled' WHEN j.status = 'queued' THEN 'snoozed'
+                   ELSE 'failed' END AS outcome,
+              j.status = 'queued' AS given_back,
+              CASE WHEN NOT j.cancelled AND j.status = 'failed'
+                   THEN 'SnoozeLimitExceeded' END AS error_type,
               CASE WHEN j.awaited AND j.status = 'failed'
                    THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END AS finished
 ),
 recorded AS (
     -- A snoozed attempt is not charged: its number is the one the row had before.
-    INSERT INTO {schema}.attempts
-        (job_id, claim_seq, attempt, queue, outcome, worker_id, host, claimed_at, started_at,
-         finished_at, run_seconds, wait_seconds, error_type, error)
-    SELECT r.id, r.claim_seq,
-           CASE WHEN r.became = 'snoozed' THEN r.attempts + 1 ELSE r.attempts END,
-           r.queue, r.became, r.worker_id, r.host, coalesce(r.claimed_at, now()),
-           coalesce(r.claimed_at, now()) + make_interval(secs => r.started_after),
-           now(), r.run_seconds, r.wait_seconds,
-           CASE WHEN r.became = 'failed' THEN 'SnoozeLimitExceeded' END,
-           CASE WHEN r.became <> 'snoozed' THEN r.last_error END
-    FROM snoozed AS r
-    ON CONFLICT (job_id, claim_seq) DO NOTHING
-)
+{fragment:outcome_attempt_row})
 SELECT s.n, s.became,
        (SELECT count(pg_notify({channel}, 'a:' || q.queue))
-        FROM (SELECT DISTINCT r.queue FROM snoozed AS r WHERE r.status = 'queued') AS q) AS notices
-FROM snoozed AS s;
+        FROM (SELECT DISTINCT r.queue FROM written AS r WHERE r.status = 'queued') AS q) AS notices
+FROM written AS s;
+
+-- name: await_children
+-- The handler asked to wait for its children (docs/protocol.rst §22): the job goes back
+-- queued, its attempt given back, waiting for its unfinished children through §21's edges
+-- (child, parent) and waiting count, with $3 (the policy, 'fail' or 'continue') as its
+-- dependency_failure. The fenced rows are locked first, then their children in id order,
+-- read at their latest versions: a child finishing meanwhile either committed first (it is
+-- not counted) or waits for this statement and then settles the parent (its statements
+-- read the edges after its lock). A child already failed fails the parent under 'fail',
+-- naming the lowest; a job asked to cancel is failed instead, a cancellation. $4 to $6
+-- and $7 as snooze's $4 to $6 and $9. Answers the positions that applied with what each
+-- job became: waiting, failed or cancelled.
+WITH items AS (
+    SELECT DISTINCT ON (i.id, i.claim_seq) i.id, i.claim_seq, i.policy, i.progress,
+           i.started_after, i.run_seconds, i.n
+    FROM unnest($1::text[]::bigint[], $2::text[]::bigint[], $3::text[],
+                $4::text[]::float8[], $5::text::float8[], $6::text::float8[])
+         WITH ORDINALITY AS i (id, claim_seq, policy, progress, started_after, run_seconds, n)
+    ORDER BY i.id, i.claim_seq, i.n
+),
+fenced AS (
+    SELECT j.id, j.cancel_requested_at, i.claim_seq, i.policy, i.progress, i.started_after,
+           i.run_seconds, i.n
+    FROM {schema}.jobs AS j JOIN items AS i ON j.id = i.id AND j.claim_seq = i.claim_seq
+    WHERE (j.status = 'running') IS TRUE
+    ORDER BY j.id
+    FOR UPDATE OF j
+),
+children AS (
+    SELECT c.id, c.parent_id, c.status
+    FROM {schema}.jobs AS c
+    WHERE c.parent_id IN (SELECT f.id FROM fenced AS f WHERE f.cancel_requested_at IS NULL)
+      AND c.status IN ('queued', 'running', 'failed')
+    ORDER BY c.id
+    FOR UPDATE OF c
+),
+decided AS (
+    SELECT f.*,
+           count(c.id) FILTER (WHERE c.status <> 'failed') AS unfinished,
+           min(c.id) FILTER (WHERE c.status = 'failed') AS failed_child,
+           CASE WHEN f.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                WHEN f.policy = 'fail' AND bool_or(c.status = 'failed') THEN 'failed'
+                ELSE 'waiting' END AS became
+    FROM fenced AS f LEFT JOIN children AS c ON c.parent_id = f.id
+    GROUP BY f.id, f.cancel_requested_at, f.claim_seq, f.policy, f.progress, f.started_after,
+             f.run_seconds, f.n
+),
+awaited AS (
+    SELECT c.id, c.parent_id
+    FROM children AS c JOIN decided AS d ON d.id = c.parent_id
+    WHERE d.became = 'waiting' AND c.status <> 'failed'
+),
+edges AS (
+    INSERT INTO {schema}.job_edges (dependency_id, dependent_id)
+    SELECT a.id, a.parent_id FROM awaited AS a
+    ON CONFLICT DO NOTHING
+),
+-- A child that is itself one of this statement's jobs is marked by the update below: one
+-- statement may not update a row twice.
+marked AS (
+    UPDATE {schema}.jobs AS c
+    SET has_dependents = true
+    FROM awaited AS a
+    WHERE c.id = a.id AND NOT c.has_dependents AND a.id NOT IN (SELECT d.id FROM decided AS d)
+),
+written AS (
+    UPDATE {schema}.jobs AS j
+    SET progress = coalesce(d.progress, j.progress),
+        checkpoint = coalesce(($7::text[])[d.n]::jsonb, j.checkpoint),
+        checkpointed_at = CASE WHEN ($7::text[])[d.n] IS NULL THEN j.checkpointed_at ELSE now() END,
+        status = CASE WHEN d.became = 'waiting' THEN 'queued' ELSE 'failed' END,
+        finished_at = CASE WHEN d.became = 'waiting' THEN NULL ELSE now() END,
+        last_error = CASE
+            WHEN d.became = 'cancelled' THEN 'cancelled: cancel requested'
+            WHEN d.became = 'failed' THEN 'dependency ' || d.failed_child || ' failed'
+            ELSE j.last_error
+        END,
+        -- The wait gives the claim's increment back; a failure is charged.
+        attempts = CASE WHEN d.became = 'waiting' THEN j.attempts - 1 ELSE j.attempts END,
+        waiting = CASE WHEN d.became = 'waiting' THEN d.unfinished ELSE 0 END,
+        not_visible_until = CASE
+            WHEN d.became = 'waiting' AND d.unfinished > 0 THEN 'infinity'
+            WHEN d.became = 'waiting' THEN now()
+            ELSE j.not_visible_until
+        END,
+        dependency_failure = CASE
+            WHEN d.became = 'waiting' THEN d.policy ELSE j.dependency_failure
+        END,
+        awaits_children = j.awaits_children OR d.became = 'waiting',
+        has_dependents = j.has_dependents OR j.id IN (SELECT a.id FROM awaited AS a),
+        cancelled = d.became = 'cancelled'
+    FROM decided AS d
+    WHERE j.id = d.id
+    RETURNING d.n, j.queue, j.status, j.id, j.claim_seq, j.attempts, j.worker_id, j.host,
+              j.claimed_at, j.wait_seconds, j.last_error, j.waiting, d.started_after,
+              d.run_seconds, d.became,
+              CASE WHEN d.became = 'waiting' THEN 'awaiting' ELSE d.became END AS outcome,
+              d.became = 'waiting' AS given_back, NULL::text AS error_type,
+              CASE WHEN j.awaited AND j.status = 'failed'
+                   THEN pg_notify({channel}, 'f:' || j.id || ':' || j.queue) END AS finished
+),
+recorded AS (
+    -- The wait's attempt is not charged: its number is the one the row had before.
+{fragment:outcome_attempt_row})
+SELECT w.n, w.became,
+       (SELECT count(pg_notify({channel}, 'a:' || q.queue))
+        FROM (SELECT DISTINCT r.queue FROM written AS r
+              WHERE r.status = 'queued' AND r.waiting = 0) AS q) AS notices
+FROM written AS w;
 
 -- name: prune
 -- Retention: delete up to $2 rows that finished more than $1 seconds ago.

@@ -62,7 +62,7 @@ from trioqueue.testing._conformance.results import ResultConformance
 from trioqueue.testing._conformance.retention import RetentionConformance
 from trioqueue.testing._conformance.schedules import ScheduleConformance
 from trioqueue.testing._conformance.snoozes import SnoozeConformance
-from trioqueue.testing._conformance.trees import TreeConformance
+from trioqueue.testing._conformance.trees import ChildWaitConformance, TreeConformance
 
 __all__ = ["BackendConformance"]
 
@@ -89,6 +89,7 @@ class BackendConformance(
     SnoozeConformance,
     DependencyConformance,
     TreeConformance,
+    ChildWaitConformance,
 ):
     """What every backend must do, as tests. Subclass it in a test module::
 
