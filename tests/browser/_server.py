@@ -14,6 +14,7 @@ to release each step, so a test can watch a running job's progress bar move on c
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
@@ -28,6 +29,11 @@ from trioqueue import JobContext
 from trioqueue.web import create_app, create_multi_app
 
 from .._postgres_harness import wait_until_finished
+
+#: The dashboard token the security tests serve with, and how chromium words a page refused
+#: by the Content-Security-Policy (in a console message).
+TOKEN = "k9Vf2L0sQe7XbT4wZpR1mA8nY3cD6hJ"
+CSP_REFUSAL = re.compile(r"Content Security Policy|Content-Security-Policy", re.IGNORECASE)
 
 T = TypeVar("T")
 

@@ -22,14 +22,12 @@ if not os.environ.get("CI"):  # under CI a missing playwright is an error, not a
 from playwright.sync_api import Dialog, Page, expect
 
 from .._web_harness import dead_letter
-from ._server import DashboardServer
+from ._server import CSP_REFUSAL, TOKEN, DashboardServer
 
 pytestmark = [pytest.mark.postgres, pytest.mark.browser]
 
 Shot = Callable[[str], Path]
 Serve = Callable[..., DashboardServer]
-TOKEN = "k9Vf2L0sQe7XbT4wZpR1mA8nY3cD6hJ"
-CSP_REFUSAL = re.compile(r"Content Security Policy|Content-Security-Policy", re.IGNORECASE)
 HOSTILE_QUEUE = '"><img src=x onerror=alert(1)>'
 HOSTILE_ERROR = "ValueError: </code><script>alert(2)</script>"
 HOSTILE_TYPE = "evil.<svg/onload=alert(3)>"

@@ -23,14 +23,12 @@ from playwright.sync_api import Page, expect
 
 import trioqueue
 
-from ._server import DashboardServer
+from ._server import CSP_REFUSAL, TOKEN, DashboardServer
 
 pytestmark = [pytest.mark.postgres, pytest.mark.browser]
 
 Shot = Callable[[str], Path]
 Serve = Callable[..., DashboardServer]
-TOKEN = "k9Vf2L0sQe7XbT4wZpR1mA8nY3cD6hJ"
-CSP_REFUSAL = re.compile(r"Content Security Policy|Content-Security-Policy", re.IGNORECASE)
 
 
 def test_a_sandboxed_frame_on_another_site_gets_no_dashboard(
