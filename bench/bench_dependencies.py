@@ -100,32 +100,40 @@ async def chain(dsn: str, jobs: int) -> None:
         )
 
 
+async def drain_until_joined(
+    backend: trioqueue.PostgresBackend, many: str, joining: str, payload: str
+) -> float:
+    """Run a pool on queue ``many`` (4 batches of 50) and one on ``joining`` until the job
+    with ``payload`` runs there (woken by NOTIFY: that pool never polls): the seconds."""
+    done = trio.Event()
+
+    async def handler(given: Any, ctx: trioqueue.JobContext) -> None:
+        if given == payload:
+            done.set()
+
+    wide = trioqueue.WorkerConfig(
+        handler=handler, queue=many, concurrency=4, batch_size=50, max_job_duration=60
+    )
+    join = trioqueue.WorkerConfig(
+        handler=handler, queue=joining, poll_interval=60, max_job_duration=60
+    )
+    began = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trioqueue.run_worker_pool, backend, wide)
+        await nursery.start(trioqueue.run_worker_pool, backend, join)
+        with trio.fail_after(600):
+            await done.wait()
+        nursery.cancel_scope.cancel()
+    return trio.current_time() - began
+
+
 async def fan_in(dsn: str, jobs: int) -> None:
     async with fresh_schema(dsn, "fanin", max_connections=12) as backend:
         ids = await backend.enqueue_many("fan", list(range(jobs)))
         t0 = time.perf_counter()
         join = await backend.enqueue("join", "join", depends_on=ids)
         enqueued = time.perf_counter() - t0
-        done = trio.Event()
-
-        async def handler(payload: Any, ctx: trioqueue.JobContext) -> None:
-            if payload == "join":
-                done.set()
-
-        fan = trioqueue.WorkerConfig(
-            handler=handler, queue="fan", concurrency=4, batch_size=50, max_job_duration=60
-        )
-        joined = trioqueue.WorkerConfig(
-            handler=handler, queue="join", poll_interval=60, max_job_duration=60
-        )
-        t1 = trio.current_time()
-        async with trio.open_nursery() as nursery:
-            await nursery.start(trioqueue.run_worker_pool, backend, fan)
-            await nursery.start(trioqueue.run_worker_pool, backend, joined)
-            with trio.fail_after(600):
-                await done.wait()
-            nursery.cancel_scope.cancel()
-        drained = trio.current_time() - t1
+        drained = await drain_until_joined(backend, "fan", "join", "join")
         info = await backend.get_job(join)
         print(
             f"fan-in of {jobs}: the join's enqueue (one statement, {jobs} row locks and "
@@ -179,26 +187,7 @@ async def tree(dsn: str, jobs: int) -> None:
         [became] = await backend.await_children([wait])
         waited = time.perf_counter() - t0
         before = dict(backend.statistics().calls)
-        done = trio.Event()
-
-        async def handler(payload: Any, ctx: trioqueue.JobContext) -> None:
-            if payload == "parent":
-                done.set()
-
-        children = trioqueue.WorkerConfig(
-            handler=handler, queue="child", concurrency=4, batch_size=50, max_job_duration=60
-        )
-        parents = trioqueue.WorkerConfig(
-            handler=handler, queue="parent", poll_interval=60, max_job_duration=60
-        )
-        t1 = trio.current_time()
-        async with trio.open_nursery() as nursery:
-            await nursery.start(trioqueue.run_worker_pool, backend, children)
-            await nursery.start(trioqueue.run_worker_pool, backend, parents)
-            with trio.fail_after(600):
-                await done.wait()
-            nursery.cancel_scope.cancel()
-        drained = trio.current_time() - t1
+        drained = await drain_until_joined(backend, "child", "parent", "parent")
         calls = {k: v - before.get(k, 0) for k, v in backend.statistics().calls.items()}
         spent = {k: round(v / jobs, 3) for k, v in sorted(calls.items()) if v > 0}
         print(
