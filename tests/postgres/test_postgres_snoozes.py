@@ -5,19 +5,12 @@ handler's writes rolled back when it snoozes."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
 import pytest
-import trio
 
-import trioqueue
-from trioqueue import JobContext
-from trioqueue._backends.postgres import PostgresBackend, open_postgres
+from trioqueue._backends.postgres import PostgresBackend
 from trioqueue._types import Claimed, Snoozed, SnoozeWrite
 
-from .._pool_harness import Recorder
-from .._postgres_harness import jobs_table, wait_until_finished
+from .._postgres_harness import jobs_table
 
 pytestmark = pytest.mark.postgres
 
@@ -90,47 +83,3 @@ async def test_a_replayed_snooze_statement_writes_one_attempt_row(
     info = await backend.get_job(job_id)
     assert (info.attempts, info.snoozes) == (0, 1)
     assert [a.outcome for a in await backend.list_attempts(job_id)] == ["snoozed"]
-
-
-@pytest.fixture
-async def tx_backend(postgres_dsn: str, postgres_schema: str) -> AsyncIterator[PostgresBackend]:
-    async with open_postgres(postgres_dsn, schema=postgres_schema, max_connections=12) as backend:
-        await backend.migrate()
-        async with backend.acquire() as connection:
-            await connection.execute(
-                f'CREATE TABLE "{backend.schema}".effects (job_id bigint NOT NULL, run int)'
-            )
-        yield backend
-
-
-async def test_a_transactional_handlers_snooze_rolls_its_writes_back(
-    tx_backend: PostgresBackend,
-) -> None:
-    """A snooze is not a success: the handler's writes of the snoozed run are rolled back,
-    and the run that succeeds commits its own once (docs/protocol.rst §17)."""
-    backend = tx_backend
-    runs = 0
-
-    async def handler(payload: Any, ctx: JobContext) -> None:
-        nonlocal runs
-        runs += 1
-        assert ctx.connection is not None
-        await ctx.connection.execute(
-            f'INSERT INTO "{backend.schema}".effects VALUES ($1, $2)', ctx.job_id, runs
-        )
-        if runs == 1:
-            raise trioqueue.Snooze(0.05)
-
-    rec = Recorder()
-    cfg = trioqueue.transactional_worker_config(
-        1, handler, queue=Q, poll_interval=0.2, shutdown_grace=0.5, **rec.hooks()
-    )
-    async with trio.open_nursery() as nursery:
-        job_id = await backend.enqueue(Q, {})
-        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
-        [info] = await wait_until_finished(backend, [job_id])
-        nursery.cancel_scope.cancel()
-    async with backend.acquire() as connection:
-        rows = await connection.fetch(f'SELECT job_id, run FROM "{backend.schema}".effects')
-    assert [(r["job_id"], r["run"]) for r in rows] == [(job_id, 2)]
-    assert (info.status, info.attempts, info.snoozes) == ("succeeded", 1, 1)

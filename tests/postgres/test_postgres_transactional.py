@@ -399,3 +399,30 @@ async def test_transactional_handlers_leave_the_runtime_its_connections(
         assert most_holding == 1
         assert recorder.of("unavailable") == []
         assert await effect_counts(backend) == dict.fromkeys(ids, 1)
+
+
+async def test_a_snooze_rolls_the_handlers_writes_back(backend: PostgresBackend) -> None:
+    """A snooze is not a success: the handler's writes of the snoozed run are rolled back,
+    and the run that succeeds commits its own once (docs/protocol.rst §17)."""
+    runs = 0
+
+    async def handler(payload: Any, ctx: JobContext) -> None:
+        nonlocal runs
+        runs += 1
+        assert ctx.connection is not None
+        await ctx.connection.execute(
+            f"INSERT INTO {effects(backend)} VALUES ($1, $2)", ctx.job_id, runs
+        )
+        if runs == 1:
+            raise trioqueue.Snooze(0.05)
+
+    cfg = config(handler, Recorder(), concurrency=1)
+    async with trio.open_nursery() as nursery:
+        job_id = await backend.enqueue(Q, {})
+        await nursery.start(trioqueue.run_worker_pool, backend, cfg)
+        [info] = await wait_until_finished(backend, [job_id])
+        nursery.cancel_scope.cancel()
+    async with backend.acquire() as connection:
+        rows = await connection.fetch(f"SELECT job_id, attempt FROM {effects(backend)}")
+    assert [(r["job_id"], r["attempt"]) for r in rows] == [(job_id, 2)]
+    assert (info.status, info.attempts, info.snoozes) == ("succeeded", 1, 1)
