@@ -886,7 +886,8 @@ RULES: tuple[Rule, ...] = (
             Tests("unit/test_pool_snoozes.py", (), "raised, returned, the bound, stops first"),
             Tests("unit/test_memory_backend.py", (), _SNOOZES),
             Tests("postgres/test_postgres_backend.py", (), _SNOOZES),
-            Tests("postgres/test_postgres_snoozes.py", (), "reclaims, transactional rollback"),
+            Tests("postgres/test_postgres_snoozes.py", (), "a late snooze after a reclaim"),
+            Tests("postgres/test_postgres_transactional.py", (), "a snooze's writes rolled back"),
         ),
     ),
     Rule(
